@@ -1,0 +1,182 @@
+package policy
+
+import (
+	"regexp"
+	"strings"
+)
+
+// Redacted is the marker that replaces a secret in an audited operation. It
+// holds no digits and no characters that any rule below treats as part of a
+// secret's name, so redacting text twice gives the same text as redacting it
+// once (Redact is idempotent, which FuzzRedact checks).
+const Redacted = "[REDACTED]"
+
+// redactedKey replaces a whole PEM private-key block: the block's armour lines
+// would otherwise tell a reader only what kind of key leaked.
+const redactedKey = "[REDACTED PRIVATE KEY]"
+
+// A shell word value: one single-quoted or double-quoted string, or one run of
+// characters that cannot end a shell word. A secret glued to a quoted part
+// (TOKEN=ab'cd') is rare enough that stopping at the quote is accepted; the
+// opposite choice, running on over quotes, swallowed whole curl command lines
+// in `-d 'user=x&password=y' -H '...'`.
+const valuePattern = `(?:'[^']*'|"(?:[^"\\]|\\.)*"|[^\s'";&|<>()]+)`
+
+// The rules. They are compiled once and never written after, so they are
+// constants in all but name (the style's ban is on package-level *mutable*
+// state).
+var (
+	// An unterminated block is redacted to the end of the text: a truncated
+	// key is still a key.
+	rePEM = regexp.MustCompile(`(?s)-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|$)`)
+	// Group 1 is the header name; group 2 an optional scheme word kept for
+	// the reader (Basic, Bearer, token); group 3 the credentials, up to the
+	// quote or line end that closes the header.
+	reAuth = regexp.MustCompile(`(?i)\b((?:proxy-)?authorization:[ \t]*)((?:basic|bearer|token|digest|negotiate|ntlm|aws4-hmac-sha256)[ \t]+)?([^\s'"][^'"\r\n]*)`)
+	// A bearer token outside a header (JSON bodies, --oauth2-bearer).
+	reBearer = regexp.MustCompile(`(?i)\b(bearer[ \t]+)([A-Za-z0-9\-._~+/]+=*)`)
+	// scheme://user:password@host — the user name stays.
+	reURLCreds = regexp.MustCompile(`\b([A-Za-z][A-Za-z0-9+.\-]*://[^\s/:@'"]*:)([^\s/@'"]+)@`)
+	// --password=X, --password X, --db-password X, --api-token X,
+	// --client-secret X ... Options that name where the secret is rather than
+	// the secret itself are let through by longOptFn.
+	reLongOpt = regexp.MustCompile(`(?i)(--[A-Za-z0-9\-_]*(?:passw(?:or)?d|token|secret|api-?key|bearer|credential)[A-Za-z0-9\-_]*)(=|[ \t]+)(` + valuePattern + `)`)
+	// NAME=value; whether NAME is secret-like is decided by secretName.
+	reEnvAssign = regexp.MustCompile(`\b([A-Za-z_][A-Za-z0-9_]*)=(` + valuePattern + `)`)
+	// sshpass -p X and sshpass -pX.
+	reSSHPass = regexp.MustCompile(`\b(sshpass\b[^;&|\n]*?\s-p[ \t]*)(` + valuePattern + `)`)
+	// One simple command of the MySQL family, up to the operator that ends
+	// it. -pSECRET (no space: with a space the next word is the database and
+	// MySQL prompts) is redacted only inside it, because elsewhere -pX means
+	// something else (tar -pxf, mkdir -p).
+	reMySQLCmd   = regexp.MustCompile(`\b(?:mysql[A-Za-z_\-]*|mariadb[A-Za-z_\-]*)\b[^;&|\n]*`)
+	reMySQLShort = regexp.MustCompile(`(\s-p)(` + valuePattern + `)`)
+	reAWSKey     = regexp.MustCompile(`\b(?:AKIA|ASIA)[A-Z0-9]{16}\b`)
+	// Tokens whose prefix says what they are: GitHub, GitLab, Slack.
+	reKnownToken = regexp.MustCompile(`\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}|glpat-[A-Za-z0-9\-_]{20,}|xox[abprs]-[A-Za-z0-9\-]{10,})`)
+	// Finnish personal identity code DDMMYYCNNNK; the date and the check
+	// character are validated by validHETU to keep false hits rare.
+	reHETU = regexp.MustCompile(`\b(\d{6})([-+A-FU-Y])(\d{3})([0-9A-FHJ-NPR-Y])\b`)
+)
+
+// Redact returns text with secrets replaced by markers: passwords given as
+// arguments (mysql -pX, --password=X, --password X, sshpass -p X),
+// NAME=value for secret-like names, Authorization headers and bearer tokens,
+// URL passwords, AWS access key ids, well-known API tokens, PEM private-key
+// blocks and Finnish personal identity codes (HETU). Everything else is kept,
+// so an auditor still reads what ran. It is pure and safe for concurrent use.
+//
+// Redaction errs toward hiding too much: a rule that cannot tell where a
+// secret ends hides up to the end of the word, line or text.
+func Redact(text string) string {
+	// PEM first: the block's body is base64 that other rules might split.
+	text = rePEM.ReplaceAllLiteralString(text, redactedKey)
+	text = replaceGroups(reAuth, text, func(m []string) string { return m[1] + m[2] + Redacted })
+	text = replaceGroups(reBearer, text, func(m []string) string { return m[1] + Redacted })
+	text = replaceGroups(reURLCreds, text, func(m []string) string { return m[1] + Redacted + "@" })
+	text = replaceGroups(reLongOpt, text, longOptFn)
+	text = replaceGroups(reEnvAssign, text, func(m []string) string {
+		if !secretName(m[1]) {
+			return m[0]
+		}
+		return m[1] + "=" + Redacted
+	})
+	text = replaceGroups(reSSHPass, text, func(m []string) string { return m[1] + Redacted })
+	text = reMySQLCmd.ReplaceAllStringFunc(text, func(cmd string) string {
+		return replaceGroups(reMySQLShort, cmd, func(m []string) string { return m[1] + Redacted })
+	})
+	text = reAWSKey.ReplaceAllLiteralString(text, Redacted)
+	text = reKnownToken.ReplaceAllLiteralString(text, Redacted)
+	text = replaceGroups(reHETU, text, func(m []string) string {
+		if !validHETU(m[1], m[3], m[4]) {
+			return m[0]
+		}
+		return Redacted
+	})
+	return text
+}
+
+// longOptFn redacts the value of a secret-bearing long option, except for the
+// options that name where the secret is rather than the secret itself
+// (--password-file, --password-stdin, --token-env) and negations
+// (--no-password), whose following word is an ordinary argument.
+func longOptFn(m []string) string {
+	name := strings.ToLower(m[1])
+	if strings.HasPrefix(name, "--no-") {
+		return m[0]
+	}
+	for _, suffix := range []string{"-file", "-stdin", "-path", "-env", "-command", "-cmd", "-prompt", "_file"} {
+		if strings.HasSuffix(name, suffix) {
+			return m[0]
+		}
+	}
+	if m[2] != "=" && strings.HasPrefix(m[3], "-") {
+		// --password -h host: the option took no value (MySQL prompts).
+		return m[0]
+	}
+	return m[1] + m[2] + Redacted
+}
+
+// secretName reports whether an environment-style name looks like it holds a
+// secret: it contains TOKEN, SECRET, PASSWORD or PASSWD, or ends in _KEY or
+// _PWD (MYSQL_PWD), compared without case. PWD alone is the working
+// directory and stays.
+func secretName(name string) bool {
+	u := strings.ToUpper(name)
+	for _, w := range []string{"TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL"} {
+		if strings.Contains(u, w) {
+			return true
+		}
+	}
+	return strings.HasSuffix(u, "_KEY") || strings.HasSuffix(u, "_PWD") || strings.HasSuffix(u, "APIKEY")
+}
+
+// hetuCheck is the table of HETU check characters, indexed by the nine digits
+// DDMMYYNNN modulo 31.
+const hetuCheck = "0123456789ABCDEFHJKLMNPRSTUVWXY"
+
+// validHETU checks that a candidate HETU has a real calendar day, an
+// individual number of at least 002, and the right check character. Without
+// the check, dates in file names (backup-010203-1234) would be redacted.
+func validHETU(date, individual, check string) bool {
+	day := atoi2(date[0:2])
+	month := atoi2(date[2:4])
+	if day < 1 || day > 31 || month < 1 || month > 12 {
+		return false
+	}
+	if individual < "002" {
+		return false
+	}
+	n := 0
+	for _, c := range date + individual {
+		n = n*10 + int(c-'0')
+	}
+	return hetuCheck[n%31] == check[0]
+}
+
+func atoi2(s string) int { return int(s[0]-'0')*10 + int(s[1]-'0') }
+
+// replaceGroups calls fn with the submatches of every match of re in s and
+// puts its result in place of the match.
+func replaceGroups(re *regexp.Regexp, s string, fn func(m []string) string) string {
+	idx := re.FindAllStringSubmatchIndex(s, -1)
+	if idx == nil {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	last := 0
+	for _, loc := range idx {
+		m := make([]string, len(loc)/2)
+		for i := range m {
+			if loc[2*i] >= 0 {
+				m[i] = s[loc[2*i]:loc[2*i+1]]
+			}
+		}
+		b.WriteString(s[last:loc[0]])
+		b.WriteString(fn(m))
+		last = loc[1]
+	}
+	b.WriteString(s[last:])
+	return b.String()
+}
