@@ -1,0 +1,54 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors that callers branch on with errors.Is. Every error the
+// package returns starts with "store: " and wraps at most one of these.
+var (
+	// ErrNotFound: no record with that name, alias or id.
+	ErrNotFound = errors.New("not found")
+	// ErrDuplicate: a unique name, alias, key or grant already exists.
+	ErrDuplicate = errors.New("already exists")
+	// ErrInvalid: the input cannot be stored as given (malformed key, bad
+	// rule word, unknown environment, a rule that the environment forbids).
+	ErrInvalid = errors.New("invalid")
+	// ErrNoMasterKey: a sealed secret was needed but no master key was loaded.
+	ErrNoMasterKey = errors.New("no master key")
+	// ErrWrongMasterKey: the master key does not open what it sealed.
+	ErrWrongMasterKey = errors.New("master key does not match")
+)
+
+// ConflictError reports a uniqueness conflict: the kind of record and the
+// value that is already taken. It matches ErrDuplicate with errors.Is.
+type ConflictError struct {
+	Kind  string // "agent", "agent key", "connection", "grant"
+	Value string // the taken name, alias or fingerprint
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("store: %s %s already exists", e.Kind, e.Value)
+}
+
+// Is makes errors.Is(err, ErrDuplicate) true for a *ConflictError.
+func (e *ConflictError) Is(target error) bool { return target == ErrDuplicate }
+
+// notFound builds the usual `store: agent "x" not found` error.
+func notFound(kind, value string) error {
+	return fmt.Errorf("store: %s %q %w", kind, value, ErrNotFound)
+}
+
+// invalidError carries a message written for the person who typed the input;
+// it matches ErrInvalid so that callers need not know the type.
+type invalidError struct{ msg string }
+
+func (e *invalidError) Error() string        { return "store: " + e.msg }
+func (e *invalidError) Is(target error) bool { return target == ErrInvalid }
+
+// invalid builds an error that wraps ErrInvalid, with a message that reads
+// well on its own: invalid("agent name %q has spaces", name).
+func invalid(format string, args ...any) error {
+	return &invalidError{msg: fmt.Sprintf(format, args...)}
+}

@@ -1,0 +1,207 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/base32"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+// DefaultBusyTimeout is how long a statement waits for another connection or
+// process that holds the write lock before failing with SQLITE_BUSY. Writes
+// are short, so five seconds only runs out when something is stuck.
+const DefaultBusyTimeout = 5 * time.Second
+
+// Options configure Open. The zero value is usable: real clock, default busy
+// timeout, and no master key (sealed secrets then fail with ErrNoMasterKey).
+type Options struct {
+	Now         func() time.Time // time.Now if nil; results are stored in UTC
+	MasterKey   []byte           // 32 bytes, or nil for none; see Dir.Open
+	BusyTimeout time.Duration    // DefaultBusyTimeout if zero
+
+	// masterKeyErr explains why MasterKey is nil when Dir.Open could not load
+	// it, so that the error at the first sealed secret names the file.
+	masterKeyErr error
+}
+
+// Store is the open database. It is safe for concurrent use. Close it when
+// done; a Store holds one dedicated connection for DataVersion.
+type Store struct {
+	db  *sql.DB
+	now func() time.Time
+
+	// sealer is nil when there is no usable master key; keyErr says why.
+	sealer *sealer
+	keyErr error
+
+	// dvMu protects dvConn. PRAGMA data_version is per connection, so every
+	// DataVersion call must use this one connection, one call at a time.
+	dvMu   sync.Mutex
+	dvConn *sql.Conn
+}
+
+// Open opens (creating if needed) the SQLite database at path and migrates it
+// to the newest schema. Most callers want Dir.Open, which also loads the
+// master key.
+func Open(ctx context.Context, path string, opts Options) (*Store, error) {
+	db, err := openDB(path, opts.BusyTimeout)
+	if err != nil {
+		return nil, err
+	}
+	if err := migrate(ctx, db, -1); err != nil {
+		db.Close()
+		return nil, err
+	}
+	s := &Store{db: db, now: opts.Now}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if err := s.loadMasterKey(ctx, opts); err != nil {
+		db.Close()
+		return nil, err
+	}
+	s.dvConn, err = db.Conn(ctx)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// openDB opens the database without migrating it. Every pooled connection
+// gets the pragmas through the DSN.
+func openDB(path string, busy time.Duration) (*sql.DB, error) {
+	if path == "" {
+		return nil, errors.New("store: empty database path")
+	}
+	if strings.ContainsRune(path, '?') {
+		// The driver splits the DSN at the first '?'.
+		return nil, fmt.Errorf("store: database path %q contains '?'", path)
+	}
+	if busy <= 0 {
+		busy = DefaultBusyTimeout
+	}
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "foreign_keys(1)")
+	// NORMAL is durable across application crashes in WAL mode and loses at
+	// most the last transactions on power loss; FULL would fsync every audit
+	// row.
+	q.Add("_pragma", "synchronous(NORMAL)")
+	q.Set("_txlock", "immediate")
+	db, err := sql.Open("sqlite", path+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	if err := db.Ping(); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	return db, nil
+}
+
+// Close releases the database.
+func (s *Store) Close() error {
+	s.dvMu.Lock()
+	if s.dvConn != nil {
+		s.dvConn.Close()
+		s.dvConn = nil
+	}
+	s.dvMu.Unlock()
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("store: close: %w", err)
+	}
+	return nil
+}
+
+// DataVersion returns SQLite's PRAGMA data_version as seen by a connection
+// reserved for it. The value changes whenever another connection or process
+// commits to the database, so a poller can tell cheaply whether anything may
+// have changed (an approval decided by the admin CLI, for example) without
+// scanning a table. Commits made through this Store's other connections count
+// as "another connection" too.
+func (s *Store) DataVersion(ctx context.Context) (int64, error) {
+	s.dvMu.Lock()
+	defer s.dvMu.Unlock()
+	if s.dvConn == nil {
+		return 0, errors.New("store: data version: store is closed")
+	}
+	var v int64
+	if err := s.dvConn.QueryRowContext(ctx, "PRAGMA data_version").Scan(&v); err != nil {
+		return 0, fmt.Errorf("store: data version: %w", err)
+	}
+	return v, nil
+}
+
+// inTx runs fn in one transaction (BEGIN IMMEDIATE, see the package doc) and
+// commits if fn returns nil.
+func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("store: begin: %w", err)
+	}
+	if err := fn(tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("store: commit: %w", err)
+	}
+	return nil
+}
+
+// nowUTC is the injected clock in UTC.
+func (s *Store) nowUTC() time.Time { return s.now().UTC() }
+
+// timeLayout is RFC 3339 with a fixed nine-digit fraction, so that stored
+// times sort correctly as text.
+const timeLayout = "2006-01-02T15:04:05.000000000Z07:00"
+
+// formatTime is how every time is stored. The zero time is stored as "".
+func formatTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(timeLayout)
+}
+
+// parseTime reads a time written by formatTime; "" is the zero time.
+func parseTime(s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("store: bad stored time %q: %w", s, err)
+	}
+	return t.UTC(), nil
+}
+
+// idEncoding is lower-case base32 without padding: ids stay readable and
+// safe in URLs, shell arguments and file names.
+var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+
+// newID returns prefix + "_" + 16 random base32 characters (80 bits), for
+// example "agt_k3j5x7q2m4n6p8r1".
+func newID(prefix string) string {
+	var b [10]byte
+	rand.Read(b[:]) // never returns an error (Go 1.24+)
+	return prefix + "_" + idEncoding.EncodeToString(b[:])
+}
+
+// Prefixes of record ids, one per table.
+const (
+	prefixAgent      = "agt"
+	prefixAgentKey   = "key"
+	prefixConnection = "con"
+	prefixGrant      = "gra"
+)
