@@ -1,6 +1,11 @@
 module github.com/postern/postern
 
-go 1.26
+go 1.26.0
+
+require (
+	golang.org/x/crypto v0.59.0
+	modernc.org/sqlite v1.62.0
+)
 
 require (
 	github.com/chromedp/cdproto v0.159.0 // indirect
@@ -19,11 +24,9 @@ require (
 	github.com/spf13/cobra v1.10.2 // indirect
 	github.com/spf13/pflag v1.0.9 // indirect
 	go.uber.org/goleak v1.3.0 // indirect
-	golang.org/x/crypto v0.59.0 // indirect
 	golang.org/x/sys v0.50.0 // indirect
 	modernc.org/libc v1.80.1 // indirect
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
-	modernc.org/sqlite v1.62.0 // indirect
 	mvdan.cc/sh/v3 v3.14.1 // indirect
 )
