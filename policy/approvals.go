@@ -1,0 +1,274 @@
+package policy
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/postern/postern/store"
+)
+
+// Authorization is the result of Authorize: what was decided and, when the
+// operation was approved, the approval it consumed. It is filled in on every
+// return, including refusals, so that the caller can audit with Record.
+type Authorization struct {
+	Decision Decision
+	// Outcome is Allowed or Approved when the operation may run (err nil);
+	// otherwise Denied, Expired, Asked (the caller stopped waiting) or Failed.
+	Outcome  Outcome
+	Approval *Approval // the request, when the rule was Ask and one was made or found
+	Err      error     // the error Authorize returned, for Record's reason
+}
+
+// Deciders lists the admins who decided the approval, if any.
+func (a Authorization) Deciders() []string {
+	if a.Approval == nil {
+		return nil
+	}
+	return a.Approval.Deciders()
+}
+
+// Authorize decides op and, when the rule says ask, obtains the approval:
+// it returns nil when the operation may run now, exactly once.
+//
+// For Ask it first looks for an identical request of the same agent on the
+// same connection that is approved and unused (consumed at once) or still
+// pending (waited on); otherwise it writes a new request, calls onWait (may
+// be nil) so the caller can tell the agent what it waits for, and waits.
+// onWait is called before the wait and after the request is stored.
+//
+// Errors: *DeniedError (rule, admin or no grant; matches ErrDenied),
+// ErrExpired, ErrAlreadyUsed, ErrClosed, the context's error, or a store
+// error (Outcome Failed).
+func (e *Engine) Authorize(ctx context.Context, op Operation, onWait func(Approval)) (Authorization, error) {
+	d := e.Decide(ctx, op)
+	auth := Authorization{Decision: d}
+	fail := func(o Outcome, err error) (Authorization, error) {
+		auth.Outcome, auth.Err = o, err
+		return auth, err
+	}
+	switch d.Rule {
+	case Allow:
+		auth.Outcome = Allowed
+		return auth, nil
+	case Deny:
+		o := Denied
+		if d.Err != nil {
+			o = Failed
+		}
+		return fail(o, &DeniedError{Reason: d.Reason, NoGrant: d.NoGrant})
+	}
+	a, outcome, err := e.st.RequestApproval(ctx, store.Approval{
+		AgentID:         d.AgentID,
+		ConnectionID:    d.ConnectionID,
+		Class:           string(op.Class),
+		Kind:            string(op.Kind),
+		Operation:       Redact(op.Text),
+		OperationSHA256: OperationHash(op.Text),
+		ApprovalsNeeded: d.ApprovalsNeeded,
+	}, e.lifetime)
+	if err != nil {
+		return fail(Failed, fmt.Errorf("policy: request approval: %w", err))
+	}
+	auth.Approval = &a
+	if outcome == store.RequestClaimed {
+		auth.Outcome = Approved
+		e.log.Info().Str("approval", a.ID).Str("agent", d.AgentName).Str("alias", d.ConnectionAlias).
+			Msg("approved request consumed by a retry")
+		return auth, nil
+	}
+	if onWait != nil {
+		onWait(a)
+	}
+	a, err = e.Wait(ctx, a.ID)
+	auth.Approval = &a
+	switch {
+	case err == nil:
+		auth.Outcome = Approved
+		return auth, nil
+	case errors.Is(err, ErrDenied):
+		return fail(Denied, err)
+	case errors.Is(err, ErrExpired):
+		return fail(Expired, err)
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), errors.Is(err, ErrClosed):
+		return fail(Asked, err)
+	}
+	return fail(Failed, err)
+}
+
+// OperationHash is the hex SHA-256 of the exact operation text, which binds
+// an approval to the operation it was asked for.
+func OperationHash(text string) string {
+	sum := sha256.Sum256([]byte(text))
+	return hex.EncodeToString(sum[:])
+}
+
+// Wait blocks until approval request id is decided and, if it was approved,
+// consumes it for the caller. It returns the request and nil when the caller
+// may run the operation, and otherwise *DeniedError, ErrExpired,
+// ErrAlreadyUsed (another caller consumed it), ErrClosed or the context's
+// error. Every wait is bounded by the request's expiry.
+//
+// A waiter registers for wakeups before it reads the request, so a decision
+// committed between the read and the wait is never missed.
+func (e *Engine) Wait(ctx context.Context, id string) (Approval, error) {
+	for {
+		ch, release, err := e.register(id)
+		if err != nil {
+			return Approval{}, err
+		}
+		a, err := e.st.GetApproval(ctx, id)
+		if err != nil {
+			release()
+			return Approval{}, fmt.Errorf("policy: wait for approval %s: %w", id, err)
+		}
+		switch a.Status {
+		case store.ApprovalApproved:
+			release()
+			return e.consume(ctx, a)
+		case store.ApprovalDenied:
+			release()
+			return a, &DeniedError{Reason: deniedReason(a), DeniedBy: a.DecidedBy}
+		case store.ApprovalExpired:
+			release()
+			return a, fmt.Errorf("%w: %s was not decided within %v", ErrExpired, id, a.ExpiresAt.Sub(a.CreatedAt))
+		}
+		left := a.ExpiresAt.Sub(e.now())
+		if left <= 0 {
+			release()
+			got, changed, err := e.st.ExpireApproval(ctx, id)
+			if err != nil {
+				return a, fmt.Errorf("policy: expire approval %s: %w", id, err)
+			}
+			if !changed && got.Status == store.ApprovalPending {
+				// The store's clock is behind ours: give it a moment rather
+				// than spin.
+				if err := e.sleep(ctx, e.poll); err != nil {
+					return a, err
+				}
+			}
+			continue // re-read: a decision may have beaten the expiry
+		}
+		timer := time.NewTimer(left)
+		select {
+		case <-ch:
+		case <-timer.C:
+		case <-ctx.Done():
+			timer.Stop()
+			release()
+			return a, fmt.Errorf("policy: stopped waiting for approval %s: %w", id, ctx.Err())
+		case <-e.done:
+			timer.Stop()
+			release()
+			return a, ErrClosed
+		}
+		timer.Stop()
+		release()
+	}
+}
+
+// sleep waits for d, the context or Close.
+func (e *Engine) sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("policy: stopped waiting: %w", ctx.Err())
+	case <-e.done:
+		return ErrClosed
+	}
+}
+
+func deniedReason(a Approval) string {
+	msg := "approval " + a.ID + " was denied by " + a.DecidedBy
+	if a.Reason != "" {
+		msg += ": " + a.Reason
+	}
+	return msg
+}
+
+// consume takes an approved request for the caller; of several callers only
+// one gets it.
+func (e *Engine) consume(ctx context.Context, a Approval) (Approval, error) {
+	got, ok, err := e.st.ConsumeApproval(ctx, a.ID)
+	if err != nil {
+		return a, fmt.Errorf("policy: consume approval %s: %w", a.ID, err)
+	}
+	if !ok {
+		return got, fmt.Errorf("%w: %s", ErrAlreadyUsed, a.ID)
+	}
+	return got, nil
+}
+
+// Approve records admin's approval of request id and wakes its waiters. For
+// a request that needs two admins, the first call records a pending second
+// approval and returns the request still pending; the second call, by a
+// different admin, approves it. Errors: ErrSameApprover, *AlreadyDecidedError
+// (matches ErrAlreadyDecided), ErrExpired, or a store error (store.ErrNotFound
+// for an unknown id).
+func (e *Engine) Approve(ctx context.Context, id, admin string) (Approval, error) {
+	return e.decide(ctx, id, true, admin, "")
+}
+
+// Deny records admin's denial of request id, with an optional reason shown to
+// the agent, and wakes its waiters. Errors as for Approve.
+func (e *Engine) Deny(ctx context.Context, id, admin, reason string) (Approval, error) {
+	return e.decide(ctx, id, false, admin, reason)
+}
+
+func (e *Engine) decide(ctx context.Context, id string, approve bool, admin, reason string) (Approval, error) {
+	admin = strings.TrimSpace(admin)
+	if err := checkAdminName(admin); err != nil {
+		return Approval{}, err
+	}
+	a, outcome, err := e.st.DecideApproval(ctx, id, approve, admin, reason)
+	if err != nil {
+		return Approval{}, fmt.Errorf("policy: decide approval %s: %w", id, err)
+	}
+	switch outcome {
+	case store.DecideApproved, store.DecideDenied:
+		e.notify(id)
+		e.log.Info().Str("approval", id).Str("admin", admin).Str("status", a.Status).Msg("approval decided")
+		return a, nil
+	case store.DecideFirstApproval:
+		e.log.Info().Str("approval", id).Str("admin", admin).Msg("first of two approvals recorded")
+		return a, nil
+	case store.DecideSameApprover:
+		return a, fmt.Errorf("%w: %s already approved %s", ErrSameApprover, admin, id)
+	case store.DecideExpired:
+		e.notify(id)
+		return a, fmt.Errorf("%w: %s expired at %s", ErrExpired, id, a.ExpiresAt.Format(time.RFC3339))
+	}
+	return a, &AlreadyDecidedError{ID: id, Status: a.Status, Deciders: a.Deciders()}
+}
+
+// checkAdminName rejects names that would be ambiguous in the audit log's
+// comma-separated deciders.
+func checkAdminName(admin string) error {
+	if admin == "" {
+		return errors.New("policy: an approval decision needs the admin's name")
+	}
+	if strings.ContainsFunc(admin, func(r rune) bool { return r == ',' || r < ' ' || r == 0x7f }) {
+		return fmt.Errorf("policy: admin name %q has a comma or control character", admin)
+	}
+	return nil
+}
+
+// Approvals lists pending requests, or all requests when all is true, after
+// marking overdue ones expired so that the list tells the truth.
+func (e *Engine) Approvals(ctx context.Context, all bool) ([]Approval, error) {
+	if _, err := e.st.ExpireApprovals(ctx); err != nil {
+		return nil, fmt.Errorf("policy: list approvals: %w", err)
+	}
+	list, err := e.st.ListApprovals(ctx, all)
+	if err != nil {
+		return nil, fmt.Errorf("policy: list approvals: %w", err)
+	}
+	return list, nil
+}

@@ -1,0 +1,367 @@
+package policy
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/postern/postern/store"
+)
+
+var askAll = Rules{Read: Ask, Write: Ask, Destructive: Ask}
+
+func TestApproveWakesWaiter(t *testing.T) {
+	te := newTestEnv(t, nil, Options{})
+	c := te.conn("web", store.EnvDev, askAll)
+	op := te.op(c, Write, "systemctl restart nginx")
+	a, done := authorizeAsync(t, context.Background(), te.eng, op)
+	if a.Status != store.ApprovalPending || a.OperationSHA256 != OperationHash(op.Text) || a.Kind != "exec" || a.Class != "write" {
+		t.Fatalf("request = %+v; want pending, bound to the operation", a)
+	}
+	// The request is in the database before anything waits.
+	if got, err := te.st.GetApproval(context.Background(), a.ID); err != nil || got.Status != store.ApprovalPending {
+		t.Fatalf("GetApproval = %+v, %v; want pending", got, err)
+	}
+	start := time.Now()
+	if _, err := te.eng.Approve(context.Background(), a.ID, "alice"); err != nil {
+		t.Fatalf("Approve: %v", err)
+	}
+	r := result(t, done)
+	t.Logf("in-process wake: %v", time.Since(start))
+	if r.err != nil || r.auth.Outcome != Approved {
+		t.Fatalf("Authorize = %s, %v; want approved", r.auth.Outcome, r.err)
+	}
+	if got := r.auth.Deciders(); !slices.Equal(got, []string{"alice"}) {
+		t.Errorf("Deciders = %v; want [alice]", got)
+	}
+	if r.auth.Approval.ConsumedAt.IsZero() {
+		t.Error("approval not consumed")
+	}
+}
+
+func TestDenyWakesWaiter(t *testing.T) {
+	te := newTestEnv(t, nil, Options{})
+	c := te.conn("web", store.EnvDev, askAll)
+	op := te.op(c, Write, "touch /etc/motd")
+	a, done := authorizeAsync(t, context.Background(), te.eng, op)
+	if _, err := te.eng.Deny(context.Background(), a.ID, "alice", "not now"); err != nil {
+		t.Fatalf("Deny: %v", err)
+	}
+	r := result(t, done)
+	var de *DeniedError
+	if !errors.As(r.err, &de) || r.auth.Outcome != Denied || de.DeniedBy != "alice" {
+		t.Fatalf("Authorize = %s, %v; want denied by alice", r.auth.Outcome, r.err)
+	}
+	rec := r.auth.Record(op)
+	if rec.Outcome != Denied || rec.ApprovalID != a.ID || !slices.Equal(rec.Deciders, []string{"alice"}) {
+		t.Errorf("Record = %+v; want denied, approval %s, deciders [alice]", rec, a.ID)
+	}
+}
+
+// TestPendingSurvivesRestart: a request made before a restart is still
+// pending after it, and the same operation sent again waits on it (no
+// duplicate) and is woken by its approval.
+func TestPendingSurvivesRestart(t *testing.T) {
+	te := newTestEnv(t, nil, Options{})
+	c := te.conn("web", store.EnvDev, askAll)
+	op := te.op(c, Write, "apt-get upgrade -y")
+	ctx, cancel := context.WithCancel(context.Background())
+	a, done := authorizeAsync(t, ctx, te.eng, op)
+	cancel() // the agent disconnects
+	if r := result(t, done); r.auth.Outcome != Asked || !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("Authorize after cancel = %s, %v; want asked, context.Canceled", r.auth.Outcome, r.err)
+	}
+
+	te.restart()
+
+	list, err := te.eng.Approvals(context.Background(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 1 || list[0].ID != a.ID || list[0].Status != store.ApprovalPending {
+		t.Fatalf("pending after restart = %+v; want just %s", list, a.ID)
+	}
+	again, done := authorizeAsync(t, context.Background(), te.eng, op)
+	if again.ID != a.ID {
+		t.Fatalf("retry asked %s; want it to wait on %s", again.ID, a.ID)
+	}
+	if _, err := te.eng.Approve(context.Background(), a.ID, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if r := result(t, done); r.err != nil || r.auth.Outcome != Approved || r.auth.Approval.ID != a.ID {
+		t.Fatalf("retry = %s, %v; want approved via %s", r.auth.Outcome, r.err, a.ID)
+	}
+}
+
+// TestApprovedConsumedByRetryAfterRestart: an approval given after the agent
+// left is used by its next identical attempt, even across a restart, once.
+func TestApprovedConsumedByRetryAfterRestart(t *testing.T) {
+	te := newTestEnv(t, nil, Options{})
+	c := te.conn("web", store.EnvDev, askAll)
+	op := te.op(c, Destructive, "rm -rf /srv/cache")
+	ctx, cancel := context.WithCancel(context.Background())
+	a, done := authorizeAsync(t, ctx, te.eng, op)
+	cancel()
+	result(t, done)
+	if _, err := te.eng.Approve(context.Background(), a.ID, "alice"); err != nil {
+		t.Fatal(err)
+	}
+
+	te.restart()
+
+	auth, err := te.eng.Authorize(context.Background(), op, func(Approval) { t.Error("retry asked again") })
+	if err != nil || auth.Outcome != Approved || auth.Approval.ID != a.ID {
+		t.Fatalf("retry = %s, %v; want approved via %s", auth.Outcome, err, a.ID)
+	}
+	// A different operation does not use it, and neither does a second try.
+	other := op
+	other.Text = "rm -rf /srv"
+	for _, o := range []Operation{other, op} {
+		ctx, cancel := context.WithCancel(context.Background())
+		b, done := authorizeAsync(t, ctx, te.eng, o)
+		cancel()
+		result(t, done)
+		if b.ID == a.ID {
+			t.Errorf("%q reused consumed approval %s", o.Text, a.ID)
+		}
+	}
+}
+
+func TestExpiry(t *testing.T) {
+	te := newTestEnv(t, nil, Options{ApprovalLifetime: 150 * time.Millisecond})
+	c := te.conn("web", store.EnvDev, askAll)
+	op := te.op(c, Write, "make install")
+	a, done := authorizeAsync(t, context.Background(), te.eng, op)
+	r := result(t, done)
+	if !errors.Is(r.err, ErrExpired) || r.auth.Outcome != Expired {
+		t.Fatalf("Authorize = %s, %v; want expired", r.auth.Outcome, r.err)
+	}
+	got, err := te.st.GetApproval(context.Background(), a.ID)
+	if err != nil || got.Status != store.ApprovalExpired {
+		t.Fatalf("stored status = %q, %v; want expired", got.Status, err)
+	}
+	if _, err := te.eng.Approve(context.Background(), a.ID, "alice"); !errors.Is(err, ErrAlreadyDecided) {
+		t.Errorf("Approve after expiry: got %v; want ErrAlreadyDecided", err)
+	}
+}
+
+// TestExpiryWithClock drives expiry with the injected clock: an admin cannot
+// approve an overdue request, and an approved one is not used by a retry
+// after its lifetime.
+func TestExpiryWithClock(t *testing.T) {
+	clock := newFakeClock()
+	te := newTestEnv(t, clock.Now, Options{})
+	c := te.conn("web", store.EnvDev, askAll)
+	ctx := context.Background()
+
+	opA := te.op(c, Write, "echo a > /tmp/a")
+	a, _, err := te.st.RequestApproval(ctx, store.Approval{AgentID: te.agent.ID, ConnectionID: c.ID,
+		Class: "write", Kind: "exec", Operation: opA.Text, OperationSHA256: OperationHash(opA.Text), ApprovalsNeeded: 1}, DefaultApprovalLifetime)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(DefaultApprovalLifetime)
+	if _, err := te.eng.Approve(ctx, a.ID, "alice"); !errors.Is(err, ErrExpired) {
+		t.Errorf("Approve at expiry: got %v; want ErrExpired", err)
+	}
+
+	opB := te.op(c, Write, "echo b > /tmp/b")
+	b, _, err := te.st.RequestApproval(ctx, store.Approval{AgentID: te.agent.ID, ConnectionID: c.ID,
+		Class: "write", Kind: "exec", Operation: opB.Text, OperationSHA256: OperationHash(opB.Text), ApprovalsNeeded: 1}, DefaultApprovalLifetime)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := te.eng.Approve(ctx, b.ID, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(DefaultApprovalLifetime + time.Second)
+	wctx, cancel := context.WithCancel(ctx)
+	got, done := authorizeAsync(t, wctx, te.eng, opB)
+	cancel()
+	result(t, done)
+	if got.ID == b.ID {
+		t.Errorf("retry after expiry used approval %s; want a new request", b.ID)
+	}
+}
+
+// TestSingleUse: of many waiters on one approved request, one runs.
+func TestSingleUse(t *testing.T) {
+	te := newTestEnv(t, nil, Options{})
+	c := te.conn("web", store.EnvDev, askAll)
+	op := te.op(c, Write, "deploy.sh")
+	a, first := authorizeAsync(t, context.Background(), te.eng, op)
+	const n = 8
+	results := make(chan error, n)
+	var started sync.WaitGroup
+	for range n {
+		started.Add(1)
+		go func() {
+			started.Done()
+			_, err := te.eng.Wait(context.Background(), a.ID)
+			results <- err
+		}()
+	}
+	started.Wait()
+	if _, err := te.eng.Approve(context.Background(), a.ID, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	wins := 0
+	if r := result(t, first); r.err == nil {
+		wins++
+	} else if !errors.Is(r.err, ErrAlreadyUsed) {
+		t.Errorf("first waiter: got %v; want nil or ErrAlreadyUsed", r.err)
+	}
+	for range n {
+		select {
+		case err := <-results:
+			if err == nil {
+				wins++
+			} else if !errors.Is(err, ErrAlreadyUsed) {
+				t.Errorf("waiter: got %v; want nil or ErrAlreadyUsed", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("waiter did not return")
+		}
+	}
+	if wins != 1 {
+		t.Errorf("%d waiters got to run the operation; want 1", wins)
+	}
+	if _, err := te.eng.Wait(context.Background(), a.ID); !errors.Is(err, ErrAlreadyUsed) {
+		t.Errorf("Wait on a used approval: got %v; want ErrAlreadyUsed", err)
+	}
+}
+
+func TestTwoPersonRule(t *testing.T) {
+	te := newTestEnv(t, nil, Options{})
+	c := te.conn("prod", store.EnvProduction, Rules{Read: Allow, Write: Allow, Destructive: Ask})
+	op := te.op(c, Destructive, "DROP DATABASE shop")
+	a, done := authorizeAsync(t, context.Background(), te.eng, op)
+	if a.ApprovalsNeeded != 2 {
+		t.Fatalf("ApprovalsNeeded = %d; want 2", a.ApprovalsNeeded)
+	}
+	ctx := context.Background()
+	got, err := te.eng.Approve(ctx, a.ID, "alice")
+	if err != nil || got.Status != store.ApprovalPending || got.FirstApprover != "alice" {
+		t.Fatalf("first Approve = %+v, %v; want pending with first approver alice", got, err)
+	}
+	select {
+	case r := <-done:
+		t.Fatalf("waiter returned after one approval: %s, %v", r.auth.Outcome, r.err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if _, err := te.eng.Approve(ctx, a.ID, "alice"); !errors.Is(err, ErrSameApprover) {
+		t.Fatalf("alice again: got %v; want ErrSameApprover", err)
+	}
+	if _, err := te.eng.Approve(ctx, a.ID, "bob"); err != nil {
+		t.Fatalf("bob: %v", err)
+	}
+	r := result(t, done)
+	if r.err != nil || r.auth.Outcome != Approved {
+		t.Fatalf("Authorize = %s, %v; want approved", r.auth.Outcome, r.err)
+	}
+	if got := r.auth.Deciders(); !slices.Equal(got, []string{"alice", "bob"}) {
+		t.Errorf("Deciders = %v; want [alice bob]", got)
+	}
+	// A deny after one approval still wins.
+	op2 := te.op(c, Destructive, "DROP TABLE t")
+	b, done2 := authorizeAsync(t, ctx, te.eng, op2)
+	if _, err := te.eng.Approve(ctx, b.ID, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := te.eng.Deny(ctx, b.ID, "bob", ""); err != nil {
+		t.Fatal(err)
+	}
+	if r := result(t, done2); !errors.Is(r.err, ErrDenied) {
+		t.Errorf("after approve+deny: got %v; want ErrDenied", r.err)
+	}
+}
+
+// TestConcurrentDecisions races an approve against a deny on 100 requests;
+// each must have exactly one winner, and the loser must be told.
+func TestConcurrentDecisions(t *testing.T) {
+	te := newTestEnv(t, nil, Options{})
+	c := te.conn("web", store.EnvDev, askAll)
+	ctx := context.Background()
+	approvedWins := 0
+	for i := range 100 {
+		text := "job " + string(rune('a'+i%26)) + string(rune('a'+i/26))
+		a, _, err := te.st.RequestApproval(ctx, store.Approval{AgentID: te.agent.ID, ConnectionID: c.ID,
+			Class: "write", Kind: "exec", Operation: text, OperationSHA256: OperationHash(text), ApprovalsNeeded: 1}, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		gate := make(chan struct{})
+		var approveErr, denyErr error
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			<-gate
+			_, approveErr = te.eng.Approve(ctx, a.ID, "alice")
+		}()
+		go func() {
+			defer wg.Done()
+			<-gate
+			_, denyErr = te.eng.Deny(ctx, a.ID, "bob", "race")
+		}()
+		close(gate)
+		wg.Wait()
+		if (approveErr == nil) == (denyErr == nil) {
+			t.Fatalf("request %d: approve err %v, deny err %v; want exactly one nil", i, approveErr, denyErr)
+		}
+		loser := approveErr
+		want := store.ApprovalDenied
+		if approveErr == nil {
+			loser, want = denyErr, store.ApprovalApproved
+			approvedWins++
+		}
+		var ade *AlreadyDecidedError
+		if !errors.As(loser, &ade) || !errors.Is(loser, ErrAlreadyDecided) || ade.Status != want {
+			t.Fatalf("request %d: loser got %v; want AlreadyDecidedError with status %s", i, loser, want)
+		}
+		got, err := te.st.GetApproval(ctx, a.ID)
+		if err != nil || got.Status != want {
+			t.Fatalf("request %d: stored %q, %v; want %q", i, got.Status, err, want)
+		}
+	}
+	t.Logf("approve won %d of 100 races", approvedWins)
+}
+
+func TestCloseReleasesWaiters(t *testing.T) {
+	te := newTestEnv(t, nil, Options{})
+	c := te.conn("web", store.EnvDev, askAll)
+	_, done := authorizeAsync(t, context.Background(), te.eng, te.op(c, Write, "sleep 1"))
+	te.eng.Close()
+	if r := result(t, done); !errors.Is(r.err, ErrClosed) || r.auth.Outcome != Asked {
+		t.Errorf("after Close: %s, %v; want asked, ErrClosed", r.auth.Outcome, r.err)
+	}
+	if _, err := te.eng.Wait(context.Background(), "apr_x"); !errors.Is(err, ErrClosed) {
+		t.Errorf("Wait after Close: got %v; want ErrClosed", err)
+	}
+}
+
+func TestDecideBadInput(t *testing.T) {
+	te := newTestEnv(t, nil, Options{})
+	ctx := context.Background()
+	tests := []struct {
+		name  string
+		id    string
+		admin string
+		want  error
+	}{
+		{name: "unknown id", id: "apr_nope", admin: "alice", want: store.ErrNotFound},
+		{name: "no admin", id: "apr_nope", admin: " ", want: nil},
+		{name: "comma in admin", id: "apr_nope", admin: "a,b", want: nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := te.eng.Approve(ctx, tt.id, tt.admin)
+			if err == nil || (tt.want != nil && !errors.Is(err, tt.want)) {
+				t.Errorf("Approve = %v; want error %v", err, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,129 @@
+package policy
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/postern/postern/store"
+)
+
+func TestDecide(t *testing.T) {
+	te := newTestEnv(t, nil, Options{})
+	ctx := context.Background()
+	dflt := te.conn("web", store.EnvDev, DefaultRules())
+	open := te.conn("open", store.EnvStaging, Rules{Read: Allow, Write: Ask, Destructive: Allow})
+	prod := te.conn("prod", store.EnvProduction, Rules{Read: Allow, Write: Allow, Destructive: Ask})
+	tampered := te.conn("tampered", store.EnvProduction, Rules{Read: Allow, Write: Allow, Destructive: Deny})
+	te.exec(`UPDATE grants SET destructive_rule = 'allow' WHERE connection_id = ?`, tampered.ID)
+	badWord := te.conn("badword", store.EnvDev, DefaultRules())
+	db := te.sql()
+	if _, err := db.Exec(`PRAGMA ignore_check_constraints = 1; UPDATE grants SET read_rule = 'yes' WHERE connection_id = ?`, badWord.ID); err != nil {
+		t.Fatal(err)
+	}
+	kp := newKeyPair(t)
+	if _, err := te.st.CreateConnection(ctx, store.NewConnection{Alias: "ungranted", Host: "h", User: "u",
+		PrivateKey: kp.privatePEM, HostKeys: []string{"h " + kp.authorized}}); err != nil {
+		t.Fatal(err)
+	}
+
+	tests := []struct {
+		name    string
+		op      Operation
+		want    Rule
+		noGrant bool
+		needed  int
+		failed  bool // Err set: a fail-closed denial
+	}{
+		{name: "default read allowed", op: te.op(dflt, Read, "uptime"), want: Allow},
+		{name: "default write denied", op: te.op(dflt, Write, "touch x"), want: Deny},
+		{name: "default destructive denied", op: te.op(dflt, Destructive, "rm -rf /srv"), want: Deny},
+		{name: "write ask", op: te.op(open, Write, "touch x"), want: Ask, needed: 1},
+		{name: "staging destructive allow", op: te.op(open, Destructive, "rm x"), want: Allow},
+		{name: "production destructive ask needs two", op: te.op(prod, Destructive, "rm x"), want: Ask, needed: 2},
+		{name: "production write allow", op: te.op(prod, Write, "touch x"), want: Allow},
+		{name: "stored production allow read as ask", op: te.op(tampered, Destructive, "rm x"), want: Ask, needed: 2},
+		{name: "unknown rule word fails closed", op: te.op(badWord, Read, "ls"), want: Deny, failed: true},
+		{name: "by alias", op: Operation{AgentID: te.agent.ID, ConnectionAlias: "web", Class: Read, Kind: SFTP, Text: "stat /"}, want: Allow},
+		{name: "no grant", op: Operation{AgentID: te.agent.ID, ConnectionAlias: "ungranted", Class: Read, Kind: Exec, Text: "ls"}, want: Deny, noGrant: true},
+		{name: "no such alias", op: Operation{AgentID: te.agent.ID, ConnectionAlias: "nope", Class: Read, Kind: Exec, Text: "ls"}, want: Deny, noGrant: true},
+		{name: "no such agent", op: Operation{AgentID: "agt_none", ConnectionID: dflt.ID, Class: Read, Kind: Exec, Text: "ls"}, want: Deny, noGrant: true},
+		{name: "empty class", op: te.op(dflt, "", "ls"), want: Deny, failed: true},
+		{name: "bad kind", op: Operation{AgentID: te.agent.ID, ConnectionID: dflt.ID, Class: Read, Kind: "x11", Text: "ls"}, want: Deny, failed: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := te.eng.Decide(ctx, tt.op)
+			if d.Rule != tt.want {
+				t.Errorf("Rule = %q (reason %q, err %v); want %q", d.Rule, d.Reason, d.Err, tt.want)
+			}
+			if d.NoGrant != tt.noGrant {
+				t.Errorf("NoGrant = %v; want %v", d.NoGrant, tt.noGrant)
+			}
+			if d.ApprovalsNeeded != tt.needed {
+				t.Errorf("ApprovalsNeeded = %d; want %d", d.ApprovalsNeeded, tt.needed)
+			}
+			if (d.Err != nil) != tt.failed {
+				t.Errorf("Err = %v; want error %v", d.Err, tt.failed)
+			}
+			if d.Rule == Deny && d.Reason == "" {
+				t.Error("Reason is empty for a denial")
+			}
+		})
+	}
+
+	t.Run("disabled agent", func(t *testing.T) {
+		if _, err := te.st.SetAgentDisabled(ctx, "bot", true); err != nil {
+			t.Fatal(err)
+		}
+		defer te.st.SetAgentDisabled(ctx, "bot", false)
+		d := te.eng.Decide(ctx, te.op(dflt, Read, "uptime"))
+		if d.Rule != Deny {
+			t.Errorf("Rule = %q; want deny", d.Rule)
+		}
+	})
+}
+
+// failingStore fails every call, to prove that errors deny.
+type failingStore struct{ Store }
+
+var errBroken = errors.New("disk on fire")
+
+func (failingStore) PolicyFacts(context.Context, string, string, string) (store.PolicyFacts, error) {
+	return store.PolicyFacts{}, errBroken
+}
+
+func TestDecideFailsClosed(t *testing.T) {
+	e, err := New(Options{Store: failingStore{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	op := Operation{AgentID: "agt_a", ConnectionID: "con_c", Class: Read, Kind: Exec, Text: "ls"}
+	d := e.Decide(context.Background(), op)
+	if d.Rule != Deny || !errors.Is(d.Err, errBroken) {
+		t.Errorf("Decide = %q, err %v; want deny wrapping the store error", d.Rule, d.Err)
+	}
+	auth, err := e.Authorize(context.Background(), op, nil)
+	if !errors.Is(err, ErrDenied) || auth.Outcome != Failed {
+		t.Errorf("Authorize = %s, %v; want failed, ErrDenied", auth.Outcome, err)
+	}
+	if r := auth.Record(op); r.Reason == "" || r.Outcome != Failed {
+		t.Errorf("Record = %+v; want outcome failed with a reason", r)
+	}
+}
+
+func TestNewDefaults(t *testing.T) {
+	e, err := New(Options{Store: failingStore{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if got := e.ApprovalLifetime(); got != 2*time.Minute {
+		t.Errorf("ApprovalLifetime = %v; want 2m", got)
+	}
+	if _, err := New(Options{}); err == nil {
+		t.Error("New without a store: got nil error; want one")
+	}
+}

@@ -1,0 +1,61 @@
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Sentinel errors for errors.Is. Every error the package returns starts with
+// "policy: ".
+var (
+	// ErrDenied: the operation may not run (rule, admin or missing grant).
+	ErrDenied = errors.New("policy: denied")
+	// ErrExpired: the approval request expired before it was decided, or
+	// before an admin tried to decide it.
+	ErrExpired = errors.New("policy: approval request expired")
+	// ErrAlreadyDecided: another decision got to the request first.
+	ErrAlreadyDecided = errors.New("policy: approval request already decided")
+	// ErrSameApprover: the admin who gave the first of two approvals tried to
+	// give the second.
+	ErrSameApprover = errors.New("policy: second approval must come from a different admin")
+	// ErrAlreadyUsed: the approval already let its one operation through.
+	ErrAlreadyUsed = errors.New("policy: approval already used")
+	// ErrClosed: the engine was closed while the caller waited.
+	ErrClosed = errors.New("policy: engine closed")
+)
+
+// DeniedError says why an operation was denied. NoGrant is true when the
+// agent has no grant for the connection (or either does not exist); callers
+// then say "no such alias", so that an agent cannot learn which connections
+// exist. It matches ErrDenied.
+type DeniedError struct {
+	Reason   string
+	NoGrant  bool
+	DeniedBy string // the admin who denied an approval request, if one did
+}
+
+func (e *DeniedError) Error() string { return "policy: denied: " + e.Reason }
+
+// Is makes errors.Is(err, ErrDenied) true.
+func (e *DeniedError) Is(target error) bool { return target == ErrDenied }
+
+// AlreadyDecidedError reports that an approval request was no longer pending
+// when an admin tried to decide it, typically because a concurrent decision
+// won. It matches ErrAlreadyDecided.
+type AlreadyDecidedError struct {
+	ID       string
+	Status   string   // approved, denied or expired
+	Deciders []string // who decided it
+}
+
+func (e *AlreadyDecidedError) Error() string {
+	msg := fmt.Sprintf("policy: approval %s was already %s", e.ID, e.Status)
+	if len(e.Deciders) > 0 {
+		msg += " by " + strings.Join(e.Deciders, " and ")
+	}
+	return msg
+}
+
+// Is makes errors.Is(err, ErrAlreadyDecided) true.
+func (e *AlreadyDecidedError) Is(target error) bool { return target == ErrAlreadyDecided }

@@ -1,0 +1,251 @@
+package policy
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"database/sql"
+	"encoding/pem"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"golang.org/x/crypto/ssh"
+
+	"github.com/postern/postern/store"
+)
+
+// posternBin is the postern binary built by TestMain for the cross-process
+// tests, or "" with buildErr saying why not.
+var (
+	posternBin string
+	buildErr   error
+)
+
+// TestMain builds cmd/postern once for the tests that run the admin CLI as a
+// separate process, and checks after all tests that no goroutine leaked (the
+// engine's watcher must stop on Close). A build failure fails only the tests
+// that need the binary.
+func TestMain(m *testing.M) {
+	flag.Parse()
+	dir, err := os.MkdirTemp("", "postern-policy-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	if !testing.Short() {
+		posternBin = filepath.Join(dir, "postern")
+		out, err := exec.Command("go", "build", "-o", posternBin, "github.com/postern/postern/cmd/postern").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build cmd/postern: %v\n%s", err, out)
+			posternBin = ""
+		}
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// fakeClock is a settable clock shared by the store and the engine.
+type fakeClock struct {
+	mu sync.Mutex // guards t
+	t  time.Time
+}
+
+func newFakeClock() *fakeClock {
+	return &fakeClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// testEnv is a data directory with a store and an engine over it.
+type testEnv struct {
+	t     *testing.T
+	dir   string // the data directory (postern.db inside)
+	now   func() time.Time
+	opts  Options
+	st    *store.Store
+	eng   *Engine
+	agent *store.Agent
+}
+
+// newTestEnv creates a data directory, one agent "bot", and opens an engine.
+// now is the clock for both store and engine (time.Now if nil).
+func newTestEnv(t *testing.T, now func() time.Time, opts Options) *testEnv {
+	t.Helper()
+	dir := t.TempDir()
+	if now == nil {
+		now = time.Now
+	}
+	if _, err := (store.Dir{Path: dir}).Init(context.Background(), store.Options{Now: now}); err != nil {
+		t.Fatalf("Init: %v", err)
+	}
+	te := &testEnv{t: t, dir: dir, now: now, opts: opts}
+	te.open()
+	t.Cleanup(te.close)
+	kp := newKeyPair(t)
+	a, err := te.st.CreateAgent(context.Background(), "bot", kp.authorized)
+	if err != nil {
+		t.Fatalf("CreateAgent: %v", err)
+	}
+	te.agent = a
+	return te
+}
+
+// open opens the store and engine; close closes them. Together they are a
+// restart of postern.
+func (te *testEnv) open() {
+	te.t.Helper()
+	st, err := (store.Dir{Path: te.dir}).Open(context.Background(), store.Options{Now: te.now})
+	if err != nil {
+		te.t.Fatalf("Open: %v", err)
+	}
+	opts := te.opts
+	opts.Store, opts.Now = st, te.now
+	eng, err := New(opts)
+	if err != nil {
+		te.t.Fatalf("New: %v", err)
+	}
+	te.st, te.eng = st, eng
+}
+
+func (te *testEnv) close() {
+	if te.eng != nil {
+		te.eng.Close()
+		te.st.Close()
+		te.eng, te.st = nil, nil
+	}
+}
+
+func (te *testEnv) restart() {
+	te.close()
+	te.open()
+}
+
+// conn creates a connection with env and grants "bot" rules on it.
+func (te *testEnv) conn(alias string, env store.Env, rules Rules) *store.Connection {
+	te.t.Helper()
+	ctx := context.Background()
+	kp, hk := newKeyPair(te.t), newKeyPair(te.t)
+	c, err := te.st.CreateConnection(ctx, store.NewConnection{
+		Alias: alias, Host: "10.0.0.1", User: "deploy", PrivateKey: kp.privatePEM,
+		HostKeys: []string{"10.0.0.1 " + hk.authorized}, Env: env,
+	})
+	if err != nil {
+		te.t.Fatalf("CreateConnection: %v", err)
+	}
+	if _, err := te.st.SetGrant(ctx, "bot", alias, rules); err != nil {
+		te.t.Fatalf("SetGrant: %v", err)
+	}
+	return c
+}
+
+// op is an operation of "bot" on c.
+func (te *testEnv) op(c *store.Connection, class Class, text string) Operation {
+	return Operation{AgentID: te.agent.ID, ConnectionID: c.ID, Class: class, Kind: Exec, Text: text}
+}
+
+// sql opens the database directly, for tests that tamper with it.
+func (te *testEnv) sql() *sql.DB {
+	te.t.Helper()
+	db, err := sql.Open("sqlite", filepath.Join(te.dir, store.DatabaseFile)+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		te.t.Fatal(err)
+	}
+	te.t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func (te *testEnv) exec(query string, args ...any) {
+	te.t.Helper()
+	if _, err := te.sql().Exec(query, args...); err != nil {
+		te.t.Fatalf("%s: %v", query, err)
+	}
+}
+
+type keyPair struct {
+	privatePEM []byte
+	authorized string
+}
+
+func newKeyPair(t testing.TB) keyPair {
+	t.Helper()
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, err := ssh.MarshalPrivateKey(priv, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := ssh.NewSignerFromKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keyPair{
+		privatePEM: pem.EncodeToMemory(block),
+		authorized: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(signer.PublicKey()))),
+	}
+}
+
+// waitResult is what a background Authorize returned.
+type waitResult struct {
+	auth Authorization
+	err  error
+}
+
+// authorizeAsync runs Authorize in a goroutine and returns the approval
+// request once it is stored, and a channel for the result.
+func authorizeAsync(t *testing.T, ctx context.Context, e *Engine, op Operation) (Approval, <-chan waitResult) {
+	t.Helper()
+	asked := make(chan Approval, 1)
+	done := make(chan waitResult, 1)
+	go func() {
+		auth, err := e.Authorize(ctx, op, func(a Approval) { asked <- a })
+		done <- waitResult{auth, err}
+	}()
+	select {
+	case a := <-asked:
+		return a, done
+	case r := <-done:
+		t.Fatalf("Authorize returned before asking: outcome %s, err %v", r.auth.Outcome, r.err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("Authorize did not ask within 5s")
+	}
+	return Approval{}, nil
+}
+
+// result waits (bounded) for a background Authorize.
+func result(t *testing.T, done <-chan waitResult) waitResult {
+	t.Helper()
+	select {
+	case r := <-done:
+		return r
+	case <-time.After(10 * time.Second):
+		t.Fatal("Authorize did not return within 10s")
+	}
+	return waitResult{}
+}

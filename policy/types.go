@@ -1,0 +1,121 @@
+package policy
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/postern/postern/store"
+)
+
+// Class is what an operation can do: read < write < destructive.
+//
+// It is a string, not shellclass.Class, on purpose: shellclass's zero value is
+// Read (right for a classifier that only ever raises a class), but here a
+// zero value must fail closed, and the empty Class is invalid and denied.
+// Convert with ParseClass(c.String()).
+type Class string
+
+// The classes, in rising order.
+const (
+	Read        Class = "read"
+	Write       Class = "write"
+	Destructive Class = "destructive"
+)
+
+// ParseClass parses "read", "write" or "destructive" (any case).
+func ParseClass(s string) (Class, error) {
+	c := Class(strings.ToLower(strings.TrimSpace(s)))
+	if !c.Valid() {
+		return "", fmt.Errorf("policy: unknown class %q; want read, write or destructive", s)
+	}
+	return c, nil
+}
+
+// Valid reports whether c is one of the three classes.
+func (c Class) Valid() bool { return c == Read || c == Write || c == Destructive }
+
+// Rule is a grant's answer for one class: allow, ask or deny. It is the
+// store's type, so that a grant read from the database needs no conversion.
+// The empty Rule is invalid and treated as Deny.
+type Rule = store.Rule
+
+// The rules.
+const (
+	Allow = store.RuleAllow
+	Ask   = store.RuleAsk
+	Deny  = store.RuleDeny
+)
+
+// Rules is a grant's rule for each class.
+type Rules = store.Rules
+
+// DefaultRules is what a new grant gets: read allowed, the rest denied.
+// postern ships read-only, and an admin turns the rest on.
+func DefaultRules() Rules { return store.DefaultRules() }
+
+// ruleFor returns the rule of rules for class c, or an error (and Deny)
+// for an invalid class or a rule word that is not allow, ask or deny.
+func ruleFor(rules Rules, c Class) (Rule, error) {
+	var r Rule
+	switch c {
+	case Read:
+		r = rules.Read
+	case Write:
+		r = rules.Write
+	case Destructive:
+		r = rules.Destructive
+	default:
+		return Deny, fmt.Errorf("policy: invalid class %q", c)
+	}
+	if _, err := store.ParseRule(string(r)); err != nil {
+		return Deny, fmt.Errorf("policy: %s rule: %w", c, err)
+	}
+	return r, nil
+}
+
+// Kind is how an operation reaches the target.
+type Kind string
+
+// The kinds of operation.
+const (
+	Exec Kind = "exec" // a command, or an interactive shell
+	SFTP Kind = "sftp" // one SFTP request
+)
+
+// Valid reports whether k is Exec or SFTP.
+func (k Kind) Valid() bool { return k == Exec || k == SFTP }
+
+// Outcome is what became of an operation, as the audit log records it.
+type Outcome string
+
+// The outcomes.
+const (
+	// Allowed: the rule allowed it; it ran.
+	Allowed Outcome = "allowed"
+	// Asked: an approval was requested but the agent stopped waiting before
+	// it was decided; nothing ran.
+	Asked Outcome = "asked"
+	// Approved: an admin (two on production) approved it; it ran.
+	Approved Outcome = "approved"
+	// Denied: the rule or an admin denied it, or there was no grant.
+	Denied Outcome = "denied"
+	// Expired: nobody decided the approval in time; nothing ran.
+	Expired Outcome = "expired"
+	// Failed: a policy error refused it (fail closed), or it was allowed but
+	// could not be started.
+	Failed Outcome = "failed"
+)
+
+// Operation is one thing an agent asks to do.
+type Operation struct {
+	AgentID string
+	// ConnectionID names the connection; when empty, ConnectionAlias does.
+	ConnectionID    string
+	ConnectionAlias string
+	Class           Class
+	Kind            Kind
+	// Text is the exact operation: the command line for Exec, the method
+	// and paths for SFTP ("remove /srv/a"). Approvals bind to its SHA-256;
+	// the audit log keeps it redacted.
+	Text string
+}

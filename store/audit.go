@@ -1,0 +1,197 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// AuditRow is one row of the audit log. Package policy fills it, computes its
+// hash (see policy/chain.go) and reads it back to verify the chain.
+type AuditRow struct {
+	Seq             int64     // 1, 2, 3, ...; assigned by AppendAudit
+	Time            time.Time // set by AppendAudit when zero
+	AgentID         string
+	AgentName       string
+	ConnectionID    string
+	ConnectionAlias string
+	Class           string
+	Kind            string
+	Decision        string
+	Reason          string
+	ApprovalID      string
+	Deciders        []string // admin names; must not contain commas
+	Operation       string   // already redacted by the caller
+	ExitStatus      *int     // nil when the operation did not run or gave none
+	Duration        time.Duration
+	BytesIn         int64
+	BytesOut        int64
+	Hash            []byte // SHA-256, set by AppendAudit through its chain func
+}
+
+// ChainFunc computes a row's hash from the previous row's hash (32 zero bytes
+// before the first row) and the row, whose Seq and Time are already set.
+type ChainFunc func(prev []byte, row *AuditRow) []byte
+
+// AppendAudit adds row at the end of the audit log. Reading the last row's
+// seq and hash and inserting the new row happen in one IMMEDIATE transaction,
+// which holds SQLite's write lock for its whole length: two appends, from
+// this process or another, can never chain from the same previous row.
+// It returns the row as stored.
+func (s *Store) AppendAudit(ctx context.Context, row AuditRow, chain ChainFunc) (AuditRow, error) {
+	for _, d := range row.Deciders {
+		if d == "" || strings.ContainsAny(d, ",\n") {
+			return AuditRow{}, invalid("decider name %q is empty or has a comma or newline", d)
+		}
+	}
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		var last int64
+		var prev []byte
+		err := tx.QueryRowContext(ctx, `SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1`).Scan(&last, &prev)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			last, prev = 0, make([]byte, 32)
+		case err != nil:
+			return fmt.Errorf("store: read last audit row: %w", err)
+		}
+		row.Seq = last + 1
+		if row.Time.IsZero() {
+			row.Time = s.nowUTC()
+		}
+		// Round trip through the stored form so the hash covers exactly what
+		// a later reader will see.
+		row.Time, err = parseTime(formatTime(row.Time))
+		if err != nil {
+			return err
+		}
+		row.Hash = chain(prev, &row)
+		var exit sql.NullInt64
+		if row.ExitStatus != nil {
+			exit = sql.NullInt64{Int64: int64(*row.ExitStatus), Valid: true}
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO audit (seq, time, agent_id, agent_name,
+			connection_id, connection_alias, class, kind, decision, reason, approval_id, deciders,
+			operation, exit_status, duration_ns, bytes_in, bytes_out, hash)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			row.Seq, formatTime(row.Time), row.AgentID, row.AgentName, row.ConnectionID,
+			row.ConnectionAlias, row.Class, row.Kind, row.Decision, row.Reason, row.ApprovalID,
+			strings.Join(row.Deciders, ","), row.Operation, exit, int64(row.Duration),
+			row.BytesIn, row.BytesOut, row.Hash)
+		if err != nil {
+			return fmt.Errorf("store: write audit row: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return AuditRow{}, err
+	}
+	return row, nil
+}
+
+// AuditFilter narrows ListAudit. Zero fields do not filter.
+type AuditFilter struct {
+	Agent      string    // agent name or id
+	Connection string    // connection alias or id
+	Since      time.Time // rows at or after this time
+	Limit      int       // at most this many rows, the newest; all if zero
+}
+
+const auditColumns = `seq, time, agent_id, agent_name, connection_id, connection_alias, class,
+	kind, decision, reason, approval_id, deciders, operation, exit_status, duration_ns, bytes_in,
+	bytes_out, hash`
+
+func scanAudit(r rowScanner) (AuditRow, error) {
+	var row AuditRow
+	var t, deciders string
+	var exit sql.NullInt64
+	var dur int64
+	err := r.Scan(&row.Seq, &t, &row.AgentID, &row.AgentName, &row.ConnectionID,
+		&row.ConnectionAlias, &row.Class, &row.Kind, &row.Decision, &row.Reason, &row.ApprovalID,
+		&deciders, &row.Operation, &exit, &dur, &row.BytesIn, &row.BytesOut, &row.Hash)
+	if err != nil {
+		return AuditRow{}, err
+	}
+	if row.Time, err = parseTime(t); err != nil {
+		return AuditRow{}, err
+	}
+	if deciders != "" {
+		row.Deciders = strings.Split(deciders, ",")
+	}
+	if exit.Valid {
+		v := int(exit.Int64)
+		row.ExitStatus = &v
+	}
+	row.Duration = time.Duration(dur)
+	return row, nil
+}
+
+// ListAudit returns the rows that match f in seq order.
+func (s *Store) ListAudit(ctx context.Context, f AuditFilter) ([]AuditRow, error) {
+	var where []string
+	var args []any
+	if f.Agent != "" {
+		where = append(where, `(agent_name = ? OR agent_id = ?)`)
+		args = append(args, f.Agent, f.Agent)
+	}
+	if f.Connection != "" {
+		where = append(where, `(connection_alias = ? OR connection_id = ?)`)
+		args = append(args, f.Connection, f.Connection)
+	}
+	if !f.Since.IsZero() {
+		where = append(where, `time >= ?`)
+		args = append(args, formatTime(f.Since))
+	}
+	q := `SELECT ` + auditColumns + ` FROM audit`
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, ` AND `)
+	}
+	if f.Limit > 0 {
+		q = `SELECT * FROM (` + q + ` ORDER BY seq DESC LIMIT ?)`
+		args = append(args, f.Limit)
+	}
+	q += ` ORDER BY seq`
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: list audit: %w", err)
+	}
+	defer rows.Close()
+	var out []AuditRow
+	for rows.Next() {
+		row, err := scanAudit(rows)
+		if err != nil {
+			return nil, fmt.Errorf("store: list audit: %w", err)
+		}
+		out = append(out, row)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: list audit: %w", err)
+	}
+	return out, nil
+}
+
+// ScanAudit calls fn for every audit row in the order of the table's
+// primary key (seq), streaming, so that verifying a long log needs no memory
+// for it. It stops at the first error fn returns and returns that error.
+func (s *Store) ScanAudit(ctx context.Context, fn func(AuditRow) error) error {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+auditColumns+` FROM audit ORDER BY seq`)
+	if err != nil {
+		return fmt.Errorf("store: scan audit: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		row, err := scanAudit(rows)
+		if err != nil {
+			return fmt.Errorf("store: scan audit: %w", err)
+		}
+		if err := fn(row); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("store: scan audit: %w", err)
+	}
+	return nil
+}
