@@ -1,0 +1,286 @@
+// Package testsshd starts a real OpenSSH sshd on a loopback port for tests,
+// with its own host key, its own authorized key and a minimal config. Tests
+// of anything that speaks to a target (host key pinning, the relay, SFTP)
+// use it so that they meet OpenSSH's behaviour rather than a fake's.
+//
+// When sshd is not installed the test is skipped with a message naming the
+// openssh-server package, unless POSTERN_E2E=1, in which case it fails: CI
+// sets that so that the end-to-end tests cannot silently stop running.
+package testsshd
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/pem"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// StartTimeout bounds how long Start waits for sshd to answer with its
+// banner. sshd starts in milliseconds; a slow CI machine gets a wide margin.
+const StartTimeout = 15 * time.Second
+
+// Options configure Start.
+type Options struct {
+	// ExtraConfig lines are appended to sshd_config (for example
+	// "MaxSessions 2").
+	ExtraConfig []string
+	// AuthorizedKeys are accepted in addition to Server.UserKey.
+	AuthorizedKeys []ssh.PublicKey
+}
+
+// Server is a running sshd.
+type Server struct {
+	Addr string // "127.0.0.1:PORT"
+	Host string // "127.0.0.1"
+	Port int
+	User string // the OS user the tests run as; sshd only lets it in
+
+	HostKey        ssh.PublicKey // the server's ed25519 host key
+	KnownHostsLine string        // "[127.0.0.1]:PORT ssh-ed25519 AAAA..."
+
+	UserKey    ssh.Signer // authorized for User
+	UserKeyPEM []byte     // the same key as an unencrypted OpenSSH PEM file
+
+	Dir        string // holds sshd_config, keys and authorized_keys
+	ConfigPath string
+
+	cmd  *exec.Cmd
+	done chan struct{} // closed when sshd has exited
+
+	// logMu protects log, which collects sshd's stderr (-e).
+	logMu sync.Mutex
+	log   bytes.Buffer
+}
+
+// SSHDPath finds sshd: /usr/sbin/sshd, else PATH. It returns "" if absent.
+func SSHDPath() string {
+	if st, err := os.Stat("/usr/sbin/sshd"); err == nil && !st.IsDir() {
+		return "/usr/sbin/sshd"
+	}
+	if p, err := exec.LookPath("sshd"); err == nil {
+		return p
+	}
+	return ""
+}
+
+// Require skips the test when sshd is missing, or fails it when POSTERN_E2E=1.
+// It returns the path of sshd.
+func Require(t testing.TB) string {
+	t.Helper()
+	p := SSHDPath()
+	if p != "" {
+		return p
+	}
+	if os.Getenv("POSTERN_E2E") == "1" {
+		t.Fatal("testsshd: sshd not found and POSTERN_E2E=1; install openssh-server")
+	}
+	t.Skip("testsshd: sshd not found; install openssh-server to run this test (POSTERN_E2E=1 makes it fail instead)")
+	return ""
+}
+
+// Start runs sshd -D -e on a free 127.0.0.1 port and stops it when the test
+// ends.
+func Start(t testing.TB, opts Options) *Server {
+	t.Helper()
+	sshd := Require(t)
+	u, err := user.Current()
+	if err != nil {
+		t.Fatalf("testsshd: current user: %v", err)
+	}
+	if os.Geteuid() == 0 {
+		// sshd refuses to start without its privilege separation directory,
+		// which a fresh container may lack.
+		if err := os.MkdirAll("/run/sshd", 0o755); err != nil {
+			t.Fatalf("testsshd: create /run/sshd: %v", err)
+		}
+	}
+	dir := t.TempDir()
+	s := &Server{Host: "127.0.0.1", User: u.Username, Dir: dir, ConfigPath: filepath.Join(dir, "sshd_config")}
+
+	hostKeyPath := filepath.Join(dir, "ssh_host_ed25519_key")
+	hostSigner, _ := writeKey(t, hostKeyPath, "testsshd host key")
+	s.HostKey = hostSigner.PublicKey()
+	s.UserKey, s.UserKeyPEM = writeKey(t, filepath.Join(dir, "id_ed25519"), "testsshd user key")
+
+	var ak bytes.Buffer
+	ak.Write(ssh.MarshalAuthorizedKey(s.UserKey.PublicKey()))
+	for _, k := range opts.AuthorizedKeys {
+		ak.Write(ssh.MarshalAuthorizedKey(k))
+	}
+	akPath := filepath.Join(dir, "authorized_keys")
+	if err := os.WriteFile(akPath, ak.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	// The port is found by listening and closing, so another process may
+	// take it before sshd binds; try a few times.
+	var lastErr error
+	for attempt := 0; attempt < 3; attempt++ {
+		port, err := freePort()
+		if err != nil {
+			t.Fatalf("testsshd: free port: %v", err)
+		}
+		s.Port = port
+		s.Addr = net.JoinHostPort(s.Host, strconv.Itoa(port))
+		cfg := []string{
+			"Port " + strconv.Itoa(port),
+			"ListenAddress 127.0.0.1",
+			"HostKey " + hostKeyPath,
+			"PidFile none",
+			"UsePAM no",
+			"StrictModes no",
+			"AuthorizedKeysFile " + akPath,
+			"PubkeyAuthentication yes",
+			"PasswordAuthentication no",
+			"KbdInteractiveAuthentication no",
+			"PermitRootLogin prohibit-password",
+			"AllowUsers " + u.Username,
+			"Subsystem sftp internal-sftp",
+			"LogLevel VERBOSE",
+		}
+		cfg = append(cfg, opts.ExtraConfig...)
+		if err := os.WriteFile(s.ConfigPath, []byte(strings.Join(cfg, "\n")+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if lastErr = s.run(sshd); lastErr == nil {
+			break
+		}
+	}
+	if lastErr != nil {
+		t.Fatalf("testsshd: %v", lastErr)
+	}
+	s.KnownHostsLine = fmt.Sprintf("[%s]:%d %s", s.Host, s.Port, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(s.HostKey))))
+	t.Cleanup(func() {
+		s.Stop()
+		if t.Failed() {
+			t.Logf("testsshd: sshd log:\n%s", s.Log())
+		}
+	})
+	return s
+}
+
+// run starts sshd and waits for its banner.
+func (s *Server) run(sshd string) error {
+	s.logMu.Lock()
+	s.log.Reset()
+	s.logMu.Unlock()
+	cmd := exec.Command(sshd, "-D", "-e", "-f", s.ConfigPath)
+	cmd.Stdout = logWriter{s}
+	cmd.Stderr = logWriter{s}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start sshd: %w", err)
+	}
+	done := make(chan struct{})
+	go func() {
+		cmd.Wait()
+		close(done)
+	}()
+	deadline := time.Now().Add(StartTimeout)
+	for time.Now().Before(deadline) {
+		select {
+		case <-done:
+			return fmt.Errorf("sshd exited at start: %s\n%s", cmd.ProcessState, s.Log())
+		default:
+		}
+		if banner(s.Addr) {
+			s.cmd, s.done = cmd, done
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cmd.Process.Kill()
+	<-done
+	return fmt.Errorf("sshd did not answer on %s within %v\n%s", s.Addr, StartTimeout, s.Log())
+}
+
+// banner reports whether an SSH server answers on addr.
+func banner(addr string) bool {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(2 * time.Second))
+	buf := make([]byte, 4)
+	_, err = c.Read(buf)
+	return err == nil && string(buf) == "SSH-"
+}
+
+// Stop kills sshd and waits for it. It is safe to call more than once; Start
+// registers it with t.Cleanup.
+func (s *Server) Stop() {
+	if s.cmd == nil {
+		return
+	}
+	s.cmd.Process.Kill()
+	<-s.done
+}
+
+// Log returns what sshd has written so far.
+func (s *Server) Log() string {
+	s.logMu.Lock()
+	defer s.logMu.Unlock()
+	return s.log.String()
+}
+
+// logWriter appends sshd's output to the server's log under its lock.
+type logWriter struct{ s *Server }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.s.logMu.Lock()
+	defer w.s.logMu.Unlock()
+	return w.s.log.Write(p)
+}
+
+// ClientConfig logs in as User with UserKey and accepts only the host key.
+func (s *Server) ClientConfig() *ssh.ClientConfig {
+	return &ssh.ClientConfig{
+		User:            s.User,
+		Auth:            []ssh.AuthMethod{ssh.PublicKeys(s.UserKey)},
+		HostKeyCallback: ssh.FixedHostKey(s.HostKey),
+		Timeout:         10 * time.Second,
+	}
+}
+
+func writeKey(t testing.TB, path, comment string) (ssh.Signer, []byte) {
+	t.Helper()
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, err := ssh.MarshalPrivateKey(priv, comment)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pemBytes := pem.EncodeToMemory(block)
+	if err := os.WriteFile(path, pemBytes, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	signer, err := ssh.NewSignerFromKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return signer, pemBytes
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
