@@ -7,8 +7,8 @@ import (
 	"encoding/pem"
 	"errors"
 	"io/fs"
-	"os"
 	"net"
+	"os"
 	"strings"
 	"testing"
 
