@@ -252,10 +252,10 @@ func (e *Engine) decide(ctx context.Context, id string, approve bool, admin, rea
 // comma-separated deciders.
 func checkAdminName(admin string) error {
 	if admin == "" {
-		return errors.New("policy: an approval decision needs the admin's name")
+		return fmt.Errorf("%w: a decision needs the admin's name", ErrInvalidAdmin)
 	}
 	if strings.ContainsFunc(admin, func(r rune) bool { return r == ',' || r < ' ' || r == 0x7f }) {
-		return fmt.Errorf("policy: admin name %q has a comma or control character", admin)
+		return fmt.Errorf("%w: %q has a comma or control character", ErrInvalidAdmin, admin)
 	}
 	return nil
 }

@@ -19,6 +19,10 @@ var (
 	// ErrSameApprover: the admin who gave the first of two approvals tried to
 	// give the second.
 	ErrSameApprover = errors.New("policy: second approval must come from a different admin")
+	// ErrInvalidAdmin: the admin name given with a decision is empty or
+	// has a comma or control character (the audit log lists deciders
+	// comma-separated).
+	ErrInvalidAdmin = errors.New("policy: invalid admin name")
 	// ErrAlreadyUsed: the approval already let its one operation through.
 	ErrAlreadyUsed = errors.New("policy: approval already used")
 	// ErrClosed: the engine was closed while the caller waited.

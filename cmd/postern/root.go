@@ -21,6 +21,8 @@ func newRootCmd() *cobra.Command {
 	})
 	root.AddCommand(
 		newClassifyCmd(),
+		newApprovalsCmd(),
+		newAuditCmd(),
 	)
 	return root
 }
