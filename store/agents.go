@@ -210,8 +210,8 @@ func (s *Store) SetAgentDisabled(ctx context.Context, name string, disabled bool
 	return s.AgentByID(ctx, id)
 }
 
-// RemoveAgent deletes an agent with its keys and grants (ON DELETE CASCADE).
-// Approvals and audit rows keep the agent's name and stay.
+// RemoveAgent deletes an agent with its keys, grants and approval requests
+// (ON DELETE CASCADE). Audit rows copy the agent's id and name and stay.
 func (s *Store) RemoveAgent(ctx context.Context, name string) error {
 	return s.inTx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM agents WHERE name = ?`, name)

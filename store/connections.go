@@ -191,7 +191,7 @@ func (s *Store) CreateConnection(ctx context.Context, nc NewConnection) (*Connec
 	if _, err := ParseEnv(string(nc.Env)); err != nil {
 		return nil, err
 	}
-	if err := checkPrivateKey(nc.PrivateKey); err != nil {
+	if err := CheckPrivateKey(nc.PrivateKey); err != nil {
 		return nil, fmt.Errorf("store: connection %s: %w", nc.Alias, err)
 	}
 	if len(nc.HostKeys) == 0 {
@@ -234,9 +234,11 @@ func (s *Store) CreateConnection(ctx context.Context, nc NewConnection) (*Connec
 	return s.ConnectionByID(ctx, id)
 }
 
-// checkPrivateKey makes sure a key can be used unattended. Its errors never
-// quote the key.
-func checkPrivateKey(key []byte) error {
+// CheckPrivateKey makes sure a private key file parses and needs no
+// passphrase, so that it can be used unattended. Errors wrap ErrInvalid and
+// never quote the key. CreateConnection calls it; the CLI calls it too, to
+// refuse a bad key before dialing the target.
+func CheckPrivateKey(key []byte) error {
 	if len(bytes.TrimSpace(key)) == 0 {
 		return invalid("private key is empty")
 	}
@@ -279,7 +281,8 @@ func (s *Store) SetKeyStatus(ctx context.Context, alias string, status KeyStatus
 	return s.ConnectionByID(ctx, id)
 }
 
-// RemoveConnection deletes a connection and its grants.
+// RemoveConnection deletes a connection with its grants and approval
+// requests (ON DELETE CASCADE). Audit rows copy the alias and stay.
 func (s *Store) RemoveConnection(ctx context.Context, alias string) error {
 	return s.inTx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM connections WHERE alias = ?`, alias)

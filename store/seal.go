@@ -100,6 +100,16 @@ func (s *Store) loadMasterKey(ctx context.Context, opts Options) error {
 	})
 }
 
+// CheckMasterKey reports why sealed secrets cannot be used (no master key, or
+// not the one that sealed this database), or nil if they can. Callers check
+// it before slow work that ends in sealing, such as dialing a target.
+func (s *Store) CheckMasterKey() error {
+	if s.sealer == nil {
+		return fmt.Errorf("store: %w", s.keyErr)
+	}
+	return nil
+}
+
 // sealFor seals a secret for the record id, or explains why it cannot.
 func (s *Store) sealFor(plaintext []byte, id string) ([]byte, error) {
 	if s.sealer == nil {

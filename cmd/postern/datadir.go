@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -60,14 +62,111 @@ func (f *dataFlag) open(ctx context.Context) (*store.Store, error) {
 
 // storeErr turns errors caused by the admin's input (unknown name, taken
 // alias, malformed key, bad rule) into usage errors, so that main exits 2.
+// Their "store: " prefix is dropped: the admin typed a name, not a package.
 func storeErr(err error) error {
 	if err == nil {
 		return nil
 	}
 	if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrDuplicate) || errors.Is(err, store.ErrInvalid) {
-		return usageError{err}
+		return usageError{inputError{err}}
 	}
 	return err
+}
+
+// inputError shows a store error without its package prefix and keeps it
+// reachable for errors.Is.
+type inputError struct{ err error }
+
+func (e inputError) Error() string { return strings.TrimPrefix(e.err.Error(), "store: ") }
+func (e inputError) Unwrap() error { return e.err }
+
+// usagef is a usage error (exit status 2) with a formatted message.
+func usagef(format string, args ...any) error {
+	return usageError{fmt.Errorf(format, args...)}
+}
+
+// exactArgs is cobra.ExactArgs that names the expected arguments and
+// returns a usage error.
+func exactArgs(n int, names string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != n {
+			return usagef("%s: want %s, got %d argument(s)", cmdPath(cmd), names, len(args))
+		}
+		return nil
+	}
+}
+
+// groupRunE is the RunE of a command that only holds subcommands (agent,
+// conn): without it cobra prints help and exits 0 for a mistyped
+// subcommand.
+func groupRunE(cmd *cobra.Command, args []string) error {
+	var names []string
+	for _, c := range cmd.Commands() {
+		if c.IsAvailableCommand() {
+			names = append(names, c.Name())
+		}
+	}
+	if len(args) == 0 {
+		return usagef("%s: missing subcommand (%s)", cmdPath(cmd), strings.Join(names, ", "))
+	}
+	return usagef("%s: unknown subcommand %q (want %s)", cmdPath(cmd), args[0], strings.Join(names, ", "))
+}
+
+// cmdPath is the command path without the program name ("agent add"),
+// because main already prefixes every error with "postern: ".
+func cmdPath(cmd *cobra.Command) string {
+	return strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" ")
+}
+
+// readInput reads a file named on the command line, or standard input for
+// "-". what names it in errors ("public key file"); the content never
+// appears in an error, since it may be a secret.
+func readInput(cmd *cobra.Command, path, what string) ([]byte, error) {
+	if path == "" {
+		return nil, usagef("%s: missing %s", cmdPath(cmd), what)
+	}
+	if path == "-" {
+		b, err := io.ReadAll(io.LimitReader(cmd.InOrStdin(), maxInputFile+1))
+		if err != nil {
+			return nil, fmt.Errorf("read %s from stdin: %w", what, err)
+		}
+		if len(b) > maxInputFile {
+			return nil, usagef("%s on stdin is larger than %d bytes", what, maxInputFile)
+		}
+		return b, nil
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, usagef("%s: %v", what, err)
+	}
+	if st.IsDir() || st.Size() > maxInputFile {
+		return nil, usagef("%s %s is not a key file (a directory or over %d bytes)", what, path, maxInputFile)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, usagef("%s: %v", what, err)
+	}
+	return b, nil
+}
+
+// maxInputFile bounds key files read by the admin commands; real keys are a
+// few kilobytes at most.
+const maxInputFile = 64 << 10
+
+// timeText shows a stored time in lists: UTC, to the second, "-" if zero.
+func timeText(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format("2006-01-02 15:04:05Z")
+}
+
+// timeJSON is a time in JSON output: RFC 3339 UTC, "" if zero.
+func timeJSON(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339Nano)
 }
 
 // outputFlag is -o/--output for list commands: "text" (default) or "json".

@@ -23,6 +23,10 @@ func newRootCmd() *cobra.Command {
 		newClassifyCmd(),
 		newApprovalsCmd(),
 		newAuditCmd(),
+		newInitCmd(),
+		newAgentCmd(),
+		newConnCmd(),
+		newGrantCmd(),
 	)
 	return root
 }

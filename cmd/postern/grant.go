@@ -1,0 +1,166 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/postern/postern/store"
+)
+
+func newGrantCmd() *cobra.Command {
+	var read, write, destructive string
+	cmd := &cobra.Command{
+		Use:   "grant AGENT ALIAS [--read R] [--write R] [--destructive R]",
+		Short: "Let an agent use a connection, with a rule (allow|ask|deny) per class",
+		Long: `grant lets AGENT use the connection ALIAS. Each class of operation gets a
+rule: allow (run it), ask (run it once a human approves) or deny.
+
+A new grant starts at read=allow, write=deny, destructive=deny; on an
+existing grant only the rules given change. On a production connection
+destructive cannot be allow.
+
+  postern grant ci-bot staging-web --write ask
+  postern grant list [-o json]
+  postern grant revoke ci-bot staging-web`,
+		Args: exactArgs(2, "AGENT and ALIAS (or the subcommand list or revoke)"),
+	}
+	data := addDataFlag(cmd)
+	fl := cmd.Flags()
+	fl.StringVar(&read, "read", string(store.RuleAllow), "rule for read operations: allow, ask or deny")
+	fl.StringVar(&write, "write", string(store.RuleDeny), "rule for write operations: allow, ask or deny")
+	fl.StringVar(&destructive, "destructive", string(store.RuleDeny), "rule for destructive operations: allow, ask or deny")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		agent, alias := args[0], args[1]
+		given := map[string]string{}
+		for name, v := range map[string]string{"read": read, "write": write, "destructive": destructive} {
+			if !cmd.Flags().Changed(name) {
+				continue
+			}
+			if _, err := store.ParseRule(v); err != nil {
+				return usagef("--%s %q: want allow, ask or deny", name, v)
+			}
+			given[name] = v
+		}
+		s, err := data.open(cmd.Context())
+		if err != nil {
+			return storeErr(err)
+		}
+		defer s.Close()
+		rules := store.DefaultRules()
+		verb := "granted"
+		if g, err := s.GrantByNames(cmd.Context(), agent, alias); err == nil {
+			rules, verb = g.Rules, "updated grant of"
+		} else if !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		for name, v := range given {
+			switch name {
+			case "read":
+				rules.Read = store.Rule(v)
+			case "write":
+				rules.Write = store.Rule(v)
+			case "destructive":
+				rules.Destructive = store.Rule(v)
+			}
+		}
+		g, err := s.SetGrant(cmd.Context(), agent, alias, rules)
+		if err != nil {
+			return storeErr(err)
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "%s %s on %s (%s): %s\n", verb, g.AgentName, g.Alias, g.Env, rulesText(g.Rules))
+		return nil
+	}
+	cmd.AddCommand(newGrantListCmd(data), newGrantRevokeCmd(data))
+	return cmd
+}
+
+func rulesText(r store.Rules) string {
+	return fmt.Sprintf("read=%s write=%s destructive=%s", r.Read, r.Write, r.Destructive)
+}
+
+// grantJSON is a grant in `grant list -o json`.
+type grantJSON struct {
+	ID          string `json:"id"`
+	Agent       string `json:"agent"`
+	AgentID     string `json:"agent_id"`
+	Alias       string `json:"alias"`
+	ConnID      string `json:"connection_id"`
+	Env         string `json:"env"`
+	Read        string `json:"read"`
+	Write       string `json:"write"`
+	Destructive string `json:"destructive"`
+	CreatedAt   string `json:"created_at"`
+	ModifiedAt  string `json:"modified_at"`
+}
+
+func newGrantListCmd(data *dataFlag) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List grants by agent and connection",
+		Args:  exactArgs(0, "no arguments"),
+	}
+	out := addOutputFlag(cmd)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		asJSON, err := out.json()
+		if err != nil {
+			return err
+		}
+		s, err := data.open(cmd.Context())
+		if err != nil {
+			return storeErr(err)
+		}
+		defer s.Close()
+		grants, err := s.ListGrants(cmd.Context())
+		if err != nil {
+			return err
+		}
+		w := cmd.OutOrStdout()
+		if asJSON {
+			js := []grantJSON{}
+			for _, g := range grants {
+				js = append(js, grantJSON{
+					ID: g.ID, Agent: g.AgentName, AgentID: g.AgentID, Alias: g.Alias, ConnID: g.ConnectionID,
+					Env: string(g.Env), Read: string(g.Rules.Read), Write: string(g.Rules.Write),
+					Destructive: string(g.Rules.Destructive),
+					CreatedAt:   timeJSON(g.CreatedAt), ModifiedAt: timeJSON(g.ModifiedAt),
+				})
+			}
+			return writeJSON(w, js)
+		}
+		if len(grants) == 0 {
+			fmt.Fprintln(w, "no grants; add one with: postern grant AGENT ALIAS")
+			return nil
+		}
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "AGENT\tALIAS\tENV\tREAD\tWRITE\tDESTRUCTIVE\tMODIFIED")
+		for _, g := range grants {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.AgentName, g.Alias, g.Env,
+				g.Rules.Read, g.Rules.Write, g.Rules.Destructive, timeText(g.ModifiedAt))
+		}
+		return tw.Flush()
+	}
+	return cmd
+}
+
+func newGrantRevokeCmd(data *dataFlag) *cobra.Command {
+	return &cobra.Command{
+		Use:   "revoke AGENT ALIAS",
+		Short: "Take a connection away from an agent",
+		Args:  exactArgs(2, "AGENT and ALIAS"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := data.open(cmd.Context())
+			if err != nil {
+				return storeErr(err)
+			}
+			defer s.Close()
+			if err := s.RevokeGrant(cmd.Context(), args[0], args[1]); err != nil {
+				return storeErr(err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "revoked grant of %s on %s\n", args[0], args[1])
+			return nil
+		},
+	}
+}
