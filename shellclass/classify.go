@@ -1,0 +1,648 @@
+package shellclass
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"mvdan.cc/sh/v3/syntax"
+)
+
+// Classify returns the class of cmd, the string an agent asks the target's
+// shell to run, and the parts that set it. It never panics and never errs:
+// input it cannot read is destructive, with the reason.
+func Classify(cmd string, opts Options) Result {
+	c := &classifier{opts: opts, top: cmd}
+	c.run()
+	return c.result()
+}
+
+// classifier holds the state of one Classify call. It is not shared.
+type classifier struct {
+	opts Options
+	top  string
+
+	class   Class
+	reasons []Reason
+
+	// funcs holds every function name defined anywhere in the string; a call
+	// of one is classified by its body, which the walk visits where it is
+	// defined.
+	funcs map[string]bool
+	// aliases maps alias names to their literal value; "" with ok means the
+	// value is dynamic.
+	aliases map[string]aliasDef
+	// vars maps a variable assigned exactly once in the whole string, by a
+	// bare top-level assignment of a literal, to that value, for resolving
+	// `X=rm; $X` and `x=5; $((x+1))`. A use counts only after the
+	// assignment and only in the top-level string (a child shell does not
+	// see an unexported variable). Nil when anything in the string can set
+	// variables behind the walker's back.
+	vars map[string]varDef
+	// strAssigned holds names bound other than by arithmetic.
+	strAssigned map[string]bool
+	// loopVars counts the enclosing C-style for loops whose init assigns the
+	// name a number, which makes it a number in the loop.
+	loopVars map[string]int
+	// inNested is set while a nested string is classified: positions there
+	// are not comparable with top-level assignments.
+	inNested bool
+	// single is the one simple command of a string that is nothing else, for
+	// a recipe's exact read commands.
+	single []string
+}
+
+type varDef struct {
+	value string
+	end   int // offset just past the assignment statement
+}
+
+type aliasDef struct {
+	value string
+	known bool
+}
+
+// scope is one parsed string: the top-level command or a nested one (an
+// eval or sh -c string, an alias body).
+type scope struct {
+	src   string
+	top   bool
+	outer int // offset in the top-level string of the word that carried src
+	depth int
+}
+
+func (c *classifier) run() {
+	if strings.IndexByte(c.top, 0) >= 0 {
+		c.raiseAt(c.top, 0, Destructive, "command contains a NUL byte")
+		return
+	}
+	if len(c.top) > c.opts.maxLength() {
+		c.raiseAt("", 0, Destructive, fmt.Sprintf("command is %d bytes, longer than the limit of %d", len(c.top), c.opts.maxLength()))
+		return
+	}
+	sc := &scope{src: c.top, top: true}
+	f, ok := c.parse(sc)
+	if !ok {
+		return
+	}
+	c.prepare(f)
+	c.single = singleCommand(f, c.opts.Dialect)
+	c.stmts(sc, f.Stmts, 0)
+}
+
+func (c *classifier) parser() *syntax.Parser {
+	lang := syntax.LangBash
+	if c.opts.Dialect == POSIX {
+		lang = syntax.LangPOSIX
+	}
+	return syntax.NewParser(syntax.Variant(lang), syntax.KeepComments(false))
+}
+
+func (c *classifier) parse(sc *scope) (f *syntax.File, ok bool) {
+	defer func() {
+		// The parser is third-party code fed untrusted bytes; a panic in it
+		// must not take the bastion down, and must not pass as read.
+		if r := recover(); r != nil {
+			c.raiseAt(sc.src, sc.outer, Destructive, "could not parse: parser failed")
+			f, ok = nil, false
+		}
+	}()
+	f, err := c.parser().Parse(strings.NewReader(sc.src), "")
+	if err != nil {
+		msg := err.Error()
+		c.raiseAt(sc.src, sc.outer, Destructive, "could not parse ("+msg+"); bash may accept what the parser rejects")
+		return nil, false
+	}
+	return f, true
+}
+
+// nested parses and classifies a string the target will run as shell code:
+// eval and sh -c strings, trap and watch strings, alias bodies.
+func (c *classifier) nested(parent *scope, node syntax.Node, src string, depth int) {
+	off := parent.outer
+	if parent.top && node != nil {
+		off = int(node.Pos().Offset())
+	}
+	if depth+1 > c.opts.maxDepth() {
+		c.raiseAt(src, off, Destructive, "nesting deeper than the limit")
+		return
+	}
+	sc := &scope{src: src, outer: off, depth: depth + 1}
+	f, ok := c.parse(sc)
+	if !ok {
+		return
+	}
+	c.prepareNested(f)
+	saved := c.inNested
+	c.inNested = true
+	c.stmts(sc, f.Stmts, depth+1)
+	c.inNested = saved
+}
+
+// raise records that node, in sc, raised the class to cls.
+func (c *classifier) raise(sc *scope, node syntax.Node, cls Class, why string) {
+	span, off := sc.src, sc.outer
+	if node != nil {
+		start, end := int(node.Pos().Offset()), int(node.End().Offset())
+		if start >= 0 && end <= len(sc.src) && start <= end {
+			span = sc.src[start:end]
+			if sc.top {
+				off = start
+			}
+		}
+	}
+	c.raiseAt(span, off, cls, why)
+}
+
+func (c *classifier) raiseAt(span string, off int, cls Class, why string) {
+	if cls == Read {
+		return
+	}
+	if cls > c.class {
+		c.class = cls
+	}
+	const maxSpan = 200
+	if len(span) > maxSpan {
+		span = span[:maxSpan] + "…"
+	}
+	c.reasons = append(c.reasons, Reason{Span: span, Offset: off, Class: cls, Why: why})
+}
+
+func (c *classifier) result() Result {
+	r := Result{Class: c.class, Reasons: []Reason{}}
+	if c.class == Write && c.opts.Hook != nil && c.single != nil && c.opts.Hook.ExactRead(c.single) {
+		return r
+	}
+	seen := map[Reason]bool{}
+	for _, rs := range c.reasons {
+		if rs.Class == c.class && !seen[rs] {
+			seen[rs] = true
+			r.Reasons = append(r.Reasons, rs)
+		}
+	}
+	sort.SliceStable(r.Reasons, func(i, j int) bool { return r.Reasons[i].Offset < r.Reasons[j].Offset })
+	return r
+}
+
+// singleCommand returns the words of f when f is exactly one simple command
+// with literal words and nothing else: no redirection, assignment, list or
+// substitution.
+func singleCommand(f *syntax.File, d Dialect) []string {
+	if len(f.Stmts) != 1 {
+		return nil
+	}
+	st := f.Stmts[0]
+	call, ok := st.Cmd.(*syntax.CallExpr)
+	if !ok || st.Negated || st.Background || len(st.Redirs) > 0 || len(call.Assigns) > 0 || len(call.Args) == 0 {
+		return nil
+	}
+	argv := make([]string, 0, len(call.Args))
+	for _, w := range call.Args {
+		v := wordValue(w, d)
+		if !v.known {
+			return nil
+		}
+		argv = append(argv, v.s)
+	}
+	return argv
+}
+
+// stmts walks a statement list. Every statement counts, whatever joins it to
+// the next (; && || & | newline): the class is the highest anywhere.
+func (c *classifier) stmts(sc *scope, list []*syntax.Stmt, depth int) {
+	for _, st := range list {
+		c.stmt(sc, st, depth)
+	}
+}
+
+func (c *classifier) stmt(sc *scope, st *syntax.Stmt, depth int) {
+	if st == nil {
+		return
+	}
+	if depth > c.opts.maxDepth() {
+		c.raise(sc, st, Destructive, "nesting deeper than the limit")
+		return
+	}
+	for _, r := range st.Redirs {
+		c.redirect(sc, r, depth)
+	}
+	if st.Cmd != nil {
+		c.command(sc, st, depth)
+	}
+}
+
+func (c *classifier) command(sc *scope, st *syntax.Stmt, depth int) {
+	switch x := st.Cmd.(type) {
+	case *syntax.CallExpr:
+		c.call(sc, x, st.Redirs, depth)
+	case *syntax.BinaryCmd:
+		// A list or pipeline is a chain, not nesting: a long pipeline of
+		// reads is still read.
+		c.stmt(sc, x.X, depth)
+		c.stmt(sc, x.Y, depth)
+	case *syntax.Block:
+		c.stmts(sc, x.Stmts, depth+1)
+	case *syntax.Subshell:
+		c.stmts(sc, x.Stmts, depth+1)
+	case *syntax.IfClause:
+		for ic := x; ic != nil; ic = ic.Else {
+			c.stmts(sc, ic.Cond, depth+1)
+			c.stmts(sc, ic.Then, depth+1)
+		}
+	case *syntax.WhileClause:
+		c.stmts(sc, x.Cond, depth+1)
+		c.stmts(sc, x.Do, depth+1)
+	case *syntax.ForClause:
+		switch l := x.Loop.(type) {
+		case *syntax.WordIter:
+			for _, w := range l.Items {
+				c.word(sc, w, depth+1)
+			}
+		case *syntax.CStyleLoop:
+			c.arith(sc, l.Init, depth+1)
+			if name := c.numericInit(l.Init); name != "" {
+				c.loopVars[name]++
+				defer func() { c.loopVars[name]-- }()
+			}
+			c.arith(sc, l.Cond, depth+1)
+			c.arith(sc, l.Post, depth+1)
+		}
+		c.stmts(sc, x.Do, depth+1)
+	case *syntax.CaseClause:
+		c.word(sc, x.Word, depth+1)
+		for _, it := range x.Items {
+			for _, p := range it.Patterns {
+				c.word(sc, p, depth+1)
+			}
+			c.stmts(sc, it.Stmts, depth+1)
+		}
+	case *syntax.FuncDecl:
+		// The body is classified where it is defined, whether or not it is
+		// called: that covers a function that shadows a command name.
+		c.stmt(sc, x.Body, depth+1)
+	case *syntax.ArithmCmd:
+		c.arith(sc, x.X, depth+1)
+	case *syntax.LetClause:
+		c.raise(sc, x, Write, "let is not on the read allowlist")
+		for _, e := range x.Exprs {
+			c.arith(sc, e, depth+1)
+		}
+	case *syntax.TestClause:
+		c.test(sc, x.X, depth+1)
+	case *syntax.DeclClause:
+		c.decl(sc, x, depth)
+	case *syntax.TimeClause:
+		c.stmt(sc, x.Stmt, depth+1)
+	case *syntax.CoprocClause:
+		c.raise(sc, x, Write, "coproc starts a background process")
+		c.stmt(sc, x.Stmt, depth+1)
+	default:
+		c.raise(sc, st, Destructive, "shell construct the classifier does not know")
+	}
+}
+
+// redirect classifies one redirection (classification.md, Redirections).
+func (c *classifier) redirect(sc *scope, r *syntax.Redirect, depth int) {
+	if r.Word != nil {
+		c.word(sc, r.Word, depth+1)
+	}
+	if r.Hdoc != nil {
+		c.word(sc, r.Hdoc, depth+1)
+	}
+	switch r.Op {
+	case syntax.Hdoc, syntax.DashHdoc, syntax.WordHdoc:
+		return
+	case syntax.RdrIn, syntax.DplIn:
+		// Reading changes nothing, but classification.md makes any dynamic
+		// redirect target destructive: it cannot be checked at all.
+		if v := wordValue(r.Word, c.opts.Dialect); !v.known {
+			c.raise(sc, r, Destructive, "redirect from a target known only at run time ("+v.why+")")
+		}
+		return
+	case syntax.DplOut:
+		if v := wordValue(r.Word, c.opts.Dialect); v.known && (isFD(v.s) || v.s == "-") {
+			return
+		}
+	}
+	v := wordValue(r.Word, c.opts.Dialect)
+	if !v.known {
+		c.raise(sc, r, Destructive, "redirect to a target known only at run time ("+v.why+"); it may be a block device")
+		return
+	}
+	if neutralSink(v.s) {
+		return
+	}
+	if isBlockDevice(v.s) {
+		c.raise(sc, r, Destructive, "redirect writes block device "+v.s)
+		return
+	}
+	c.raise(sc, r, Write, "redirect writes "+v.s)
+}
+
+func isFD(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+func neutralSink(p string) bool {
+	switch p {
+	case "/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty", "/dev/fd/1", "/dev/fd/2":
+		return true
+	}
+	return false
+}
+
+// isBlockDevice reports whether a path names a block device by the naming
+// conventions of Linux (classification.md, Redirections).
+func isBlockDevice(p string) bool {
+	for _, prefix := range blockDevicePrefixes {
+		if strings.HasPrefix(p, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// word walks the parts of w for what can run: command and process
+// substitutions, arithmetic, and the words inside parameter expansions.
+func (c *classifier) word(sc *scope, w *syntax.Word, depth int) {
+	if w == nil {
+		return
+	}
+	for _, p := range w.Parts {
+		c.wordPart(sc, p, depth)
+	}
+}
+
+func (c *classifier) wordPart(sc *scope, p syntax.WordPart, depth int) {
+	if depth > c.opts.maxDepth() {
+		c.raise(sc, p, Destructive, "nesting deeper than the limit")
+		return
+	}
+	switch x := p.(type) {
+	case *syntax.DblQuoted:
+		for _, q := range x.Parts {
+			c.wordPart(sc, q, depth+1)
+		}
+	case *syntax.CmdSubst:
+		c.stmts(sc, x.Stmts, depth+1)
+	case *syntax.ProcSubst:
+		c.stmts(sc, x.Stmts, depth+1)
+	case *syntax.ArithmExp:
+		c.arith(sc, x.X, depth+1)
+	case *syntax.ParamExp:
+		c.paramExp(sc, x, depth+1)
+	}
+}
+
+func (c *classifier) paramExp(sc *scope, x *syntax.ParamExp, depth int) {
+	if x.Index != nil {
+		c.arith(sc, x.Index, depth)
+	}
+	if x.Slice != nil {
+		c.arith(sc, x.Slice.Offset, depth)
+		c.arith(sc, x.Slice.Length, depth)
+	}
+	if x.Repl != nil {
+		c.word(sc, x.Repl.Orig, depth)
+		c.word(sc, x.Repl.With, depth)
+	}
+	if x.Exp != nil {
+		c.word(sc, x.Exp.Word, depth)
+	}
+	if x.NestedParam != nil {
+		c.wordPart(sc, x.NestedParam, depth)
+	}
+	if x.Excl && x.Param != nil {
+		// ${!name} is an indirect reference: the referenced name may carry an
+		// array subscript, which bash evaluates as arithmetic.
+		c.raise(sc, x, Destructive, "indirect expansion ${!...} can evaluate a subscript that runs commands")
+	}
+}
+
+// arith walks an arithmetic context. Bash evaluates a variable's value there
+// as arithmetic again, and `a[$(cmd)]` in that value runs cmd: any variable
+// that is not known to hold a number makes the command destructive.
+func (c *classifier) arith(sc *scope, e syntax.ArithmExpr, depth int) {
+	if e == nil {
+		return
+	}
+	if depth > c.opts.maxDepth() {
+		c.raise(sc, e, Destructive, "nesting deeper than the limit")
+		return
+	}
+	switch x := e.(type) {
+	case *syntax.BinaryArithm:
+		// A plain `name = expr` does not evaluate name's old value; every
+		// compound assignment does.
+		if w, ok := x.X.(*syntax.Word); !(ok && x.Op == syntax.Assgn && isName(w.Lit())) {
+			c.arith(sc, x.X, depth+1)
+		}
+		c.arith(sc, x.Y, depth+1)
+	case *syntax.UnaryArithm:
+		c.arith(sc, x.X, depth+1)
+	case *syntax.ParenArithm:
+		c.arith(sc, x.X, depth+1)
+	case *syntax.FlagsArithm:
+		c.arith(sc, x.X, depth+1)
+	case *syntax.Word:
+		c.word(sc, x, depth+1)
+		if !c.numericArith(x) {
+			c.raise(sc, x, Destructive, "variable in an arithmetic context: its value is evaluated and can run commands")
+		}
+	}
+}
+
+// numericArith reports whether a word in an arithmetic context is a number,
+// a special parameter that is always a number, or a variable assigned a
+// literal number in this string.
+func (c *classifier) numericArith(w *syntax.Word) bool {
+	if len(w.Parts) != 1 {
+		return false
+	}
+	switch p := w.Parts[0].(type) {
+	case *syntax.Lit:
+		return isNumberLit(p.Value) || p.Value == "@" || p.Value == "*" || c.numericVar(p.Value, w)
+	case *syntax.ParamExp:
+		if p.Param == nil || !simpleParam(p) {
+			return false
+		}
+		switch p.Param.Value {
+		case "#", "?", "$", "!", "RANDOM", "SECONDS", "LINENO", "BASHPID", "PPID", "UID", "EUID":
+			return true
+		}
+		return c.numericVar(p.Param.Value, w)
+	}
+	return false
+}
+
+// numericVar reports whether name, used at node, surely holds a number.
+func (c *classifier) numericVar(name string, at syntax.Node) bool {
+	if c.loopVars[name] > 0 && !c.strAssigned[name] {
+		return true
+	}
+	v, ok := c.lookupVar(name, at)
+	return ok && isNumberLit(v)
+}
+
+// lookupVar returns the literal value of name at node, if known there.
+func (c *classifier) lookupVar(name string, at syntax.Node) (string, bool) {
+	d, ok := c.vars[name]
+	if !ok || at == nil || c.inNested || int(at.Pos().Offset()) < d.end {
+		return "", false
+	}
+	return d.value, true
+}
+
+// numericInit returns the name a C-style for loop's init assigns a literal
+// number, or "".
+func (c *classifier) numericInit(e syntax.ArithmExpr) string {
+	b, ok := e.(*syntax.BinaryArithm)
+	if !ok || b.Op != syntax.Assgn {
+		return ""
+	}
+	lhs, ok1 := b.X.(*syntax.Word)
+	rhs, ok2 := b.Y.(*syntax.Word)
+	if !ok1 || !ok2 || !isName(lhs.Lit()) || !isNumberLit(rhs.Lit()) {
+		return ""
+	}
+	return lhs.Lit()
+}
+
+func isName(s string) bool { return s != "" && isAssignment(s+"=") }
+
+// isNumberLit accepts bash integer constants: decimal, 0x hex, octal and
+// base#digits.
+func isNumberLit(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		ch := s[i]
+		if !(ch >= '0' && ch <= '9' || ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || ch == '#' || ch == '_' || ch == '@') {
+			return false
+		}
+	}
+	return s[0] >= '0' && s[0] <= '9'
+}
+
+func simpleParam(p *syntax.ParamExp) bool {
+	return p.Param != nil && !p.Excl && !p.Length && p.Index == nil && p.Slice == nil &&
+		p.Repl == nil && p.Exp == nil && p.Names == 0 && p.NestedParam == nil
+}
+
+// test walks a [[ ]] expression. The numeric comparisons evaluate both sides
+// as arithmetic.
+func (c *classifier) test(sc *scope, e syntax.TestExpr, depth int) {
+	if e == nil {
+		return
+	}
+	if depth > c.opts.maxDepth() {
+		c.raise(sc, e, Destructive, "nesting deeper than the limit")
+		return
+	}
+	switch x := e.(type) {
+	case *syntax.BinaryTest:
+		switch x.Op {
+		case syntax.TsEql, syntax.TsNeq, syntax.TsLeq, syntax.TsGeq, syntax.TsLss, syntax.TsGtr:
+			for _, side := range []syntax.TestExpr{x.X, x.Y} {
+				if w, ok := side.(*syntax.Word); ok {
+					c.word(sc, w, depth+1)
+					if !c.numericArith(w) {
+						c.raise(sc, w, Destructive, "[[ numeric comparison evaluates its operand as arithmetic, which can run commands")
+					}
+					continue
+				}
+				c.test(sc, side, depth+1)
+			}
+			return
+		}
+		c.test(sc, x.X, depth+1)
+		c.test(sc, x.Y, depth+1)
+	case *syntax.UnaryTest:
+		c.test(sc, x.X, depth+1)
+	case *syntax.ParenTest:
+		c.test(sc, x.X, depth+1)
+	case *syntax.Word:
+		c.word(sc, x, depth+1)
+	}
+}
+
+// decl handles declare, local, export, readonly, typeset and nameref.
+func (c *classifier) decl(sc *scope, d *syntax.DeclClause, depth int) {
+	integer := false
+	for _, a := range d.Args {
+		if a.Naked && a.Name == nil && a.Value != nil {
+			v := wordValue(a.Value, c.opts.Dialect)
+			if !v.known {
+				c.raise(sc, a.Value, Destructive, d.Variant.Value+" with an argument known only at run time can define anything")
+				c.word(sc, a.Value, depth+1)
+				continue
+			}
+			if strings.HasPrefix(v.s, "-") || strings.HasPrefix(v.s, "+") {
+				if strings.ContainsAny(v.s, "i") {
+					integer = true
+				}
+				if strings.ContainsAny(v.s, "fn") && strings.HasPrefix(v.s, "-") {
+					c.raise(sc, a.Value, Write, d.Variant.Value+" "+v.s+" changes functions or name references")
+				}
+			}
+			continue
+		}
+		c.assign(sc, a, integer, depth)
+	}
+	if d.Variant.Value != "local" && len(d.Args) > 0 {
+		// export, readonly and declare change the environment of what runs
+		// later; assignments to special names are flagged in assign.
+		return
+	}
+}
+
+// assign classifies one assignment (classification.md, Assignments).
+func (c *classifier) assign(sc *scope, a *syntax.Assign, integer bool, depth int) {
+	if a.Index != nil {
+		c.arith(sc, a.Index, depth+1)
+	}
+	if a.Value != nil {
+		c.word(sc, a.Value, depth+1)
+	}
+	if a.Array != nil {
+		for _, el := range a.Array.Elems {
+			if el.Index != nil {
+				c.arith(sc, el.Index, depth+1)
+			}
+			c.word(sc, el.Value, depth+1)
+		}
+	}
+	if a.Name == nil {
+		return
+	}
+	name := a.Name.Value
+	if integer && a.Value != nil {
+		if !c.numericArith(a.Value) {
+			c.raise(sc, a, Destructive, "integer variable "+name+" evaluates its value as arithmetic, which can run commands")
+		}
+	}
+	if why, ok := specialVarWhy(name); ok {
+		c.raise(sc, a, Write, why)
+	}
+}
+
+// specialVarWhy reports whether assigning name changes what or how later
+// commands run.
+func specialVarWhy(name string) (string, bool) {
+	if strings.HasPrefix(name, "LD_") || strings.HasPrefix(name, "GIT_") || strings.HasPrefix(name, "BASH_FUNC_") {
+		return "assignment to " + name + " changes how programs run", true
+	}
+	if specialVars[name] {
+		return "assignment to " + name + " changes which program or code runs", true
+	}
+	return "", false
+}

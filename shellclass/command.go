@@ -1,0 +1,330 @@
+package shellclass
+
+import (
+	"path"
+	"strings"
+
+	"mvdan.cc/sh/v3/syntax"
+)
+
+// cmdCall is one simple command being classified, possibly the inner command
+// of a wrapper (sudo, env, xargs ...), which shares the outer node's span.
+type cmdCall struct {
+	sc   *scope
+	node syntax.Node
+	// stdin is the literal text a here-document or here-string feeds the
+	// command; stdinKnown is false when there is none or it expands.
+	stdin      string
+	stdinKnown bool
+	stdinFed   bool // some here-doc/here-string or input redirect feeds stdin
+	depth      int
+}
+
+func (c *classifier) raiseCall(cl *cmdCall, cls Class, why string) {
+	c.raise(cl.sc, cl.node, cls, why)
+}
+
+// call classifies a simple command: its assignments, its words'
+// substitutions, then the command itself.
+func (c *classifier) call(sc *scope, x *syntax.CallExpr, redirs []*syntax.Redirect, depth int) {
+	for _, a := range x.Assigns {
+		c.assign(sc, a, false, depth)
+	}
+	if len(x.Args) == 0 {
+		return
+	}
+	for _, w := range x.Args {
+		c.word(sc, w, depth+1)
+	}
+	args := make([]value, len(x.Args))
+	for i, w := range x.Args {
+		args[i] = wordValue(w, c.opts.Dialect)
+	}
+	cl := &cmdCall{sc: sc, node: x, depth: depth}
+	c.stdinOf(cl, redirs)
+	if !args[0].known {
+		resolved, name, ok := c.resolveName(args[0])
+		if !ok {
+			c.raise(sc, x.Args[0], Destructive, "dynamic command name ("+args[0].why+"): it cannot be proved not to be rm")
+			return
+		}
+		c.raise(sc, x.Args[0], Write, "variable "+name+" is assigned and then run as a command")
+		args = append(resolved, args[1:]...)
+	}
+	c.simple(cl, args)
+}
+
+// stdinOf records what a here-document or here-string feeds the command, so
+// that `bash <<'EOF'` is classified by the script it reads.
+func (c *classifier) stdinOf(cl *cmdCall, redirs []*syntax.Redirect) {
+	for _, r := range redirs {
+		if r.N != nil && r.N.Value != "0" {
+			continue
+		}
+		switch r.Op {
+		case syntax.Hdoc, syntax.DashHdoc:
+			cl.stdinFed = true
+			if r.Hdoc == nil {
+				cl.stdin, cl.stdinKnown = "", true
+				continue
+			}
+			v := wordValue(r.Hdoc, c.opts.Dialect)
+			// A here-document body is not subject to globbing or brace
+			// expansion; only its expansions make it dynamic.
+			cl.stdin, cl.stdinKnown = v.s, !hasExpansion(r.Hdoc)
+		case syntax.WordHdoc:
+			cl.stdinFed = true
+			v := wordValue(r.Word, c.opts.Dialect)
+			cl.stdin, cl.stdinKnown = v.s+"\n", !hasExpansion(r.Word)
+		case syntax.RdrIn, syntax.RdrInOut, syntax.DplIn:
+			cl.stdinFed = true
+			cl.stdin, cl.stdinKnown = "", false
+		}
+	}
+}
+
+func hasExpansion(w *syntax.Word) bool {
+	for _, p := range w.Parts {
+		switch x := p.(type) {
+		case *syntax.Lit, *syntax.SglQuoted:
+		case *syntax.DblQuoted:
+			for _, q := range x.Parts {
+				if _, ok := q.(*syntax.Lit); !ok {
+					return true
+				}
+			}
+		default:
+			return true
+		}
+	}
+	return false
+}
+
+// resolveName resolves a command name that is one variable assigned a single
+// literal value elsewhere in the string (`X=rm; $X -rf /`). Unquoted, the
+// value is split into words the way bash would with the default IFS.
+func (c *classifier) resolveName(v value) ([]value, string, bool) {
+	if c.vars == nil || v.word == nil || len(v.word.Parts) != 1 {
+		return nil, "", false
+	}
+	part := v.word.Parts[0]
+	quoted := false
+	if dq, ok := part.(*syntax.DblQuoted); ok && len(dq.Parts) == 1 {
+		part, quoted = dq.Parts[0], true
+	}
+	pe, ok := part.(*syntax.ParamExp)
+	if !ok || !simpleParam(pe) {
+		return nil, "", false
+	}
+	val, ok := c.lookupVar(pe.Param.Value, v.word)
+	if !ok {
+		return nil, "", false
+	}
+	if quoted {
+		return []value{{s: val, known: true}}, pe.Param.Value, true
+	}
+	fields := strings.Fields(val)
+	if len(fields) == 0 || strings.ContainsAny(val, "*?[") {
+		return nil, "", false
+	}
+	out := make([]value, len(fields))
+	for i, f := range fields {
+		out[i] = value{s: f, known: true}
+	}
+	return out, pe.Param.Value, true
+}
+
+// progName returns the name a command word is matched by, and whether it
+// may count as an allowlisted read: a bare name, or a path in a system
+// directory. Any path counts by its base name for destructive matching.
+func progName(word string) (base string, trusted bool) {
+	if !strings.Contains(word, "/") {
+		return word, true
+	}
+	clean := path.Clean(word)
+	base = path.Base(clean)
+	return base, strings.HasPrefix(word, "/") && systemDirs[path.Dir(clean)]
+}
+
+// simple classifies argv, a simple command whose name is known. Wrappers
+// come back here with their inner command.
+func (c *classifier) simple(cl *cmdCall, args []value) {
+	if len(args) == 0 {
+		return
+	}
+	if cl.depth > c.opts.maxDepth() {
+		c.raiseCall(cl, Destructive, "nesting deeper than the limit")
+		return
+	}
+	name := args[0]
+	if !name.known {
+		c.raiseCall(cl, Destructive, "dynamic command name ("+name.why+"): it cannot be proved not to be rm")
+		return
+	}
+	base, trusted := progName(name.s)
+	if base == "" || base == "." && name.s != "." {
+		c.raiseCall(cl, Write, "empty or odd command name")
+		return
+	}
+	if !strings.Contains(name.s, "/") {
+		if c.funcs[base] {
+			return // classified by its body, where it is defined
+		}
+		if a, ok := c.aliases[base]; ok {
+			c.expandAlias(cl, a, base, args)
+			return
+		}
+	}
+	if !trusted {
+		c.raiseCall(cl, Write, "program "+name.s+" is outside the system directories and may be anything")
+	}
+	if c.opts.Hook != nil && allKnown(args) {
+		if why, ok := c.opts.Hook.Raise(strs(args)); ok {
+			c.raiseCall(cl, Write, why)
+		}
+	}
+	if h, ok := handlerFor(base); ok {
+		h(c, cl, args)
+		return
+	}
+	if strings.HasPrefix(base, "mkfs") {
+		c.raiseCall(cl, Destructive, base+" creates a file system, destroying what was there")
+		return
+	}
+	c.generic(cl, base, trusted, args)
+}
+
+// generic classifies a command with no handler of its own: the destructive
+// table, then the read allowlist; anything else is write.
+func (c *classifier) generic(cl *cmdCall, base string, trusted bool, args []value) {
+	if why, ok := destructiveMatch(base, args[1:]); ok {
+		c.raiseCall(cl, Destructive, why)
+		return
+	}
+	e, ok := readTable[base]
+	if !ok {
+		c.raiseCall(cl, Write, base+" is not on the read allowlist")
+		c.blockDeviceArgs(cl, base, args[1:])
+		return
+	}
+	if !trusted {
+		return // already write: a look-alike of a read command
+	}
+	c.readEntry(cl, base, e, args[1:])
+}
+
+// readEntry checks args against one read allowlist entry.
+func (c *classifier) readEntry(cl *cmdCall, base string, e readEntry, args []value) {
+	cls, why := checkRead(base, e, args)
+	c.raiseCall(cl, cls, why)
+}
+
+func checkRead(base string, e readEntry, args []value) (Class, string) {
+	p := getopt(specFor(base, e), args, e.posix)
+	if e.lenient {
+		// echo, test and friends print or test what they do not know.
+		p.bad = ""
+	}
+	if p.dynamic != "" {
+		if e.ceiling > Read {
+			return e.ceiling, base + " with an argument known only at run time (" + p.dynamic + ") can reach " + e.ceiling.String()
+		}
+	}
+	if p.bad != "" {
+		return Write, "unknown option " + p.bad + " for " + base
+	}
+	if e.maxOps != anyOps && len(p.operands) > e.maxOps {
+		return Write, base + " with more than " + itoa(e.maxOps) + " operands may write a file"
+	}
+	if len(e.require) > 0 && !p.has(e.require...) {
+		return Write, base + " without " + strings.Join(e.require, " or ") + " may start a pager or run unbounded"
+	}
+	if e.check != nil {
+		if cls, why := e.check(&p); cls > Read {
+			return cls, why
+		}
+	}
+	return Read, ""
+}
+
+// specFor parses an entry's option list. Parsing per call keeps the tables
+// free of derived state; the lists are short.
+func specFor(base string, e readEntry) optSpec {
+	return parseSpec(e.opts)
+}
+
+// blockDeviceArgs raises a command that is not read to destructive when an
+// argument names a block device: `cp x /dev/sda`, `tee /dev/nvme0n1`.
+func (c *classifier) blockDeviceArgs(cl *cmdCall, base string, args []value) {
+	for _, a := range args {
+		if !a.known {
+			continue
+		}
+		s := a.s
+		if i := strings.IndexByte(s, '='); i >= 0 && strings.HasPrefix(s[i+1:], "/dev/") {
+			s = s[i+1:]
+		}
+		if isBlockDevice(s) {
+			c.raiseCall(cl, Destructive, base+" may write block device "+s)
+			return
+		}
+	}
+}
+
+// expandAlias classifies a command whose name is an alias defined earlier in
+// the string as if bash expanded it.
+func (c *classifier) expandAlias(cl *cmdCall, a aliasDef, name string, args []value) {
+	if !a.known {
+		c.raiseCall(cl, Destructive, "alias "+name+" has a value known only at run time")
+		return
+	}
+	var b strings.Builder
+	b.WriteString(a.value)
+	for _, w := range args[1:] {
+		b.WriteByte(' ')
+		if w.word != nil {
+			b.WriteString(cl.sc.src[w.word.Pos().Offset():w.word.End().Offset()])
+		} else {
+			b.WriteString(syntaxQuote(w.s))
+		}
+	}
+	c.nested(cl.sc, cl.node, b.String(), cl.depth)
+}
+
+func allKnown(args []value) bool {
+	for _, a := range args {
+		if !a.known {
+			return false
+		}
+	}
+	return true
+}
+
+func strs(args []value) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = a.s
+	}
+	return out
+}
+
+func itoa(n int) string {
+	if n == 0 {
+		return "0"
+	}
+	var b []byte
+	for n > 0 {
+		b = append([]byte{byte('0' + n%10)}, b...)
+		n /= 10
+	}
+	return string(b)
+}
+
+// syntaxQuote quotes s for re-parsing as one shell word.
+func syntaxQuote(s string) string {
+	q, err := syntax.Quote(s, syntax.LangBash)
+	if err != nil {
+		return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+	}
+	return q
+}

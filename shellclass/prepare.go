@@ -1,0 +1,143 @@
+package shellclass
+
+import (
+	"strings"
+
+	"mvdan.cc/sh/v3/syntax"
+)
+
+// varSetters are commands that can set shell variables in ways the walker
+// does not follow; their presence turns off resolving `X=lit; $X`.
+var varSetters = map[string]bool{
+	"source": true, ".": true, "eval": true, "read": true, "readarray": true, "mapfile": true,
+	"getopts": true, "printf": true, "declare": true, "typeset": true, "local": true,
+	"export": true, "readonly": true, "let": true, "trap": true, "alias": true, "unset": true,
+	"select": true, "coproc": true, "nameref": true, "enable": true,
+}
+
+// prepare walks the parsed top-level string once before classifying it, to
+// learn the names it defines: functions, aliases and literal variables.
+func (c *classifier) prepare(f *syntax.File) {
+	c.funcs = map[string]bool{}
+	c.aliases = map[string]aliasDef{}
+	c.strAssigned = map[string]bool{}
+	c.loopVars = map[string]int{}
+	assigns := map[string]int{}
+	noResolve := false
+	c.collect(f, func(name string) {
+		assigns[name]++
+		c.strAssigned[name] = true
+	}, func(name string) {
+		assigns[name]++
+	}, func() { noResolve = true })
+	if noResolve {
+		return
+	}
+	c.vars = map[string]varDef{}
+	for _, st := range f.Stmts {
+		call, ok := st.Cmd.(*syntax.CallExpr)
+		if !ok || len(call.Args) > 0 || len(st.Redirs) > 0 || st.Background || st.Negated {
+			continue
+		}
+		for _, a := range call.Assigns {
+			if a.Name == nil || a.Value == nil || a.Index != nil || a.Array != nil || a.Append || assigns[a.Name.Value] != 1 {
+				continue
+			}
+			if v := wordValue(a.Value, c.opts.Dialect); v.known {
+				c.vars[a.Name.Value] = varDef{value: v.s, end: int(st.End().Offset())}
+			}
+		}
+	}
+}
+
+// prepareNested adds what a nested string defines. A nested string runs in
+// a child shell (sh -c) or re-enters this one (eval, which turns off
+// variable resolution in prepare already).
+func (c *classifier) prepareNested(f *syntax.File) {
+	if c.funcs == nil {
+		c.funcs = map[string]bool{}
+		c.aliases = map[string]aliasDef{}
+	}
+	if c.strAssigned == nil {
+		c.strAssigned = map[string]bool{}
+		c.loopVars = map[string]int{}
+	}
+	c.collect(f, func(name string) { c.strAssigned[name] = true }, func(string) {}, func() {})
+}
+
+// collect visits the tree for function and alias definitions, and reports
+// every binding of a name (strBind for assignments, loops and ${X:=v};
+// arithBind for arithmetic assignments) and commands that can set
+// variables opaquely.
+func (c *classifier) collect(f *syntax.File, strBind func(string), arithBind func(string), opaque func()) {
+	syntax.Walk(f, func(n syntax.Node) bool {
+		switch x := n.(type) {
+		case *syntax.FuncDecl:
+			if x.Name != nil {
+				c.funcs[x.Name.Value] = true
+			}
+			for _, nm := range x.Names {
+				c.funcs[nm.Value] = true
+			}
+		case *syntax.Assign:
+			if x.Name != nil {
+				strBind(x.Name.Value)
+			}
+		case *syntax.WordIter:
+			if x.Name != nil {
+				strBind(x.Name.Value)
+			}
+		case *syntax.ParamExp:
+			if x.Exp != nil && x.Param != nil {
+				strBind(x.Param.Value) // ${X:=v} assigns
+			}
+		case *syntax.BinaryArithm:
+			if w, ok := x.X.(*syntax.Word); ok && x.Op >= syntax.Assgn && x.Op <= syntax.PowAssgn {
+				arithBind(w.Lit())
+			}
+		case *syntax.UnaryArithm:
+			if w, ok := x.X.(*syntax.Word); ok && (x.Op == syntax.Inc || x.Op == syntax.Dec) {
+				arithBind(w.Lit())
+			}
+		case *syntax.DeclClause, *syntax.LetClause, *syntax.CoprocClause:
+			opaque()
+		case *syntax.CallExpr:
+			for _, w := range x.Args {
+				v := wordValue(w, c.opts.Dialect)
+				if !v.known {
+					continue
+				}
+				if varSetters[v.s] {
+					opaque()
+				}
+			}
+			c.collectAlias(x)
+		}
+		return true
+	})
+}
+
+// collectAlias records `alias name=value` definitions.
+func (c *classifier) collectAlias(x *syntax.CallExpr) {
+	if len(x.Args) < 2 || wordValue(x.Args[0], c.opts.Dialect).s != "alias" {
+		return
+	}
+	for _, w := range x.Args[1:] {
+		v := wordValue(w, c.opts.Dialect)
+		if !v.known {
+			// The name may be literal while the value is not.
+			src := w.Lit()
+			if name, _, ok := strings.Cut(src, "="); ok && name != "" {
+				c.aliases[name] = aliasDef{}
+			} else if lit, ok := w.Parts[0].(*syntax.Lit); ok {
+				if name, _, ok := strings.Cut(lit.Value, "="); ok && name != "" {
+					c.aliases[name] = aliasDef{}
+				}
+			}
+			continue
+		}
+		if name, val, ok := strings.Cut(v.s, "="); ok && name != "" {
+			c.aliases[name] = aliasDef{value: val, known: true}
+		}
+	}
+}

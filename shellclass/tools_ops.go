@@ -1,0 +1,645 @@
+package shellclass
+
+import (
+	"regexp"
+	"strings"
+)
+
+// rsync: the server side that `rsync alias@bastion:...` starts is read when
+// it sends (--sender), write when it receives; --delete* and
+// --remove-source-files destroy. On the client side rsync always writes.
+func (c *classifier) rsync(cl *cmdCall, args []value) {
+	if !allKnown(args) {
+		c.raiseCall(cl, Destructive, "rsync with an argument known only at run time can reach --delete")
+		return
+	}
+	server, sender := false, false
+	for i, a := range args[1:] {
+		name, val, hasVal := strings.Cut(a.s, "=")
+		switch {
+		case name == "--server":
+			server = true
+		case name == "--sender":
+			sender = true
+		case strings.HasPrefix(name, "--delete") || name == "--del" || name == "--remove-source-files" || name == "--remove-sent-files":
+			c.raiseCall(cl, Destructive, "rsync "+name+" deletes files")
+		case name == "-e" || name == "--rsh" || name == "--rsync-path":
+			prog := val
+			if !hasVal && i+2 < len(args) {
+				prog = args[i+2].s
+			}
+			if prog != "" && !server {
+				c.raiseCall(cl, Write, "rsync "+name+" names a program to run")
+				c.nested(cl.sc, cl.node, prog, cl.depth)
+			}
+		}
+	}
+	if server && sender {
+		return
+	}
+	if server {
+		c.raiseCall(cl, Write, "rsync --server without --sender receives and writes files")
+		return
+	}
+	c.raiseCall(cl, Write, "rsync copies files")
+}
+
+// scp: `scp -f` is the sending side that legacy scp starts on the server
+// (read), `scp -t` the receiving side (write); a client scp writes.
+func (c *classifier) scp(cl *cmdCall, args []value) {
+	from, to := false, false
+	for _, a := range args[1:] {
+		if !a.known {
+			c.raiseCall(cl, Write, "scp with an argument known only at run time")
+			continue
+		}
+		if strings.HasPrefix(a.s, "-") && !strings.HasPrefix(a.s, "--") {
+			if strings.ContainsRune(a.s, 'S') {
+				c.raiseCall(cl, Write, "scp -S names a program to run")
+			}
+			from = from || strings.ContainsRune(a.s, 'f')
+			to = to || strings.ContainsRune(a.s, 't')
+		}
+	}
+	if from && !to {
+		return
+	}
+	if to {
+		c.raiseCall(cl, Write, "scp -t receives and writes files")
+		return
+	}
+	c.raiseCall(cl, Write, "scp copies files")
+}
+
+// programOptions handles tools whose options name a program to run (tar -I,
+// rg --pre, sort --compress-program, man -P), then classifies the tool
+// itself by the tables.
+func (c *classifier) programOptions(cl *cmdCall, args []value) {
+	base, trusted := progName(args[0].s)
+	opts := programOpts[base]
+	for i := 1; i < len(args); i++ {
+		a := args[i]
+		if !a.known {
+			continue
+		}
+		for _, o := range opts {
+			name, val, hasVal := strings.Cut(a.s, "=")
+			match := name == o || strings.HasPrefix(o, "--") && len(name) > 3 && strings.HasPrefix(o, name) && base != "rg"
+			if !match && len(o) == 2 && strings.HasPrefix(a.s, o) && len(a.s) > 2 && !strings.HasPrefix(a.s, "--") {
+				match, val, hasVal = true, a.s[2:], true
+			}
+			if !match {
+				continue
+			}
+			if !hasVal && i+1 < len(args) {
+				if !args[i+1].known {
+					c.raiseCall(cl, Destructive, base+" "+o+" names a program known only at run time")
+					continue
+				}
+				val = args[i+1].s
+			}
+			if o == "--checkpoint-action" {
+				if !strings.HasPrefix(val, "exec=") {
+					continue
+				}
+				val = strings.TrimPrefix(val, "exec=")
+			}
+			c.raiseCall(cl, Write, base+" "+o+" runs a program")
+			c.nested(cl.sc, cl.node, val, cl.depth)
+		}
+	}
+	if base == "tar" {
+		for _, a := range args[1:] {
+			if !a.known {
+				c.raiseCall(cl, Destructive, "tar with an argument known only at run time can reach --remove-files or -I")
+				return
+			}
+			if n, _, _ := strings.Cut(a.s, "="); n == "--remove-files" || n == "--delete" {
+				c.raiseCall(cl, Destructive, "tar "+n+" deletes files")
+			}
+		}
+		c.raiseCall(cl, Write, "tar extracts or creates files")
+		return
+	}
+	if _, ok := readTable[base]; ok {
+		c.generic(cl, base, trusted, args)
+		return
+	}
+	c.raiseCall(cl, Write, neverRead[base])
+}
+
+// programOpts are the options that name a program, per tool.
+var programOpts = map[string][]string{
+	"tar":  {"-I", "--use-compress-program", "--to-command", "--checkpoint-action", "-F", "--info-script", "--new-volume-script", "--rsh-command", "--rmt-command"},
+	"rg":   {"--pre", "--hostname-bin"},
+	"sort": {"--compress-program"},
+	"man":  {"-P", "--pager", "-H", "--html"},
+}
+
+// docker and podman: read forms, destructive forms, and the command that
+// run or exec starts inside a container.
+func (c *classifier) docker(cl *cmdCall, args []value) {
+	base, _ := progName(args[0].s)
+	if !allKnown(args) {
+		c.raiseCall(cl, Destructive, base+" with an argument known only at run time can reach rm or prune")
+		return
+	}
+	p := getopt(parseSpec(dockerGlobals), args[1:], true)
+	if p.bad != "" {
+		c.raiseCall(cl, Destructive, "unknown "+base+" option "+p.bad+": the subcommand cannot be found")
+		return
+	}
+	remote := p.has("-H", "--host", "--context", "-c", "--remote", "--url", "--connection")
+	ops := p.operands
+	if len(ops) == 0 {
+		return
+	}
+	sub := ops[0].s
+	rest := ops[1:]
+	if dockerManaged[sub] && len(rest) > 0 {
+		sub = sub + " " + rest[0].s
+		rest = rest[1:]
+	}
+	if why, ok := dockerDestructive(sub); ok {
+		c.raiseCall(cl, Destructive, base+" "+sub+" "+why)
+		return
+	}
+	switch sub {
+	case "exec", "container exec":
+		c.raiseCall(cl, Write, base+" exec is not a read form")
+		c.containerCmd(cl, base+" exec", dockerExecOpts, rest, 1)
+		return
+	case "run", "container run":
+		c.raiseCall(cl, Write, base+" run creates a container")
+		c.containerCmd(cl, base+" run", dockerRunOpts, rest, 1)
+		return
+	}
+	if remote {
+		c.raiseCall(cl, Write, base+" -H/--context talks to another daemon")
+		return
+	}
+	if !dockerRead[sub] {
+		c.raiseCall(cl, Write, base+" "+sub+" is not a read form")
+		return
+	}
+	for _, a := range rest {
+		switch {
+		case (sub == "logs" || strings.HasSuffix(sub, " logs")) && (a.s == "-f" || a.s == "--follow" || strings.HasPrefix(a.s, "-") && !strings.HasPrefix(a.s, "--") && strings.ContainsRune(a.s, 'f')):
+			c.raiseCall(cl, Write, base+" logs --follow runs until interrupted")
+			return
+		case (sub == "stats" || strings.HasSuffix(sub, " stats")) && a.s == "--no-stream":
+			return
+		}
+	}
+	if sub == "stats" || strings.HasSuffix(sub, " stats") {
+		c.raiseCall(cl, Write, base+" stats without --no-stream runs until interrupted")
+	}
+}
+
+// containerCmd classifies the command docker/kubectl exec or run starts.
+func (c *classifier) containerCmd(cl *cmdCall, what, opts string, args []value, skip int) {
+	p := getopt(parseSpec(opts), args, true)
+	if p.bad != "" {
+		c.raiseCall(cl, Destructive, "unknown option "+p.bad+" for "+what+": the command it runs cannot be found")
+		return
+	}
+	entry := p.values("--entrypoint")
+	ops := p.operands
+	if len(ops) < skip {
+		return
+	}
+	inner := ops[skip:]
+	if len(entry) > 0 {
+		inner = append([]value{{s: entry[0], known: true}}, inner...)
+	}
+	if len(inner) == 0 {
+		if strings.HasSuffix(what, "run") {
+			return // the image's own command: write, already raised
+		}
+		c.raiseCall(cl, Write, what+" without a command")
+		return
+	}
+	sub := *cl
+	sub.depth++
+	sub.stdinFed, sub.stdinKnown = true, false
+	c.simple(&sub, inner)
+}
+
+const dockerGlobals = "-D -l= -H= -c= -v --debug --log-level= --host= --context= --config= --tls --tlsverify --tlscacert= --tlscert= --tlskey= --version --remote -r --url= --connection= --root= --runroot= --storage-driver= --storage-opt= --cgroup-manager= --events-backend= --log-level= --identity= --help"
+const dockerExecOpts = "-d -i -t -e= -u= -w= --detach --interactive --tty --privileged --env= --env-file= --user= --workdir= --detach-keys="
+const dockerRunOpts = "-d -i -t -P -q -a= -e= -h= -l= -m= -p= -u= -v= -w= -c= --rm --detach --interactive --tty --privileged --init --read-only --publish-all --quiet --no-healthcheck --oom-kill-disable --sig-proxy? --name= --env= --env-file= --hostname= --label= --label-file= --memory= --memory-swap= --memory-reservation= --publish= --user= --volume= --workdir= --entrypoint= --network= --net= --network-alias= --mount= --restart= --platform= --pull= --add-host= --dns= --dns-search= --dns-option= --device= --cap-add= --cap-drop= --security-opt= --log-driver= --log-opt= --tmpfs= --ulimit= --shm-size= --stop-signal= --stop-timeout= --cidfile= --gpus= --ipc= --pid= --uts= --runtime= --userns= --expose= --link= --volumes-from= --annotation= --attach= --cgroupns= --cgroup-parent= --cpus= --cpu-shares= --cpuset-cpus= --group-add= --health-cmd= --health-interval= --health-retries= --health-timeout= --health-start-period= --init-path= --ip= --ip6= --isolation= --kernel-memory= --mac-address= --pids-limit= --storage-opt= --sysctl= --tz= --arch= --os= --variant="
+
+// dockerManaged are management commands whose verb is the next word.
+var dockerManaged = map[string]bool{"container": true, "image": true, "volume": true, "network": true, "system": true, "builder": true, "buildx": true, "plugin": true, "secret": true, "config": true, "node": true, "service": true, "stack": true, "context": true, "compose": true, "swarm": true, "pod": true, "machine": true, "manifest": true}
+
+func dockerDestructive(sub string) (string, bool) {
+	verb := sub
+	if i := strings.LastIndexByte(sub, ' '); i >= 0 {
+		verb = sub[i+1:]
+	}
+	switch verb {
+	case "rm", "rmi", "remove", "kill", "stop", "prune", "down", "restart", "leave", "reset":
+		return "deletes containers, images or volumes, or ends running work", true
+	}
+	return "", false
+}
+
+var dockerRead = map[string]bool{
+	"ps": true, "images": true, "inspect": true, "logs": true, "version": true, "info": true,
+	"top": true, "port": true, "stats": true, "container ls": true, "container ps": true,
+	"container list": true, "container inspect": true, "container logs": true, "container top": true,
+	"container port": true, "container stats": true, "image ls": true, "image list": true,
+	"image inspect": true, "image history": true, "history": true, "volume ls": true, "volume list": true,
+	"volume inspect": true, "network ls": true, "network list": true, "network inspect": true,
+	"system df": true, "system info": true, "compose ps": true, "compose logs": true,
+	"compose ls": true, "compose images": true, "compose top": true, "compose version": true,
+	"compose config": true, "context ls": true, "context list": true, "pod ps": true, "pod ls": true,
+}
+
+// kubectl: read verbs, delete and drain, and the command exec runs in a pod.
+func (c *classifier) kubectl(cl *cmdCall, args []value) {
+	if !allKnown(args) {
+		c.raiseCall(cl, Destructive, "kubectl with an argument known only at run time can reach delete")
+		return
+	}
+	var ops []value
+	unknown, forbidden, follow := "", "", false
+	dash := -1
+	for i := 1; i < len(args); i++ {
+		s := args[i].s
+		if s == "--" {
+			dash = i
+			break
+		}
+		if !strings.HasPrefix(s, "-") || s == "-" {
+			ops = append(ops, args[i])
+			continue
+		}
+		name, _, hasVal := strings.Cut(s, "=")
+		switch name {
+		case "--kubeconfig", "--token", "--server", "-s", "--as", "--as-group", "--as-uid", "--username", "--password", "--client-key", "--client-certificate", "--certificate-authority", "--insecure-skip-tls-verify":
+			forbidden = name
+		case "-f", "--follow", "-w", "--watch", "--watch-only":
+			follow = true
+		}
+		kind, known := kubectlFlags[name]
+		if !known {
+			if strings.HasPrefix(name, "--") {
+				unknown = name
+			} else if k, ok := kubectlFlags[name[:2]]; ok && len(name) > 2 && k == reqArg {
+				continue // -nkube-system
+			} else {
+				unknown = name
+			}
+			continue
+		}
+		if kind == reqArg && !hasVal && len(name) == len(s) {
+			i++
+		}
+	}
+	for _, o := range ops {
+		if o.s == "delete" || o.s == "drain" {
+			c.raiseCall(cl, Destructive, "kubectl "+o.s+" deletes cluster resources or evicts workloads")
+			return
+		}
+		break
+	}
+	if len(ops) == 0 {
+		return
+	}
+	verb := ops[0].s
+	if unknown != "" {
+		for _, o := range ops {
+			if o.s == "delete" || o.s == "drain" {
+				c.raiseCall(cl, Destructive, "kubectl "+o.s+" (after unknown option "+unknown+") may delete cluster resources")
+				return
+			}
+		}
+	}
+	if verb == "exec" {
+		c.raiseCall(cl, Write, "kubectl exec is not a read form")
+		var inner []value
+		if dash >= 0 {
+			inner = args[dash+1:]
+		} else if len(ops) > 2 {
+			inner = ops[2:]
+		}
+		if len(inner) == 0 {
+			c.raiseCall(cl, Write, "kubectl exec without a command")
+			return
+		}
+		sub := *cl
+		sub.depth++
+		sub.stdinFed, sub.stdinKnown = true, false
+		c.simple(&sub, inner)
+		if forbidden != "" {
+			c.raiseCall(cl, Write, "kubectl "+forbidden+" talks to another cluster or identity")
+		}
+		return
+	}
+	switch {
+	case !kubectlRead[verb]:
+		c.raiseCall(cl, Write, "kubectl "+verb+" is not a read verb")
+	case unknown != "":
+		c.raiseCall(cl, Write, "unknown kubectl option "+unknown)
+	case forbidden != "":
+		c.raiseCall(cl, Write, "kubectl "+forbidden+" talks to another cluster or identity")
+	case follow:
+		c.raiseCall(cl, Write, "kubectl --follow/--watch runs until interrupted")
+	}
+}
+
+var kubectlRead = map[string]bool{"get": true, "describe": true, "logs": true, "top": true, "explain": true, "version": true, "api-resources": true, "api-versions": true, "cluster-info": true}
+
+var kubectlFlags = func() map[string]argKind {
+	m := map[string]argKind{}
+	for _, f := range strings.Fields("-n= --namespace= --context= --cluster= --user= -l= --selector= -o= --output= --field-selector= --sort-by= -L= --label-columns= --tail= --since= --since-time= -c= --container= --request-timeout= -v= --v= --kubeconfig= --token= --server= -s= --as= --as-group= --as-uid= --chunk-size= --template= --show-kind --show-labels --no-headers --ignore-not-found -A --all-namespaces --all-containers -p --previous --timestamps --prefix -i -t --stdin --tty -q --quiet -f --follow -w --watch --watch-only --recursive -R --raw= --subresource= --containers --use-protocol-buffers --sort-by= --max-log-requests= --pod-running-timeout= --limit-bytes= --insecure-skip-tls-verify --certificate-authority= --client-key= --client-certificate= --username= --password= --profile= --log-flush-frequency= --warnings-as-errors --cache-dir= --disable-compression --tls-server-name= --match-server-version --output-watch-events --server-print --show-managed-fields --include-uninitialized --show-events --client --api-group= --namespaced --verbs= --cached --no-headers --filename= -k= --kustomize=") {
+		kind := noArg
+		if strings.HasSuffix(f, "=") {
+			kind, f = reqArg, strings.TrimSuffix(f, "=")
+		}
+		m[f] = kind
+	}
+	return m
+}()
+
+// systemctl: read verbs with --no-pager, destructive verbs that stop work.
+func (c *classifier) systemctl(cl *cmdCall, args []value) {
+	if !allKnown(args) {
+		c.raiseCall(cl, Destructive, "systemctl with an argument known only at run time can reach stop")
+		return
+	}
+	p := getopt(parseSpec(systemctlOpts), args[1:], false)
+	if len(p.operands) == 0 {
+		if p.bad == "" && p.has("--no-pager") {
+			return // list-units
+		}
+		c.raiseCall(cl, Write, "systemctl without a verb and --no-pager lists units in a pager")
+		return
+	}
+	verb := p.operands[0].s
+	if systemctlDestructive[verb] || verb == "disable" && p.has("--now") {
+		c.raiseCall(cl, Destructive, "systemctl "+verb+" ends running work")
+		return
+	}
+	switch {
+	case !systemctlRead[verb]:
+		c.raiseCall(cl, Write, "systemctl "+verb+" changes the system")
+	case p.bad != "":
+		c.raiseCall(cl, Write, "unknown option "+p.bad+" for systemctl")
+	case p.has("-H", "--host", "-M", "--machine"):
+		c.raiseCall(cl, Write, "systemctl -H talks to another machine")
+	case !p.has("--no-pager"):
+		c.raiseCall(cl, Write, "systemctl "+verb+" without --no-pager may start a pager")
+	}
+}
+
+const systemctlOpts = "-a -l -q -r -f -i -n= -o= -p= -P= -s= -t= -H= -M= --all --full --no-pager --no-legend --quiet --recursive --reverse --after --before --value --user --system --global --runtime --now --force --no-block --no-wall --no-reload --no-ask-password --show-types --plain --failed --type= --state= --property= --lines= --output= --host= --machine= --signal= --kill-whom= --kill-value= --job-mode= --root= --image= --preset-mode= --timestamp= --legend= --check-inhibitors= --what= --with-dependencies --dry-run --wait --marked --read-only --mkdir --firmware-setup --ignore-inhibitors --reboot-argument= --boot-loader-menu= --boot-loader-entry= --drop-in= --when="
+
+var systemctlRead = map[string]bool{"status": true, "show": true, "list-units": true, "list-unit-files": true, "list-timers": true, "list-sockets": true, "list-dependencies": true, "list-jobs": true, "is-active": true, "is-enabled": true, "is-failed": true, "is-system-running": true, "cat": true, "get-default": true, "show-environment": true}
+
+var systemctlDestructive = map[string]bool{"stop": true, "kill": true, "restart": true, "try-restart": true, "reload-or-restart": true, "try-reload-or-restart": true, "condrestart": true, "force-reload": true, "reboot": true, "poweroff": true, "halt": true, "isolate": true, "mask": true, "kexec": true, "soft-reboot": true, "emergency": true, "rescue": true, "suspend": true, "hibernate": true, "hybrid-sleep": true, "suspend-then-hibernate": true, "exit": true, "default": true, "clean": true, "freeze": true}
+
+// service NAME VERB: stop and restart end running work.
+func (c *classifier) service(cl *cmdCall, args []value) {
+	if !allKnown(args) {
+		c.raiseCall(cl, Destructive, "service with an argument known only at run time can reach stop")
+		return
+	}
+	if len(args) == 2 && args[1].s == "--status-all" {
+		return
+	}
+	if len(args) < 3 {
+		c.raiseCall(cl, Write, "service without a verb")
+		return
+	}
+	switch args[2].s {
+	case "stop", "restart", "force-reload", "condrestart", "try-restart", "force-stop", "zap":
+		c.raiseCall(cl, Destructive, "service "+args[2].s+" ends running work")
+	default:
+		c.raiseCall(cl, Write, "service "+args[2].s+" changes the system")
+	}
+}
+
+// ip: only the show/list forms of addr, link, route and neigh are read.
+func (c *classifier) ip(cl *cmdCall, args []value) {
+	if !allKnown(args) {
+		c.raiseCall(cl, Write, "ip with an argument known only at run time")
+		return
+	}
+	i := 1
+	for ; i < len(args) && strings.HasPrefix(args[i].s, "-"); i++ {
+		switch strings.TrimLeft(args[i].s, "-") {
+		case "4", "6", "0", "s", "stats", "statistics", "d", "details", "h", "human", "j", "json", "p", "pretty", "o", "oneline", "c", "color", "br", "brief", "r", "resolve", "a", "all":
+		case "n", "netns", "f", "family":
+			i++
+		default:
+			c.raiseCall(cl, Write, "ip option "+args[i].s+" is not a read option")
+			return
+		}
+	}
+	if i >= len(args) {
+		c.raiseCall(cl, Write, "ip without an object")
+		return
+	}
+	obj := args[i].s
+	if !ipObject(obj) {
+		c.raiseCall(cl, Write, "ip "+obj+" is not addr, link, route or neigh")
+		return
+	}
+	if i+1 < len(args) {
+		v := args[i+1].s
+		if !(prefixOf(v, "show") || prefixOf(v, "list") || v == "lst" || v == "ls") {
+			if strings.HasPrefix(v, "-") || ipSelector[v] {
+				return // ip addr dev eth0 is ip addr show dev eth0
+			}
+			c.raiseCall(cl, Write, "ip "+obj+" "+v+" is not a show or list form")
+		}
+	}
+}
+
+// ipSelector are words that start a filter after an implied show.
+var ipSelector = map[string]bool{"dev": true, "up": true, "scope": true, "label": true, "to": true, "table": true, "type": true, "master": true, "proto": true, "vrf": true, "nomaster": true}
+
+func ipObject(s string) bool {
+	for _, o := range []string{"address", "link", "route", "neighbour", "neighbor"} {
+		if prefixOf(s, o) {
+			return true
+		}
+	}
+	return s == "addr" || s == "neigh"
+}
+
+func prefixOf(s, full string) bool { return s != "" && strings.HasPrefix(full, s) }
+
+// packages: package managers' read forms and their removal forms.
+func (c *classifier) packages(cl *cmdCall, args []value) {
+	base, _ := progName(args[0].s)
+	if !allKnown(args) {
+		c.raiseCall(cl, Destructive, base+" with an argument known only at run time can reach a removal")
+		return
+	}
+	var opts, ops []string
+	for _, a := range args[1:] {
+		if strings.HasPrefix(a.s, "-") {
+			opts = append(opts, a.s)
+		} else {
+			ops = append(ops, a.s)
+		}
+	}
+	first := ""
+	if len(ops) > 0 {
+		first = ops[0]
+	}
+	anyOpt := func(pred func(string) bool) bool {
+		for _, o := range opts {
+			if pred(o) {
+				return true
+			}
+		}
+		return false
+	}
+	switch base {
+	case "apt", "apt-get", "apt-cache":
+		switch first {
+		case "remove", "purge", "autoremove", "autopurge":
+			c.raiseCall(cl, Destructive, base+" "+first+" removes packages")
+			return
+		case "install", "reinstall":
+			for _, p := range ops[1:] {
+				if strings.HasSuffix(p, "-") {
+					c.raiseCall(cl, Destructive, base+" install "+p+" removes that package")
+					return
+				}
+			}
+		case "list", "show", "policy", "search", "depends", "rdepends", "madison", "showpkg", "showsrc":
+			if base != "apt-get" && !anyOpt(func(o string) bool { return o == "-o" || strings.HasPrefix(o, "--option") || strings.HasPrefix(o, "-c") }) {
+				return
+			}
+		}
+		c.raiseCall(cl, Write, base+" "+first+" changes packages")
+	case "dpkg":
+		if anyOpt(func(o string) bool {
+			return o == "-r" || o == "-P" || o == "--remove" || o == "--purge" || !strings.HasPrefix(o, "--") && strings.ContainsAny(o[1:], "rP")
+		}) {
+			c.raiseCall(cl, Destructive, "dpkg -r/-P removes packages")
+			return
+		}
+		if len(opts) > 0 && anyOpt(func(o string) bool { return o == "-l" || o == "-L" || o == "-s" || o == "--list" || o == "--listfiles" || o == "--status" }) && !anyOpt(func(o string) bool {
+			return !(o == "-l" || o == "-L" || o == "-s" || o == "--list" || o == "--listfiles" || o == "--status" || strings.HasPrefix(o, "--admindir="))
+		}) {
+			return
+		}
+		c.raiseCall(cl, Write, "dpkg changes packages")
+	case "rpm":
+		if anyOpt(func(o string) bool { return o == "-e" || o == "--erase" }) {
+			c.raiseCall(cl, Destructive, "rpm -e removes packages")
+			return
+		}
+		query := len(opts) > 0 && (strings.HasPrefix(opts[0], "-q") || opts[0] == "--query")
+		if query && !anyOpt(func(o string) bool {
+			return o == "--pipe" || o == "--eval" || o == "-E" || o == "--define" || o == "-D" || o == "--macros" || o == "--rcfile" || o == "--load" || strings.HasPrefix(o, "--pipe=") || strings.HasPrefix(o, "--define=")
+		}) {
+			return
+		}
+		c.raiseCall(cl, Write, "rpm changes packages")
+	case "pip", "pip3":
+		switch first {
+		case "uninstall":
+			c.raiseCall(cl, Destructive, base+" uninstall removes packages")
+			return
+		case "list", "show", "freeze":
+			return
+		}
+		c.raiseCall(cl, Write, base+" "+first+" changes packages")
+	case "crontab":
+		if anyOpt(func(o string) bool { return !strings.HasPrefix(o, "--") && strings.ContainsRune(o, 'r') }) {
+			c.raiseCall(cl, Destructive, "crontab -r deletes the crontab")
+			return
+		}
+		c.raiseCall(cl, Write, "crontab installs or edits a crontab")
+	}
+}
+
+var sqlDestructive = regexp.MustCompile(`(?i)\b(drop|delete|truncate)\b`)
+
+// sql: psql -c, mysql -e and sqlite3 with literal SQL that drops, deletes or
+// truncates are destructive; every other use writes.
+func (c *classifier) sql(cl *cmdCall, args []value) {
+	base, _ := progName(args[0].s)
+	var texts []string
+	dynamic := false
+	ops := 0
+	for i := 1; i < len(args); i++ {
+		a := args[i]
+		if !a.known {
+			dynamic = true
+			continue
+		}
+		name, val, hasVal := strings.Cut(a.s, "=")
+		switch {
+		case name == "-c" || name == "--command" || name == "-e" || name == "--execute" || base == "sqlite3" && name == "-cmd":
+			if !hasVal {
+				if i+1 < len(args) {
+					i++
+					if !args[i].known {
+						dynamic = true
+						continue
+					}
+					val = args[i].s
+				}
+			}
+			texts = append(texts, val)
+		case strings.HasPrefix(a.s, "-c") && len(a.s) > 2 && base == "psql", strings.HasPrefix(a.s, "-e") && len(a.s) > 2 && base != "psql" && base != "sqlite3":
+			texts = append(texts, a.s[2:])
+		case !strings.HasPrefix(a.s, "-"):
+			ops++
+			if base == "sqlite3" && ops >= 2 {
+				texts = append(texts, a.s)
+			}
+		}
+	}
+	if cl.stdinKnown {
+		texts = append(texts, cl.stdin)
+	}
+	if dynamic {
+		c.raiseCall(cl, Destructive, base+" with SQL known only at run time can drop or delete")
+		return
+	}
+	for _, t := range texts {
+		if m := sqlDestructive.FindString(t); m != "" {
+			c.raiseCall(cl, Destructive, base+" runs SQL "+strings.ToUpper(m))
+			return
+		}
+		if i := strings.Index(t, `\!`); i >= 0 {
+			c.nested(cl.sc, cl.node, t[i+2:], cl.depth)
+		}
+	}
+	c.raiseCall(cl, Write, base+" runs SQL")
+}
+
+// redis: DEL, UNLINK, FLUSHALL, FLUSHDB and SHUTDOWN destroy data or end the
+// server; everything else writes (redis-cli is not on the read allowlist).
+func (c *classifier) redis(cl *cmdCall, args []value) {
+	valued := map[string]bool{"-h": true, "-p": true, "-a": true, "-n": true, "-u": true, "-s": true, "-r": true, "-i": true, "-d": true, "--user": true, "--pass": true, "--eval": true, "--pattern": true, "--cacert": true, "--cert": true, "--key": true, "--sni": true}
+	for i := 1; i < len(args); i++ {
+		a := args[i]
+		if !a.known {
+			c.raiseCall(cl, Destructive, "redis-cli with an argument known only at run time can reach FLUSHALL")
+			return
+		}
+		if strings.HasPrefix(a.s, "-") {
+			if valued[a.s] {
+				i++
+			}
+			continue
+		}
+		switch strings.ToUpper(a.s) {
+		case "DEL", "UNLINK", "FLUSHALL", "FLUSHDB", "SHUTDOWN":
+			c.raiseCall(cl, Destructive, "redis-cli "+strings.ToUpper(a.s)+" deletes data or stops the server")
+			return
+		}
+		break
+	}
+	c.raiseCall(cl, Write, "redis-cli can change data")
+}

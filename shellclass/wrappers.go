@@ -1,0 +1,241 @@
+package shellclass
+
+import "strings"
+
+// wrapper describes a command that runs its argument as a command
+// (classification.md, Wrappers). The inner command is classified as if it
+// stood alone, and the result is at least the wrapper's own class.
+type wrapper struct {
+	// opts are the wrapper's own options, which come before the command.
+	opts string
+	// own is the wrapper's own class and why, when it is above read.
+	own    Class
+	ownWhy string
+	// skip is how many operands the wrapper takes before the command
+	// (timeout DURATION, flock FILE, chroot DIR).
+	skip int
+	// writeOpts are options that make the wrapper itself write a file.
+	writeOpts []string
+	// shellOpts are options whose presence makes the wrapper run its
+	// operands joined by spaces as a shell string (sudo -s, watch).
+	shellOpts []string
+	// stringOpts are options whose value is a shell string to run
+	// (su -c, flock -c, runuser -c).
+	stringOpts []string
+	// assigns lets NAME=value operands precede the command (env).
+	assigns bool
+	// shellAlways runs the operands joined by spaces through sh -c, as
+	// watch does without -x.
+	shellAlways bool
+	// execOpt turns shellAlways off (watch -x).
+	execOpt string
+	// noCmdClass is the class when no command follows; Read unless set.
+	noCmdClass Class
+	noCmdWhy   string
+}
+
+// wrappers is read-only after package initialisation.
+var wrappers = map[string]wrapper{
+	"sudo":    {opts: "-A -b -E -H -i -k -K -l -n -P -S -s -v -e -B -N -u= -g= -h= -p= -r= -t= -C= -D= -R= -T= -U= --askpass --background --bell --edit --preserve-env? --set-home --login --remove-timestamp --reset-timestamp --list --non-interactive --preserve-groups --stdin --shell --validate --user= --group= --host= --prompt= --role= --type= --close-from= --chdir= --chroot= --command-timeout= --other-user=", shellOpts: []string{"-s", "-i", "--shell", "--login"}, writeOpts: []string{"-e", "--edit"}},
+	"doas":    {opts: "-n -s -L -u= -C=", shellOpts: []string{"-s"}},
+	"env":     {opts: "-0 -i -v -u= -C= -S= --null --ignore-environment --debug --unset= --chdir= --split-string= --block-signal? --default-signal? --ignore-signal? --list-signal-handling", assigns: true, stringOpts: []string{"-S", "--split-string"}},
+	"nice":    {opts: "-n= -# --adjustment="},
+	"ionice":  {opts: "-c= -n= -t --class= --classdata= --ignore", noCmdClass: Write, noCmdWhy: "ionice without a command changes another process"},
+	"nohup":   {},
+	"timeout": {opts: "-k= -s= -v -f -p --kill-after= --signal= --verbose --foreground --preserve-status", skip: 1},
+	"stdbuf":  {opts: "-i= -o= -e= --input= --output= --error="},
+	"time":    {opts: "-p -v -a -q -f= -o= --portability --verbose --append --quiet --format= --output=", writeOpts: []string{"-o", "--output"}},
+	"command": {opts: "-p -v -V"},
+	"builtin": {},
+	"exec":    {opts: "-c -l -a="},
+	"setsid":  {opts: "-c -f -w --ctty --fork --wait"},
+	"flock":   {opts: "-s -x -u -n -o -F -E= -w= -c= --shared --exclusive --unlock --nonblock --nb --close --no-fork --timeout= --conflict-exit-code= --command= --verbose", skip: 1, own: Write, ownWhy: "flock creates its lock file", stringOpts: []string{"-c", "--command"}},
+	"chroot":  {opts: "--userspec= --groups= --skip-chdir", skip: 1},
+	"watch":   {opts: "-b -c -C -d? -e -g -n= -p -q= -r -t -w -x --beep --color --no-color --differences? --errexit --chgexit --equexit= --interval= --precise --no-rerun --no-title --no-wrap --exec", own: Write, ownWhy: "watch runs until interrupted", shellAlways: true, execOpt: "-x"},
+	"xargs":   {opts: "-0 -a= -d= -E= -e? -I= -i? -L= -l? -n= -o -P= -p -r -s= -t -x --null --arg-file= --delimiter= --eof? --replace? --max-lines? --max-args= --open-tty --max-procs= --interactive --no-run-if-empty --max-chars= --verbose --exit --process-slot-var= --show-limits"},
+	"busybox": {},
+	"strace":  {opts: "-c -C -d -D -f -F -i -k -q -r -t -T -v -V -w -x -y -z -Z -a= -b= -e= -E= -I= -o= -O= -P= -s= -S= -u= -X= --summary-only --summary --follow-forks --output= --signal= --trace= --status= --string-limit= --decode-fds? --absolute-timestamps? --relative-timestamps? --syscall-times? --timestamps?", writeOpts: []string{"-o", "--output", "-p", "-e", "--inject", "--fault"}, noCmdClass: Write, noCmdWhy: "strace without a command attaches to a running process"},
+	"runuser": {opts: "-f -l -m -p -P -c= -g= -G= -s= -u= -w= --command= --fast --group= --supp-group= --login --preserve-environment --pty --shell= --session-command= --user= --whitelist-environment=", stringOpts: []string{"-c", "--command", "--session-command"}},
+	"su":      {opts: "-f -l -m -p -P -c= -g= -G= -s= -w= --command= --fast --group= --supp-group= --login --preserve-environment --pty --shell= --session-command= --whitelist-environment=", stringOpts: []string{"-c", "--command", "--session-command"}, noCmdClass: Write, noCmdWhy: "su without -c starts a shell that reads commands from standard input"},
+}
+
+// runWrapper classifies a wrapper and the command it runs.
+func (c *classifier) runWrapper(cl *cmdCall, base string, w wrapper, args []value) {
+	if base == "command" && len(args) > 1 && args[1].known && (args[1].s == "-v" || args[1].s == "-V") {
+		return // command -v NAME only looks a name up
+	}
+	if w.own > Read {
+		c.raiseCall(cl, w.own, w.ownWhy)
+	} else if base != "env" && base != "time" {
+		// Only env (and the time keyword) are read by themselves; every other
+		// wrapper is at least write, as classification.md reads.
+		c.raiseCall(cl, Write, base+" is not a read command by itself")
+	}
+	if base == "command" && len(args) > 1 && args[1].known && (args[1].s == "-v" || args[1].s == "-V") {
+		return // command -v NAME only looks a name up
+	}
+	rest := args[1:]
+	if (base == "su" || base == "runuser") && len(rest) > 0 && rest[0].known && (rest[0].s == "-" || rest[0].s == "-l") {
+		rest = rest[1:] // su - USER: a login shell
+	}
+	p := getopt(parseSpec(w.opts), rest, true)
+	if p.bad != "" {
+		c.raiseCall(cl, Destructive, "unknown option "+p.bad+" for "+base+": the command it runs cannot be found")
+		return
+	}
+	for _, o := range w.writeOpts {
+		if p.has(o) {
+			c.raiseCall(cl, Write, base+" "+o+" writes a file or changes another process")
+		}
+	}
+	ops := p.operands
+	if base == "su" || base == "runuser" {
+		// su [-] USER [-c STRING]: options may follow the user name, so read
+		// them again after it.
+		if len(ops) > 0 && !p.has("-u", "--user") {
+			p2 := getopt(parseSpec(w.opts), ops[1:], true)
+			if p2.bad != "" {
+				c.raiseCall(cl, Destructive, "unknown option "+p2.bad+" for "+base+": the command it runs cannot be found")
+				return
+			}
+			p.opts = append(p.opts, p2.opts...)
+			if p2.dynamic != "" && p.dynamic == "" {
+				p.dynamic = p2.dynamic
+			}
+			ops = p2.operands
+		}
+	}
+	strs := []string{}
+	for _, o := range w.stringOpts {
+		strs = append(strs, p.values(o)...)
+	}
+	if len(strs) > 0 {
+		if p.dynamic != "" {
+			c.raiseCall(cl, Destructive, base+" runs a string known only at run time ("+p.dynamic+")")
+			return
+		}
+		for _, s := range strs {
+			if base == "env" {
+				// env -S splits the string into words; what follows the
+				// string is appended.
+				s += " " + joinSource(cl, ops)
+				ops = nil
+			}
+			c.nested(cl.sc, cl.node, s, cl.depth)
+		}
+		if base != "env" {
+			return
+		}
+	}
+	if w.skip > 0 {
+		if len(ops) < w.skip {
+			c.raiseCall(cl, w.noCmdClass, w.noCmdWhy)
+			return
+		}
+		ops = ops[w.skip:]
+	}
+	if w.assigns {
+		for len(ops) > 0 && ops[0].known && isAssignment(ops[0].s) {
+			name, _, _ := strings.Cut(ops[0].s, "=")
+			if why, ok := specialVarWhy(name); ok {
+				c.raiseCall(cl, Write, why)
+			}
+			ops = ops[1:]
+		}
+		if len(ops) > 0 && !ops[0].known && ops[0].word != nil && looksLikeAssignment(cl, ops[0]) {
+			c.raiseCall(cl, Destructive, "env assignment known only at run time may set PATH or LD_PRELOAD")
+			ops = ops[1:]
+		}
+	}
+	if len(ops) == 0 {
+		c.raiseCall(cl, w.noCmdClass, w.noCmdWhy)
+		return
+	}
+	for _, o := range w.shellOpts {
+		if p.has(o) {
+			c.runJoined(cl, base, ops)
+			return
+		}
+	}
+	if w.shellAlways && !p.has(w.execOpt) {
+		c.runJoined(cl, base, ops)
+		return
+	}
+	if base == "xargs" {
+		ops = c.xargsInner(p, ops)
+	}
+	inner := *cl
+	inner.depth++
+	if base == "xargs" {
+		inner.stdinFed, inner.stdinKnown = true, false // xargs consumes stdin
+	}
+	c.simple(&inner, ops)
+}
+
+// runJoined classifies operands that the wrapper joins with spaces and runs
+// through a shell (sudo -s, watch).
+func (c *classifier) runJoined(cl *cmdCall, base string, ops []value) {
+	if !allKnown(ops) {
+		c.raiseCall(cl, Destructive, base+" runs a shell string known only at run time")
+		return
+	}
+	c.nested(cl.sc, cl.node, strings.Join(strs(ops), " "), cl.depth)
+}
+
+// xargsInner returns the command xargs runs, with the words it appends from
+// its input as an argument known only at run time.
+func (c *classifier) xargsInner(p parsed, ops []value) []value {
+	supplied := value{known: false, why: "words xargs reads from its input"}
+	repl := append(p.values("-I", "--replace"), p.values("-i")...)
+	if len(repl) > 0 {
+		marker := repl[0]
+		if marker == "" {
+			marker = "{}"
+		}
+		out := make([]value, len(ops))
+		for i, o := range ops {
+			out[i] = o
+			if i > 0 && o.known && strings.Contains(o.s, marker) {
+				out[i] = supplied
+			}
+		}
+		return out
+	}
+	out := append([]value{}, ops...)
+	return append(out, supplied)
+}
+
+func isAssignment(s string) bool {
+	name, _, ok := strings.Cut(s, "=")
+	if !ok || name == "" {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		ch := name[i]
+		if !(ch == '_' || ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || i > 0 && ch >= '0' && ch <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// looksLikeAssignment reports whether a dynamic operand starts with a
+// literal NAME= prefix.
+func looksLikeAssignment(cl *cmdCall, v value) bool {
+	src := cl.sc.src[v.word.Pos().Offset():v.word.End().Offset()]
+	i := strings.IndexByte(src, '=')
+	return i > 0 && isAssignment(src[:i+1])
+}
+
+// joinSource returns the source text of the operands, for re-parsing.
+func joinSource(cl *cmdCall, ops []value) string {
+	parts := make([]string, 0, len(ops))
+	for _, o := range ops {
+		if o.word != nil {
+			parts = append(parts, cl.sc.src[o.word.Pos().Offset():o.word.End().Offset()])
+		} else {
+			parts = append(parts, syntaxQuote(o.s))
+		}
+	}
+	return strings.Join(parts, " ")
+}
