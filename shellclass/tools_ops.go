@@ -513,7 +513,9 @@ func (c *classifier) packages(cl *cmdCall, args []value) {
 				}
 			}
 		case "list", "show", "policy", "search", "depends", "rdepends", "madison", "showpkg", "showsrc":
-			if base != "apt-get" && !anyOpt(func(o string) bool { return o == "-o" || strings.HasPrefix(o, "--option") || strings.HasPrefix(o, "-c") }) {
+			if base != "apt-get" && !anyOpt(func(o string) bool {
+				return o == "-o" || strings.HasPrefix(o, "--option") || strings.HasPrefix(o, "-c")
+			}) {
 				return
 			}
 		}
@@ -525,7 +527,9 @@ func (c *classifier) packages(cl *cmdCall, args []value) {
 			c.raiseCall(cl, Destructive, "dpkg -r/-P removes packages")
 			return
 		}
-		if len(opts) > 0 && anyOpt(func(o string) bool { return o == "-l" || o == "-L" || o == "-s" || o == "--list" || o == "--listfiles" || o == "--status" }) && !anyOpt(func(o string) bool {
+		if len(opts) > 0 && anyOpt(func(o string) bool {
+			return o == "-l" || o == "-L" || o == "-s" || o == "--list" || o == "--listfiles" || o == "--status"
+		}) && !anyOpt(func(o string) bool {
 			return !(o == "-l" || o == "-L" || o == "-s" || o == "--list" || o == "--listfiles" || o == "--status" || strings.HasPrefix(o, "--admindir="))
 		}) {
 			return
