@@ -1,0 +1,111 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// posternBin is the postern binary built once by TestMain; the CLI tests run
+// it as a subprocess so that they see exactly what an admin sees: stdout,
+// stderr and the exit status.
+var posternBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "postern-cli-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	posternBin = filepath.Join(dir, "postern")
+	build := exec.Command("go", "build", "-o", posternBin, ".")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build postern:", err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// result is one run of the binary.
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+// cliEnv is the environment the binary runs with: the test's, minus any
+// POSTERN_* setting that would point it at a real data directory.
+func cliEnv(extra ...string) []string {
+	var env []string
+	for _, e := range os.Environ() {
+		if !strings.HasPrefix(e, "POSTERN_DATA=") && !strings.HasPrefix(e, "POSTERN_MASTER_KEY_FILE=") {
+			env = append(env, e)
+		}
+	}
+	return append(env, extra...)
+}
+
+// runCLI runs postern with args and stdin, and the given extra environment.
+func runCLI(t *testing.T, stdin string, env []string, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(posternBin, args...)
+	cmd.Env = cliEnv(env...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	r := result{stdout: out.String(), stderr: errb.String()}
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		r.code = ee.ExitCode()
+	case err != nil:
+		t.Fatalf("run postern %v: %v", args, err)
+	}
+	return r
+}
+
+// cli is a data directory and a way to run postern against it.
+type cli struct {
+	t    *testing.T
+	data string
+}
+
+// newCLI makes a fresh data directory with postern init.
+func newCLI(t *testing.T) *cli {
+	t.Helper()
+	c := &cli{t: t, data: filepath.Join(t.TempDir(), "data")}
+	c.ok("", "init")
+	return c
+}
+
+// run runs postern with --data appended.
+func (c *cli) run(stdin string, args ...string) result {
+	c.t.Helper()
+	return runCLI(c.t, stdin, nil, append(args, "--data", c.data)...)
+}
+
+// ok runs postern and fails the test unless it exits 0.
+func (c *cli) ok(stdin string, args ...string) string {
+	c.t.Helper()
+	r := c.run(stdin, args...)
+	if r.code != 0 {
+		c.t.Fatalf("postern %s: got exit %d; want 0\nstdout: %s\nstderr: %s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
+	}
+	return r.stdout
+}
+
+// snapshot is everything the lists show, in JSON; a failed command must
+// leave it unchanged.
+func (c *cli) snapshot() string {
+	c.t.Helper()
+	return c.ok("", "agent", "list", "-o", "json") + c.ok("", "conn", "list", "-o", "json") + c.ok("", "grant", "list", "-o", "json")
+}
