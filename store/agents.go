@@ -100,6 +100,9 @@ func (s *Store) CreateAgent(ctx context.Context, name, authorizedKey string) (*A
 		if _, err := tx.ExecContext(ctx,
 			`INSERT INTO agents (id, name, disabled, created_at, modified_at) VALUES (?, ?, 0, ?, ?)`,
 			id, name, now, now); err != nil {
+			if isUniqueViolation(err) {
+				return &ConflictError{Kind: "agent", Value: name}
+			}
 			return fmt.Errorf("store: add agent %s: %w", name, err)
 		}
 		return insertAgentKey(ctx, tx, id, key, fp, now)
@@ -181,6 +184,9 @@ func insertAgentKey(ctx context.Context, tx *sql.Tx, agentID, key, fp, now strin
 	if _, err := tx.ExecContext(ctx,
 		`INSERT INTO agent_keys (id, agent_id, authorized_key, fingerprint, created_at) VALUES (?, ?, ?, ?, ?)`,
 		newID(prefixAgentKey), agentID, key, fp, now); err != nil {
+		if isUniqueViolation(err) {
+			return &ConflictError{Kind: "agent key", Value: fp}
+		}
 		return fmt.Errorf("store: add agent key: %w", err)
 	}
 	return nil

@@ -223,6 +223,9 @@ func (s *Store) CreateConnection(ctx context.Context, nc NewConnection) (*Connec
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			id, nc.Alias, nc.Host, nc.Port, nc.User, sealed, strings.Join(pins, "\n"),
 			nc.Recipe, string(nc.Env), now, now)
+		if isUniqueViolation(err) {
+			return &ConflictError{Kind: "connection", Value: nc.Alias}
+		}
 		if err != nil {
 			return fmt.Errorf("store: add connection %s: %w", nc.Alias, err)
 		}

@@ -318,6 +318,9 @@ func TestDatabaseHoldsNoKeyBytes(t *testing.T) {
 			t.Errorf("%s: database files contain a PEM private key header", when)
 		}
 	}
+	if st, err := os.Stat(path + "-wal"); err != nil || st.Size() == 0 {
+		t.Fatalf("expected a non-empty -wal file while the store is open: %v", err)
+	}
 	check("with WAL")
 	s.Close()
 	check("after close")

@@ -3,6 +3,9 @@ package store
 import (
 	"errors"
 	"fmt"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // Sentinel errors that callers branch on with errors.Is. Every error the
@@ -51,4 +54,13 @@ func (e *invalidError) Is(target error) bool { return target == ErrInvalid }
 // well on its own: invalid("agent name %q has spaces", name).
 func invalid(format string, args ...any) error {
 	return &invalidError{msg: fmt.Sprintf(format, args...)}
+}
+
+// isUniqueViolation reports whether err is SQLite refusing a duplicate in a
+// UNIQUE column. The methods check for duplicates inside their transaction
+// first, to name what is taken; this is the backstop if a row arrives by a
+// path that skipped the check.
+func isUniqueViolation(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && (se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE || se.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY)
 }

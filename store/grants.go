@@ -110,6 +110,9 @@ func (s *Store) SetGrant(ctx context.Context, agentName, alias string, rules Rul
 				UPDATE grants SET read_rule = ?, write_rule = ?, destructive_rule = ?, modified_at = ? WHERE id = ?`,
 				string(rules.Read), string(rules.Write), string(rules.Destructive), now, id)
 		}
+		if isUniqueViolation(err) {
+			return &ConflictError{Kind: "grant", Value: agentName + " on " + alias}
+		}
 		if err != nil {
 			return fmt.Errorf("store: grant %s on %s: %w", agentName, alias, err)
 		}
