@@ -75,7 +75,7 @@ func (e *Engine) Audit(ctx context.Context, r Record) (int64, error) {
 	if r.Time.IsZero() {
 		r.Time = e.now()
 	}
-	row, err := e.st.AppendAudit(ctx, store.AuditRow{
+	row, err := e.appendAudit(ctx, store.AuditRow{
 		Time:            r.Time,
 		AgentID:         r.AgentID,
 		AgentName:       r.AgentName,

@@ -41,6 +41,12 @@ type Store interface {
 	DataVersion(ctx context.Context) (int64, error)
 }
 
+// preparer is implemented by *store.Store: statements for the per-operation
+// queries, prepared once. New uses them when the store offers them.
+type preparer interface {
+	PreparePolicy(ctx context.Context) (*store.PolicyStatements, error)
+}
+
 // Approval is a stored approval request.
 type Approval = store.Approval
 
@@ -62,6 +68,12 @@ type Engine struct {
 	lifetime time.Duration
 	poll     time.Duration
 	log      zerolog.Logger
+
+	// facts and appendAudit are the store's methods, or their prepared
+	// forms from prepared, which Close releases.
+	facts       func(ctx context.Context, agentID, connectionID, alias string) (store.PolicyFacts, error)
+	appendAudit func(ctx context.Context, row store.AuditRow, chain store.ChainFunc) (store.AuditRow, error)
+	prepared    *store.PolicyStatements
 
 	// life ends with Close (cancel); done is its Done channel, on which
 	// waiters and the watcher return, and life also aborts the watcher's
@@ -111,20 +123,34 @@ func New(opts Options) (*Engine, error) {
 	if opts.Logger != nil {
 		e.log = *opts.Logger
 	}
+	e.facts, e.appendAudit = opts.Store.PolicyFacts, opts.Store.AppendAudit
+	if p, ok := opts.Store.(preparer); ok {
+		ps, err := p.PreparePolicy(context.Background())
+		if err != nil {
+			e.cancel()
+			return nil, fmt.Errorf("policy: %w", err)
+		}
+		e.prepared, e.facts, e.appendAudit = ps, ps.PolicyFacts, ps.AppendAudit
+	}
 	return e, nil
 }
 
-// Close stops the watcher and makes every current and future Wait return
-// ErrClosed. It is safe to call more than once.
+// Close stops the watcher, makes every current and future Wait return
+// ErrClosed and releases the prepared statements. Close the engine before
+// its store. It is safe to call more than once.
 func (e *Engine) Close() error {
+	var err error
 	e.closeOnce.Do(func() {
 		e.mu.Lock()
 		e.closed = true
 		e.mu.Unlock()
 		e.cancel()
 		e.watcherWG.Wait()
+		if e.prepared != nil {
+			err = e.prepared.Close()
+		}
 	})
-	return nil
+	return err
 }
 
 // ApprovalLifetime is how long this engine's approval requests live.
@@ -168,7 +194,7 @@ func (e *Engine) Decide(ctx context.Context, op Operation) Decision {
 		d.Err = fmt.Errorf("policy: invalid kind %q", op.Kind)
 		return d
 	}
-	f, err := e.st.PolicyFacts(ctx, op.AgentID, op.ConnectionID, op.ConnectionAlias)
+	f, err := e.facts(ctx, op.AgentID, op.ConnectionID, op.ConnectionAlias)
 	if errors.Is(err, store.ErrNotFound) {
 		d.NoGrant = true
 		d.Reason = "no such connection"

@@ -42,7 +42,13 @@ func TestMain(m *testing.M) {
 	}
 	if !testing.Short() {
 		posternBin = filepath.Join(dir, "postern")
-		out, err := exec.Command("go", "build", "-o", posternBin, "github.com/postern/postern/cmd/postern").CombinedOutput()
+		args := []string{"build", "-o", posternBin}
+		if ov := os.Getenv("POSTERN_TEST_OVERLAY"); ov != "" {
+			// go build -overlay, to test against a tree that does not
+			// build yet while other packages are in progress.
+			args = append(args, "-overlay", ov)
+		}
+		out, err := exec.Command("go", append(args, "github.com/postern/postern/cmd/postern")...).CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build cmd/postern: %v\n%s", err, out)
 			posternBin = ""

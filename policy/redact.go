@@ -69,31 +69,101 @@ var (
 // Redaction errs toward hiding too much: a rule that cannot tell where a
 // secret ends hides up to the end of the word, line or text.
 func Redact(text string) string {
+	// Each rule runs only when the text holds what the rule needs to match:
+	// most commands are plain, and skipping the regular expressions for them
+	// keeps redaction a small part of an audited decision.
+	has := func(subs ...string) bool {
+		for _, sub := range subs {
+			if strings.Contains(text, sub) {
+				return true
+			}
+		}
+		return false
+	}
 	// PEM first: the block's body is base64 that other rules might split.
-	text = rePEM.ReplaceAllLiteralString(text, redactedKey)
-	text = replaceGroups(reAuth, text, func(m []string) string { return m[1] + m[2] + Redacted })
-	text = replaceGroups(reBearer, text, func(m []string) string { return m[1] + Redacted })
-	text = replaceGroups(reURLCreds, text, func(m []string) string { return m[1] + Redacted + "@" })
-	text = replaceGroups(reLongOpt, text, longOptFn)
-	text = replaceGroups(reEnvAssign, text, func(m []string) string {
-		if !secretName(m[1]) {
-			return m[0]
-		}
-		return m[1] + "=" + Redacted
-	})
-	text = replaceGroups(reSSHPass, text, func(m []string) string { return m[1] + Redacted })
-	text = reMySQLCmd.ReplaceAllStringFunc(text, func(cmd string) string {
-		return replaceGroups(reMySQLShort, cmd, func(m []string) string { return m[1] + Redacted })
-	})
-	text = reAWSKey.ReplaceAllLiteralString(text, Redacted)
-	text = reKnownToken.ReplaceAllLiteralString(text, Redacted)
-	text = replaceGroups(reHETU, text, func(m []string) string {
-		if !validHETU(m[1], m[3], m[4]) {
-			return m[0]
-		}
-		return Redacted
-	})
+	if has("PRIVATE KEY") {
+		text = rePEM.ReplaceAllLiteralString(text, redactedKey)
+	}
+	if containsFold(text, "authorization:") {
+		text = replaceGroups(reAuth, text, func(m []string) string { return m[1] + m[2] + Redacted })
+	}
+	if containsFold(text, "bearer") {
+		text = replaceGroups(reBearer, text, func(m []string) string { return m[1] + Redacted })
+	}
+	if has("://") {
+		text = replaceGroups(reURLCreds, text, func(m []string) string { return m[1] + Redacted + "@" })
+	}
+	if has("--") {
+		text = replaceGroups(reLongOpt, text, longOptFn)
+	}
+	if has("=") {
+		text = replaceGroups(reEnvAssign, text, func(m []string) string {
+			if !secretName(m[1]) {
+				return m[0]
+			}
+			return m[1] + "=" + Redacted
+		})
+	}
+	if has("sshpass") {
+		text = replaceGroups(reSSHPass, text, func(m []string) string { return m[1] + Redacted })
+	}
+	if has("mysql", "mariadb") {
+		text = reMySQLCmd.ReplaceAllStringFunc(text, func(cmd string) string {
+			return replaceGroups(reMySQLShort, cmd, func(m []string) string { return m[1] + Redacted })
+		})
+	}
+	if has("AKIA", "ASIA") {
+		text = reAWSKey.ReplaceAllLiteralString(text, Redacted)
+	}
+	if has("gh", "github_pat_", "glpat-", "xox") {
+		text = reKnownToken.ReplaceAllLiteralString(text, Redacted)
+	}
+	if hasDigitRun(text, 6) {
+		text = replaceGroups(reHETU, text, func(m []string) string {
+			if !validHETU(m[1], m[3], m[4]) {
+				return m[0]
+			}
+			return Redacted
+		})
+	}
 	return text
+}
+
+// containsFold is strings.Contains ignoring ASCII case, for a lower-case
+// ASCII sub, without allocating.
+func containsFold(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		j := 0
+		for ; j < len(sub); j++ {
+			c := s[i+j]
+			if 'A' <= c && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			if c != sub[j] {
+				break
+			}
+		}
+		if j == len(sub) {
+			return true
+		}
+	}
+	return false
+}
+
+// hasDigitRun reports whether s holds n ASCII digits in a row.
+func hasDigitRun(s string, n int) bool {
+	run := 0
+	for i := 0; i < len(s); i++ {
+		if '0' <= s[i] && s[i] <= '9' {
+			run++
+			if run >= n {
+				return true
+			}
+		} else {
+			run = 0
+		}
+	}
+	return false
 }
 
 // longOptFn redacts the value of a secret-bearing long option, except for the

@@ -465,18 +465,32 @@ type PolicyFacts struct {
 // (connectionID) or, when that is empty, by its alias. A missing agent or
 // connection is ErrNotFound; a missing grant is HasGrant false.
 func (s *Store) PolicyFacts(ctx context.Context, agentID, connectionID, alias string) (PolicyFacts, error) {
-	where, ref := `c.id = ?`, connectionID
+	ref := connectionID
 	if connectionID == "" {
-		where, ref = `c.alias = ?`, alias
+		ref = alias
 	}
+	return scanPolicyFacts(s.db.QueryRowContext(ctx, policyFactsQuery(connectionID == ""), ref, agentID), agentID, ref)
+}
+
+// policyFactsQuery selects PolicyFacts by connection id, or by alias; its
+// arguments are the connection reference and the agent id.
+func policyFactsQuery(byAlias bool) string {
+	where := `c.id = ?`
+	if byAlias {
+		where = `c.alias = ?`
+	}
+	return `SELECT a.id, a.name, a.disabled, c.id, c.alias, c.env,
+			g.id, g.read_rule, g.write_rule, g.destructive_rule
+		FROM agents a JOIN connections c ON ` + where + `
+		LEFT JOIN grants g ON g.agent_id = a.id AND g.connection_id = c.id
+		WHERE a.id = ?`
+}
+
+func scanPolicyFacts(row *sql.Row, agentID, ref string) (PolicyFacts, error) {
 	var f PolicyFacts
 	var grantID sql.NullString
 	var r, w, d sql.NullString
-	err := s.db.QueryRowContext(ctx, `SELECT a.id, a.name, a.disabled, c.id, c.alias, c.env,
-			g.id, g.read_rule, g.write_rule, g.destructive_rule
-		FROM agents a JOIN connections c ON `+where+`
-		LEFT JOIN grants g ON g.agent_id = a.id AND g.connection_id = c.id
-		WHERE a.id = ?`, ref, agentID).Scan(&f.AgentID, &f.AgentName, &f.AgentDisabled,
+	err := row.Scan(&f.AgentID, &f.AgentName, &f.AgentDisabled,
 		&f.ConnectionID, &f.ConnectionAlias, &f.Env, &grantID, &r, &w, &d)
 	if errors.Is(err, sql.ErrNoRows) {
 		return PolicyFacts{}, fmt.Errorf("store: agent %q or connection %q %w", agentID, ref, ErrNotFound)
