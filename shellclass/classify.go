@@ -47,6 +47,12 @@ type classifier struct {
 	// inNested is set while a nested string is classified: positions there
 	// are not comparable with top-level assignments.
 	inNested bool
+	// parsed counts the bytes parsed so far, nested strings included; past
+	// parseBudget the walk stops (an eval chain re-parses its tail).
+	parsed int
+	// kept counts the reasons kept per class: a 64 KiB string of unknown
+	// commands needs a few examples, not thirty thousand.
+	kept [3]int
 	// single is the one simple command of a string that is nothing else, for
 	// a recipe's exact read commands.
 	single []string
@@ -98,7 +104,19 @@ func (c *classifier) parser() *syntax.Parser {
 	return syntax.NewParser(syntax.Variant(lang), syntax.KeepComments(false))
 }
 
+// parseBudget bounds the bytes parsed for one command, nested strings
+// included, at four times the length limit.
+func (c *classifier) parseBudget() int { return 4 * c.opts.maxLength() }
+
+// maxReasonsPerClass bounds the reasons kept for each class.
+const maxReasonsPerClass = 32
+
 func (c *classifier) parse(sc *scope) (f *syntax.File, ok bool) {
+	c.parsed += len(sc.src)
+	if c.parsed > c.parseBudget() {
+		c.raiseAt(sc.src, sc.outer, Destructive, "nested strings re-parse more than the work limit allows")
+		return nil, false
+	}
 	defer func() {
 		// The parser is third-party code fed untrusted bytes; a panic in it
 		// must not take the bastion down, and must not pass as read.
@@ -161,6 +179,10 @@ func (c *classifier) raiseAt(span string, off int, cls Class, why string) {
 	if cls > c.class {
 		c.class = cls
 	}
+	if c.kept[cls] >= maxReasonsPerClass {
+		return
+	}
+	c.kept[cls]++
 	const maxSpan = 200
 	if len(span) > maxSpan {
 		span = span[:maxSpan] + "…"
@@ -171,6 +193,7 @@ func (c *classifier) raiseAt(span string, off int, cls Class, why string) {
 func (c *classifier) result() Result {
 	r := Result{Class: c.class, Reasons: []Reason{}}
 	if c.class == Write && c.opts.Hook != nil && c.single != nil && c.opts.Hook.ExactRead(c.single) {
+		r.Class = Read // the recipe's exact read, and nothing else in the string
 		return r
 	}
 	seen := map[Reason]bool{}

@@ -247,10 +247,9 @@ func checkRead(base string, e readEntry, args []value) (Class, string) {
 	return Read, ""
 }
 
-// specFor parses an entry's option list. Parsing per call keeps the tables
-// free of derived state; the lists are short.
+// specFor returns an entry's parsed option list.
 func specFor(base string, e readEntry) optSpec {
-	return parseSpec(e.opts)
+	return spec(e.opts)
 }
 
 // blockDeviceArgs raises a command that is not read to destructive when an

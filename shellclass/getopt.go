@@ -25,6 +25,31 @@ type optSpec struct {
 	numbers bool
 }
 
+// specs holds every option list of the tables, parsed once at package
+// initialisation and read-only afterwards.
+var specs = func() map[string]optSpec {
+	m := map[string]optSpec{}
+	all := []string{gitGlobals, gitGlobals + gitProgramGlobals, sshOpts, awkOpts, dockerGlobals, dockerExecOpts, dockerRunOpts, systemctlOpts}
+	for _, e := range readTable {
+		all = append(all, e.opts)
+	}
+	for _, w := range wrappers {
+		all = append(all, w.opts)
+	}
+	for _, s := range all {
+		m[s] = parseSpec(s)
+	}
+	return m
+}()
+
+// spec returns the parsed form of an option list from the tables.
+func spec(s string) optSpec {
+	if sp, ok := specs[s]; ok {
+		return sp
+	}
+	return parseSpec(s)
+}
+
 func parseSpec(s string) optSpec {
 	sp := optSpec{short: map[byte]argKind{}, long: map[string]argKind{}}
 	for _, tok := range strings.Fields(s) {

@@ -222,7 +222,7 @@ func (c *classifier) trap(cl *cmdCall, args []value) {
 // ssh runs its remaining operands, joined, on another host's shell.
 func (c *classifier) ssh(cl *cmdCall, args []value) {
 	c.raiseCall(cl, Write, "ssh connects onward to another host")
-	p := getopt(parseSpec(sshOpts), args[1:], true)
+	p := getopt(spec(sshOpts), args[1:], true)
 	if p.bad != "" {
 		c.raiseCall(cl, Destructive, "unknown option "+p.bad+" for ssh: the remote command cannot be found")
 		return
@@ -245,7 +245,7 @@ const sshOpts = "-4 -6 -A -a -C -f -G -g -K -k -M -N -n -q -s -T -t -V -v -X -x 
 // awk is read only for programs that just print: no system(), no pipes, no
 // output redirection, no program file.
 func (c *classifier) awk(cl *cmdCall, args []value) {
-	p := getopt(parseSpec("-F= -v= -f= -e= -b -c -d? -D? -E= -g -h -i= -l= -L? -M -n -N -o? -O -p? -P -r -s -S -t -V --field-separator= --assign= --file= --source= --include= --load= --sandbox --posix --traditional --characters-as-bytes --use-lc-numeric --bignum --re-interval"), args[1:], true)
+	p := getopt(spec(awkOpts), args[1:], true)
 	if p.bad != "" {
 		c.raiseCall(cl, Write, "unknown option "+p.bad+" for awk")
 		return
@@ -273,6 +273,8 @@ func (c *classifier) awk(cl *cmdCall, args []value) {
 		}
 	}
 }
+
+const awkOpts = "-F= -v= -f= -e= -b -c -d? -D? -E= -g -h -i= -l= -L? -M -n -N -o? -O -p? -P -r -s -S -t -V --field-separator= --assign= --file= --source= --include= --load= --sandbox --posix --traditional --characters-as-bytes --use-lc-numeric --bignum --re-interval"
 
 var awkPrintRedirect = regexp.MustCompile(`\bprintf?\b[^;{}\n]*[>|]`)
 

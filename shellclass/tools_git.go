@@ -7,6 +7,10 @@ import "strings"
 // parser but keep the command from being read (classification.md, git).
 const gitGlobals = "-C= -c= -p -P --paginate --no-pager --exec-path? --git-dir= --work-tree= --namespace= --super-prefix= --config-env= --bare --no-replace-objects --literal-pathspecs --glob-pathspecs --noglob-pathspecs --icase-pathspecs --no-optional-locks --no-lazy-fetch --no-advice --attr-source= --list-cmds= --html-path --man-path --info-path --version --help"
 
+// gitProgramGlobals are options git refuses before a subcommand but which
+// name programs; the parser accepts them so the class can fail high.
+const gitProgramGlobals = " --upload-pack= --receive-pack= --exec="
+
 // gitProgramKeys are configuration keys whose value is a program or shell
 // command that git will run.
 var gitProgramKeys = []string{
@@ -163,7 +167,7 @@ func (c *classifier) git(cl *cmdCall, args []value) {
 			}
 		}
 	}
-	p := getopt(parseSpec(gitGlobals+" --upload-pack= --receive-pack= --exec="), args[1:], true)
+	p := getopt(spec(gitGlobals+gitProgramGlobals), args[1:], true)
 	if p.dynamic != "" || !allKnown(args) {
 		c.raiseCall(cl, Destructive, "git with an argument known only at run time can reach any subcommand, and -c can name a program")
 		return

@@ -144,7 +144,7 @@ func (c *classifier) docker(cl *cmdCall, args []value) {
 		c.raiseCall(cl, Destructive, base+" with an argument known only at run time can reach rm or prune")
 		return
 	}
-	p := getopt(parseSpec(dockerGlobals), args[1:], true)
+	p := getopt(spec(dockerGlobals), args[1:], true)
 	if p.bad != "" {
 		c.raiseCall(cl, Destructive, "unknown "+base+" option "+p.bad+": the subcommand cannot be found")
 		return
@@ -198,7 +198,7 @@ func (c *classifier) docker(cl *cmdCall, args []value) {
 
 // containerCmd classifies the command docker/kubectl exec or run starts.
 func (c *classifier) containerCmd(cl *cmdCall, what, opts string, args []value, skip int) {
-	p := getopt(parseSpec(opts), args, true)
+	p := getopt(spec(opts), args, true)
 	if p.bad != "" {
 		c.raiseCall(cl, Destructive, "unknown option "+p.bad+" for "+what+": the command it runs cannot be found")
 		return
@@ -369,7 +369,7 @@ func (c *classifier) systemctl(cl *cmdCall, args []value) {
 		c.raiseCall(cl, Destructive, "systemctl with an argument known only at run time can reach stop")
 		return
 	}
-	p := getopt(parseSpec(systemctlOpts), args[1:], false)
+	p := getopt(spec(systemctlOpts), args[1:], false)
 	if len(p.operands) == 0 {
 		if p.bad == "" && p.has("--no-pager") {
 			return // list-units

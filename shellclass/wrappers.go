@@ -78,7 +78,7 @@ func (c *classifier) runWrapper(cl *cmdCall, base string, w wrapper, args []valu
 	if (base == "su" || base == "runuser") && len(rest) > 0 && rest[0].known && (rest[0].s == "-" || rest[0].s == "-l") {
 		rest = rest[1:] // su - USER: a login shell
 	}
-	p := getopt(parseSpec(w.opts), rest, true)
+	p := getopt(spec(w.opts), rest, true)
 	if p.bad != "" {
 		c.raiseCall(cl, Destructive, "unknown option "+p.bad+" for "+base+": the command it runs cannot be found")
 		return
@@ -93,7 +93,7 @@ func (c *classifier) runWrapper(cl *cmdCall, base string, w wrapper, args []valu
 		// su [-] USER [-c STRING]: options may follow the user name, so read
 		// them again after it.
 		if len(ops) > 0 && !p.has("-u", "--user") {
-			p2 := getopt(parseSpec(w.opts), ops[1:], true)
+			p2 := getopt(spec(w.opts), ops[1:], true)
 			if p2.bad != "" {
 				c.raiseCall(cl, Destructive, "unknown option "+p2.bad+" for "+base+": the command it runs cannot be found")
 				return
