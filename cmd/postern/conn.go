@@ -70,7 +70,7 @@ printed so that you can compare its fingerprint.`,
 	fl.StringArrayVar(&f.hostKeys, "host-key", nil, "pinned host key: a known_hosts line or public key (repeatable)")
 	fl.BoolVar(&f.acceptNew, "accept-new-host-key", false, "fetch the target's host key now and pin it")
 	fl.StringVar(&f.env, "env", string(store.EnvDev), "environment: dev, test, staging or production")
-	fl.StringVar(&f.recipe, "recipe", "", "recipe key (see postern recipes)")
+	fl.StringVar(&f.recipe, "recipe", "", "recipe key; empty lets the host pick the recipe when the bastion connects")
 	fl.DurationVar(&f.scanTimeout, "scan-timeout", hostkeyscan.DefaultTimeout, "how long --accept-new-host-key waits for the target")
 	return cmd
 }
