@@ -76,24 +76,6 @@ func parseSpec(s string) optSpec {
 	return sp
 }
 
-// merge returns a spec accepting the options of both.
-func (sp optSpec) merge(o optSpec) optSpec {
-	out := optSpec{short: map[byte]argKind{}, long: map[string]argKind{}, numbers: sp.numbers || o.numbers}
-	for _, s := range []optSpec{sp, o} {
-		for k, v := range s.short {
-			out.short[k] = v
-		}
-		for k, v := range s.long {
-			if _, dup := out.long[k]; !dup {
-				out.names = append(out.names, k)
-			}
-			out.long[k] = v
-		}
-	}
-	sort.Strings(out.names)
-	return out
-}
-
 // matchLong resolves a long option name the way GNU getopt_long does: an
 // exact name, or an unambiguous prefix of one.
 func (sp optSpec) matchLong(name string) (string, argKind, bool) {

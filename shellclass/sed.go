@@ -99,8 +99,11 @@ func sedScriptSafe(s string) (string, bool) {
 			}
 			d := s[i]
 			i++
-			if !delimited(d) || !delimited(d) {
-				return "has an unterminated s command", false
+			// Two parts: the regular expression, then the replacement.
+			for part := 0; part < 2; part++ {
+				if !delimited(d) {
+					return "has an unterminated s command", false
+				}
 			}
 			for i < n && strings.IndexByte("gpiImM0123456789", s[i]) >= 0 {
 				i++
@@ -114,8 +117,10 @@ func sedScriptSafe(s string) (string, bool) {
 			}
 			d := s[i]
 			i++
-			if !delimited(d) || !delimited(d) {
-				return "has an unterminated y command", false
+			for part := 0; part < 2; part++ {
+				if !delimited(d) {
+					return "has an unterminated y command", false
+				}
 			}
 		case 'e', 'w', 'W', 'r', 'R':
 			return "uses the " + string(cmd) + " command, which runs a command or reads or writes a file", false

@@ -297,12 +297,9 @@ func (c *classifier) kubectl(cl *cmdCall, args []value) {
 			i++
 		}
 	}
-	for _, o := range ops {
-		if o.s == "delete" || o.s == "drain" {
-			c.raiseCall(cl, Destructive, "kubectl "+o.s+" deletes cluster resources or evicts workloads")
-			return
-		}
-		break
+	if len(ops) > 0 && (ops[0].s == "delete" || ops[0].s == "drain") {
+		c.raiseCall(cl, Destructive, "kubectl "+ops[0].s+" deletes cluster resources or evicts workloads")
+		return
 	}
 	if len(ops) == 0 {
 		return
