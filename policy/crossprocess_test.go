@@ -136,6 +136,7 @@ func TestCLIExitStatus(t *testing.T) {
 		{"unknown flag", []string{"approvals", "list", "--bogus"}, 2, "bogus"},
 		{"bad since", []string{"audit", "--since", "yesterday"}, 2, "--since"},
 		{"extra argument", []string{"audit", "verify", "now"}, 2, "unexpected argument"},
+		{"unknown subcommand", []string{"approvals", "grant"}, 2, "unknown command"},
 		{"second admin approves", []string{"approvals", "approve", a.ID, "--as", "bob"}, 0, "approved " + a.ID},
 		{"already decided", []string{"approvals", "deny", a.ID, "--as", "carol"}, 1, "already approved by alice and bob"},
 		{"list all", []string{"approvals", "list", "--all"}, 0, "2/2 alice,bob"},
