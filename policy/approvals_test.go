@@ -365,3 +365,123 @@ func TestDecideBadInput(t *testing.T) {
 		})
 	}
 }
+
+// TestIdenticalRequestsShareOneApproval: the same operation asked for by
+// several sessions at once makes one request, which all of them wait on.
+func TestIdenticalRequestsShareOneApproval(t *testing.T) {
+	te := newTestEnv(t, nil, Options{})
+	c := te.conn("web", store.EnvDev, askAll)
+	op := te.op(c, Write, "certbot renew")
+	const n = 6
+	ids := make(chan string, n)
+	results := make(chan error, n)
+	for range n {
+		go func() {
+			_, err := te.eng.Authorize(context.Background(), op, func(a Approval) { ids <- a.ID })
+			results <- err
+		}()
+	}
+	var first string
+	for range n {
+		select {
+		case id := <-ids:
+			if first == "" {
+				first = id
+			} else if id != first {
+				t.Fatalf("requests %s and %s for one operation; want one", first, id)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("not every session asked")
+		}
+	}
+	list, err := te.eng.Approvals(context.Background(), true)
+	if err != nil || len(list) != 1 {
+		t.Fatalf("Approvals = %d rows, %v; want 1", len(list), err)
+	}
+	if _, err := te.eng.Approve(context.Background(), first, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	ran := 0
+	for range n {
+		if err := <-results; err == nil {
+			ran++
+		} else if !errors.Is(err, ErrAlreadyUsed) {
+			t.Errorf("session: got %v; want nil or ErrAlreadyUsed", err)
+		}
+	}
+	if ran != 1 {
+		t.Errorf("%d sessions ran the operation; want 1", ran)
+	}
+}
+
+// countingStore records what the watcher asks the store.
+type countingStore struct {
+	*store.Store
+	mu       sync.Mutex // guards asked
+	asked    [][]string // ids passed to each ApprovalStatuses call
+	versions int        // DataVersion calls
+}
+
+func (s *countingStore) ApprovalStatuses(ctx context.Context, ids []string) (map[string]string, error) {
+	s.mu.Lock()
+	s.asked = append(s.asked, slices.Clone(ids))
+	s.mu.Unlock()
+	return s.Store.ApprovalStatuses(ctx, ids)
+}
+
+func (s *countingStore) DataVersion(ctx context.Context) (int64, error) {
+	s.mu.Lock()
+	s.versions++
+	s.mu.Unlock()
+	return s.Store.DataVersion(ctx)
+}
+
+// TestWatcherReadsOnlyWaiters: after a change by another connection, the
+// watcher re-reads the requests that have waiters, by id, and nothing else;
+// with no change it reads nothing but data_version.
+func TestWatcherReadsOnlyWaiters(t *testing.T) {
+	te := newTestEnv(t, nil, Options{})
+	c := te.conn("web", store.EnvDev, askAll)
+	cs := &countingStore{Store: te.st}
+	eng, err := New(Options{Store: cs, PollInterval: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	ctx := context.Background()
+	// Requests nobody waits on.
+	for _, text := range []string{"a", "b", "c"} {
+		if _, _, err := te.st.RequestApproval(ctx, store.Approval{AgentID: te.agent.ID, ConnectionID: c.ID,
+			Class: "write", Kind: "exec", Operation: text, OperationSHA256: OperationHash(text), ApprovalsNeeded: 1}, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, done := authorizeAsync(t, ctx, eng, te.op(c, Write, "waited on"))
+	time.Sleep(100 * time.Millisecond) // several idle polls
+	cs.mu.Lock()
+	idleReads := len(cs.asked)
+	cs.mu.Unlock()
+	// Decide through the other engine, as another process would.
+	if _, err := te.eng.Approve(ctx, a.ID, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if r := result(t, done); r.err != nil {
+		t.Fatalf("waiter: %v", r.err)
+	}
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cs.versions < 5 {
+		t.Errorf("DataVersion called %d times in 100ms at a 10ms interval; want polling", cs.versions)
+	}
+	if idleReads > 1 {
+		t.Errorf("watcher read approvals %d times with no change; want at most 1", idleReads)
+	}
+	for _, ids := range cs.asked {
+		if !slices.Equal(ids, []string{a.ID}) {
+			t.Errorf("watcher read %v; want only the waited-on %s", ids, a.ID)
+		}
+	}
+	if len(cs.asked) == 0 {
+		t.Error("watcher never re-read the waited-on request")
+	}
+}
