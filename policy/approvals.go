@@ -84,8 +84,10 @@ func (e *Engine) Authorize(ctx context.Context, op Operation, onWait func(Approv
 	if onWait != nil {
 		onWait(a)
 	}
-	a, err = e.Wait(ctx, a.ID)
-	auth.Approval = &a
+	got, err := e.Wait(ctx, a.ID)
+	if got.ID != "" {
+		auth.Approval = &got
+	}
 	switch {
 	case err == nil:
 		auth.Outcome = Approved

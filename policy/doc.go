@@ -22,6 +22,12 @@
 // same operation again before expiry consumes the approved request, or waits
 // on the still-pending one, instead of asking again.
 //
+// The stored request keeps two forms of the operation: the SHA-256 of the
+// exact text, which is what binds the approval, and the text with secrets
+// redacted, which is what an admin reads before deciding. The exact text
+// itself is not kept, so a password typed into a command does not sit in the
+// approvals table any more than in the audit log.
+//
 // A decision made through this Engine wakes its waiters at once through a
 // channel per request. A decision made by another process (the admin CLI) is
 // noticed by one watcher goroutine that polls SQLite's PRAGMA data_version
