@@ -11,11 +11,22 @@ import (
 // Classify returns the class of cmd, the string an agent asks the target's
 // shell to run, and the parts that set it. It never panics and never errs:
 // input it cannot read is destructive, with the reason.
-func Classify(cmd string, opts Options) Result {
+func Classify(cmd string, opts Options) (res Result) {
+	defer func() {
+		// A bug here must not take the bastion down, and must never let a
+		// command through as read: fail closed, with the reason.
+		if r := recover(); r != nil {
+			res = Result{Class: Destructive, Reasons: []Reason{{Span: cmd, Class: Destructive, Why: whyPanic}}}
+		}
+	}()
 	c := &classifier{opts: opts, top: cmd}
 	c.run()
 	return c.result()
 }
+
+// whyPanic is the reason given when the classifier itself failed; the fuzz
+// target treats it as a bug.
+const whyPanic = "classifier failed on this input; refusing to guess"
 
 // classifier holds the state of one Classify call. It is not shared.
 type classifier struct {

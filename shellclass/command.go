@@ -167,12 +167,18 @@ func (c *classifier) simple(cl *cmdCall, args []value) {
 		return
 	}
 	if !strings.Contains(name.s, "/") {
-		if c.funcs[base] {
-			return // classified by its body, where it is defined
+		// A function or alias may be defined after this call in the text and
+		// still not apply to it, so a name that shadows a command is also
+		// classified as that command. A function's body is classified where
+		// it is defined.
+		if c.funcs[base] && !knownCommand(base) {
+			return
 		}
 		if a, ok := c.aliases[base]; ok {
 			c.expandAlias(cl, a, base, args)
-			return
+			if !knownCommand(base) {
+				return
+			}
 		}
 	}
 	if !trusted {
@@ -288,6 +294,18 @@ func (c *classifier) expandAlias(cl *cmdCall, a aliasDef, name string, args []va
 		}
 	}
 	c.nested(cl.sc, cl.node, b.String(), cl.depth)
+}
+
+// knownCommand reports whether the tables know name as a command.
+func knownCommand(name string) bool {
+	if _, ok := readTable[name]; ok {
+		return true
+	}
+	if _, ok := destructiveTable[name]; ok {
+		return true
+	}
+	_, ok := handlerFor(name)
+	return ok || strings.HasPrefix(name, "mkfs")
 }
 
 func allKnown(args []value) bool {

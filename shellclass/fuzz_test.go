@@ -24,6 +24,9 @@ func FuzzClassify(f *testing.F) {
 			t.Fatalf("Classify(%q) not deterministic: %+v then %+v", x, a, b)
 		}
 		for _, r := range a.Reasons {
+			if r.Why == whyPanic {
+				t.Fatalf("Classify(%q) panicked inside (recovered)", x)
+			}
 			if r.Class != a.Class {
 				t.Fatalf("Classify(%q) reason %+v has class %v; want %v", x, r, r.Class, a.Class)
 			}

@@ -286,7 +286,7 @@ func (c *classifier) kubectl(cl *cmdCall, args []value) {
 		if !known {
 			if strings.HasPrefix(name, "--") {
 				unknown = name
-			} else if k, ok := kubectlFlags[name[:2]]; ok && len(name) > 2 && k == reqArg {
+			} else if k, ok := kubectlFlags[name[:min(2, len(name))]]; ok && len(name) > 2 && k == reqArg {
 				continue // -nkube-system
 			} else {
 				unknown = name
