@@ -1,0 +1,12 @@
+// Package bastion is the SSH server agents talk to. It authenticates an
+// agent by its registered public key (identity is taken only after the
+// signature is verified), routes each session to a connection by the SSH
+// user name or the first word of the command, classifies the command with
+// shellclass, decides with policy (waiting for an admin on ask), and relays
+// allowed work over a pooled upstream SSH connection that uses the sealed
+// key, which the agent never sees. Every outcome is audited.
+//
+// Files by concern: server.go (listener, limits, handshake, auth),
+// session.go (session channel requests, routing, decisions), relay.go (the
+// byte-exact channel relay), upstream.go (the per-connection client pool).
+package bastion

@@ -1,0 +1,5 @@
+package bastion
+
+import "errors"
+
+var errNotImplemented = errors.New("bastion: not implemented yet")
