@@ -1,0 +1,316 @@
+#!/usr/bin/env bash
+# bench/run.sh: direct OpenSSH against the same target through postern, in
+# one run, interleaved sample by sample. See bench/README.md.
+#
+#   bash bench/run.sh            # from anywhere inside the repository
+#   KEEP=1 bash bench/run.sh     # keep the scratch directory (logs, configs)
+#
+# Everything listens on 127.0.0.1 only. Every process started here is stopped
+# on exit. No timing threshold makes this script fail: it measures and prints.
+set -euo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$repo"
+
+# Sample counts (the issue's numbers; override only to experiment).
+N_EXEC=${N_EXEC:-31}      # exec on a new connection, and over ControlMaster
+N_ECHO=${N_ECHO:-200}     # sequential `echo hi` on new connections
+N_CONC=${N_CONC:-50}      # concurrent `sleep 1` on new connections
+CONC_ROUNDS=${CONC_ROUNDS:-3}
+WARMUP=${WARMUP:-3}       # unmeasured runs per column before each row
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/postern-bench.XXXXXX")
+pids=()
+masters=()
+
+cleanup() {
+	local rc=$?
+	set +e
+	local cp
+	for cp in "${masters[@]}"; do
+		ssh -F /dev/null -o ControlPath="$cp" -O exit 127.0.0.1 >/dev/null 2>&1
+	done
+	local p
+	for p in "${pids[@]}"; do
+		kill "$p" 2>/dev/null
+	done
+	for p in "${pids[@]}"; do
+		wait "$p" 2>/dev/null
+	done
+	if [[ ${KEEP:-} == 1 ]]; then
+		echo "scratch directory kept: $work" >&2
+	else
+		rm -rf "$work"
+	fi
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+die() { echo "bench: $*" >&2; exit 1; }
+
+# free_port prints a TCP port on 127.0.0.1 that nothing listens on now.
+free_port() {
+	local i p
+	for ((i = 0; i < 100; i++)); do
+		p=$((20000 + RANDOM % 40000))
+		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+			echo "$p"
+			return 0
+		fi
+	done
+	die "no free port found"
+}
+
+# wait_listening PORT PID NAME LOG waits (at most 10 s) until PORT accepts.
+wait_listening() {
+	local port=$1 pid=$2 name=$3 log=$4 i
+	for ((i = 0; i < 100; i++)); do
+		if ! kill -0 "$pid" 2>/dev/null; then
+			cat "$log" >&2
+			die "$name exited before listening on 127.0.0.1:$port"
+		fi
+		if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+			return 0
+		fi
+		sleep 0.1
+	done
+	cat "$log" >&2
+	die "$name is not listening on 127.0.0.1:$port after 10 s"
+}
+
+# ---------------------------------------------------------------- build
+echo "building postern" >&2
+go build -o "$work/postern" ./cmd/postern
+postern=$work/postern
+
+user=$(id -un)
+ssh-keygen -q -t ed25519 -N '' -C bench-target -f "$work/target_key"
+ssh-keygen -q -t ed25519 -N '' -C bench-agent -f "$work/agent_key"
+ssh-keygen -q -t ed25519 -N '' -C bench-sshd-host -f "$work/sshd_host_key"
+
+# ---------------------------------------------------------------- target sshd
+# The target user's shell gets HOME=$work/home, an empty directory: sshd sets
+# HOME from the password entry, and bash started by sshd reads ~/.bashrc even
+# for `ssh host cmd`, so a slow rc file (pyenv, nvm, conda) would dominate
+# both columns and measure the target, not the relay. The environment= option
+# on the authorized key (allowed for HOME only by PermitUserEnvironment)
+# replaces HOME after sshd has set it. Both columns log in with this same
+# key, so both get the same empty HOME.
+mkdir -m 0700 "$work/home"
+printf 'environment="HOME=%s" %s\n' "$work/home" "$(cat "$work/target_key.pub")" \
+	>"$work/authorized_keys"
+
+sshd_port=$(free_port)
+cat >"$work/sshd_config" <<CONF
+ListenAddress 127.0.0.1:$sshd_port
+HostKey $work/sshd_host_key
+PidFile none
+UsePAM no
+StrictModes no
+PermitRootLogin prohibit-password
+PubkeyAuthentication yes
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+AuthorizedKeysFile $work/authorized_keys
+PermitUserEnvironment HOME
+PermitUserRC no
+PrintMotd no
+PrintLastLog no
+MaxStartups 200:30:300
+MaxSessions 100
+LogLevel ERROR
+CONF
+if [[ $(id -u) == 0 ]]; then
+	mkdir -p /run/sshd
+	chmod 0755 /run/sshd
+fi
+/usr/sbin/sshd -t -f "$work/sshd_config"
+/usr/sbin/sshd -D -e -f "$work/sshd_config" 2>"$work/sshd.log" &
+pids+=($!)
+wait_listening "$sshd_port" "${pids[-1]}" "target sshd" "$work/sshd.log"
+
+# ---------------------------------------------------------------- postern
+data=$work/data
+"$postern" init --data "$data" >/dev/null
+"$postern" agent add bench --key "$work/agent_key.pub" --data "$data" >/dev/null
+# The host key is pinned from the key file sshd serves, as a known_hosts line.
+"$postern" conn add tgt --host 127.0.0.1 --port "$sshd_port" --user "$user" \
+	--key-file "$work/target_key" \
+	--host-key "[127.0.0.1]:$sshd_port $(cut -d' ' -f1,2 "$work/sshd_host_key.pub")" \
+	--data "$data" >/dev/null
+"$postern" grant bench tgt --read allow --write allow --destructive allow --data "$data" >/dev/null
+
+postern_port=$(free_port)
+"$postern" serve --data "$data" --ssh-listen "127.0.0.1:$postern_port" >"$work/postern.log" 2>&1 &
+pids+=($!)
+wait_listening "$postern_port" "${pids[-1]}" "postern serve" "$work/postern.log"
+
+# ---------------------------------------------------------------- clients
+# Both columns use the same client options. curve25519-sha256 is pinned
+# because OpenSSH picks a post-quantum key exchange (sntrup761x25519) only
+# against OpenSSH servers, which would charge the direct column a slower
+# exchange than the postern column. See README.md.
+opts=(-F /dev/null -o BatchMode=yes -o StrictHostKeyChecking=no
+	-o UserKnownHostsFile=/dev/null -o LogLevel=ERROR
+	-o KexAlgorithms=curve25519-sha256 -o Ciphers=aes128-gcm@openssh.com
+	-o IdentitiesOnly=yes -o IdentityAgent=none -o UpdateHostKeys=no)
+direct=(ssh "${opts[@]}" -i "$work/target_key" -p "$sshd_port" "$user@127.0.0.1")
+via=(ssh "${opts[@]}" -i "$work/agent_key" -p "$postern_port" 127.0.0.1 tgt)
+
+# Check both paths once, and that the target's shell sees the empty HOME.
+got=$("${direct[@]}" 'echo "$HOME"') || die "direct ssh failed (see $work/sshd.log)"
+[[ $got == "$work/home" ]] || die "direct: target HOME is '$got', want $work/home"
+got=$("${via[@]}" 'echo "$HOME"') || {
+	tail -n 20 "$work/postern.log" >&2
+	die "ssh through postern failed"
+}
+[[ $got == "$work/home" ]] || die "postern: target HOME is '$got', want $work/home"
+
+cm_direct=$work/cm-direct
+cm_via=$work/cm-via
+ssh "${opts[@]}" -i "$work/target_key" -p "$sshd_port" \
+	-o ControlMaster=yes -o ControlPath="$cm_direct" -o ControlPersist=60 -N -f "$user@127.0.0.1"
+masters+=("$cm_direct")
+ssh "${opts[@]}" -i "$work/agent_key" -p "$postern_port" \
+	-o ControlMaster=yes -o ControlPath="$cm_via" -o ControlPersist=60 -N -f 127.0.0.1
+masters+=("$cm_via")
+mux_direct=(ssh "${opts[@]}" -o ControlMaster=no -o ControlPath="$cm_direct" "$user@127.0.0.1")
+mux_via=(ssh "${opts[@]}" -o ControlMaster=no -o ControlPath="$cm_via" 127.0.0.1 tgt)
+
+# ---------------------------------------------------------------- measuring
+# now_us prints the wall clock in microseconds (bash's EPOCHREALTIME: no fork).
+now_us() { local t=${EPOCHREALTIME/[.,]/}; echo "$((10#$t))"; }
+
+# time_one FILE CMD...: run CMD (stdout discarded) and append its wall time
+# in microseconds to FILE; a failing run is fatal, since a timing of an
+# error would be meaningless.
+time_one() {
+	local file=$1 t0 t1
+	shift
+	t0=$(now_us)
+	"$@" >/dev/null || die "failed: $*"
+	t1=$(now_us)
+	echo $((t1 - t0)) >>"$file"
+}
+
+# warm CMD...: unmeasured runs, so that neither column pays a one-off cost
+# (first dial of postern's upstream pool, page cache) inside the samples.
+warm() {
+	local i
+	for ((i = 0; i < WARMUP; i++)); do "$@" true >/dev/null; done
+}
+
+# interleave N NAME CMD_DIRECT... -- CMD_VIA... : N samples of each command
+# with `true` appended, alternating direct and postern (the order of the pair
+# alternates too); writes $work/NAME.direct and $work/NAME.via.
+interleave() {
+	local n=$1 name=$2 i
+	shift 2
+	local a=() b=()
+	while (($# > 0)) && [[ $1 != -- ]]; do a+=("$1"); shift; done
+	(($# > 0)) || die "interleave: no -- between the two commands"
+	shift
+	b=("$@")
+	: >"$work/$name.direct"
+	: >"$work/$name.via"
+	warm "${a[@]}"
+	warm "${b[@]}"
+	for ((i = 0; i < n; i++)); do
+		if ((i % 2 == 0)); then
+			time_one "$work/$name.direct" "${a[@]}" "${CMD[@]}"
+			time_one "$work/$name.via" "${b[@]}" "${CMD[@]}"
+		else
+			time_one "$work/$name.via" "${b[@]}" "${CMD[@]}"
+			time_one "$work/$name.direct" "${a[@]}" "${CMD[@]}"
+		fi
+	done
+}
+
+# quantile FILE Q: the Q quantile (nearest rank) of the numbers in FILE, in ms.
+quantile() {
+	sort -n "$1" | awk -v q="$2" '{ v[NR] = $1 } END {
+		r = int(q * NR + 0.999999); if (r < 1) r = 1; if (r > NR) r = NR
+		printf "%.1f", v[r] / 1000 }'
+}
+# total FILE: the sum of the numbers in FILE, in ms.
+total() { awk '{ s += $1 } END { printf "%.1f", s / 1000 }' "$1"; }
+
+# concurrent NAME ROUND CMD...: start N_CONC copies of CMD `sleep 1` at once,
+# wait for all; append the wall time (us) to NAME and the failures to
+# NAME.fail.
+concurrent() {
+	local name=$1 i p t0 t1 fail=0
+	shift
+	local cpids=()
+	t0=$(now_us)
+	for ((i = 0; i < N_CONC; i++)); do
+		"$@" sleep 1 >/dev/null 2>>"$name.err" &
+		cpids+=($!)
+	done
+	for p in "${cpids[@]}"; do
+		wait "$p" || fail=$((fail + 1))
+	done
+	t1=$(now_us)
+	echo $((t1 - t0)) >>"$name"
+	echo "$fail" >>"$name.fail"
+}
+
+echo "measuring (interleaved; about two minutes)" >&2
+
+echo "  exec on a new connection: $N_EXEC samples per column" >&2
+CMD=(true)
+interleave "$N_EXEC" newconn "${direct[@]}" -- "${via[@]}"
+
+echo "  exec over ControlMaster: $N_EXEC samples per column" >&2
+interleave "$N_EXEC" mux "${mux_direct[@]}" -- "${mux_via[@]}"
+
+echo "  $N_ECHO sequential echo hi per column" >&2
+CMD=(echo hi)
+interleave "$N_ECHO" echo "${direct[@]}" -- "${via[@]}"
+
+echo "  $N_CONC concurrent sleep 1: $CONC_ROUNDS rounds per column" >&2
+: >"$work/conc.direct"; : >"$work/conc.direct.fail"
+: >"$work/conc.via"; : >"$work/conc.via.fail"
+for ((r = 0; r < CONC_ROUNDS; r++)); do
+	if ((r % 2 == 0)); then
+		concurrent "$work/conc.direct" "${direct[@]}"
+		concurrent "$work/conc.via" "${via[@]}"
+	else
+		concurrent "$work/conc.via" "${via[@]}"
+		concurrent "$work/conc.direct" "${direct[@]}"
+	fi
+done
+
+# ---------------------------------------------------------------- report
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0) printf "%.2f", b / a; else print "-" }'; }
+fails() { awk '{ s += $1 } END { print s + 0 }' "$1"; }
+
+row() { # LABEL DIRECT_MS VIA_MS GOAL
+	printf '%-38s %10s %10s %7s   %s\n' "$1" "$2" "$3" "$(ratio "$2" "$3")" "$4"
+}
+
+commit=$(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)
+dirty=$(git -C "$repo" status --porcelain -- bastion cmd 2>/dev/null | head -n1)
+echo
+echo "postern bench  $(date -u +%Y-%m-%dT%H:%MZ)  commit $commit${dirty:+ (uncommitted changes in bastion/ or cmd/)}"
+echo "$(nproc) cores, $(uname -sr), $(ssh -V 2>&1 | cut -d, -f1), $(go version | cut -d' ' -f3)"
+echo "client: -o KexAlgorithms=curve25519-sha256 -o Ciphers=aes128-gcm@openssh.com (both columns)"
+echo
+printf '%-38s %10s %10s %7s   %s\n' "row (ms)" direct postern ratio goal
+row "exec, new connection: median" "$(quantile "$work/newconn.direct" 0.5)" "$(quantile "$work/newconn.via" 0.5)" "<= 0.60"
+row "exec, new connection: p90" "$(quantile "$work/newconn.direct" 0.9)" "$(quantile "$work/newconn.via" 0.9)" ""
+row "exec, ControlMaster: median" "$(quantile "$work/mux.direct" 0.5)" "$(quantile "$work/mux.via" 0.5)" "<= 1.05"
+row "exec, ControlMaster: p90" "$(quantile "$work/mux.direct" 0.9)" "$(quantile "$work/mux.via" 0.9)" ""
+row "$N_ECHO x echo hi, sequential: total" "$(total "$work/echo.direct")" "$(total "$work/echo.via")" "<= 0.60"
+row "$N_CONC x sleep 1, concurrent: median" "$(quantile "$work/conc.direct" 0.5)" "$(quantile "$work/conc.via" 0.5)" "<= 1.05, no failures"
+printf '%-38s %10s %10s %7s   %s\n' "  failures ($CONC_ROUNDS rounds x $N_CONC)" \
+	"$(fails "$work/conc.direct.fail")" "$(fails "$work/conc.via.fail")" "" "0"
+echo
+echo "ratio = postern / direct; below 1 means postern is faster."
+if [[ -s $work/conc.via.err || -s $work/conc.direct.err ]]; then
+	echo
+	echo "client errors during the concurrent rows (first lines):"
+	sort "$work/conc.direct.err" 2>/dev/null | uniq -c | head -n 5 | sed 's/^/  direct: /'
+	sort "$work/conc.via.err" 2>/dev/null | uniq -c | head -n 5 | sed 's/^/  postern: /'
+fi
