@@ -27,6 +27,8 @@ func newRootCmd() *cobra.Command {
 		newAgentCmd(),
 		newConnCmd(),
 		newGrantCmd(),
+		newServeCmd(),
+		newDemoCmd(),
 	)
 	return root
 }

@@ -1,0 +1,267 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// demoRun is one running `postern demo` and what it printed.
+type demoRun struct {
+	*bgPostern
+	dir     string
+	out     []string // the instruction lines
+	addr    string   // the bastion, from the "bastion" line
+	sshLine []string // the printed ssh lines, in order
+	approve string   // the printed approve line
+}
+
+// startDemo runs postern demo on a free port and reads its instructions.
+func startDemo(t *testing.T, dir string) *demoRun {
+	t.Helper()
+	p := startPostern(t, "demo", "--dir", dir, "--ssh-listen", "127.0.0.1:0")
+	d := &demoRun{bgPostern: p, dir: dir}
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(p.stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+			if strings.HasPrefix(sc.Text(), "Ctrl-C stops") {
+				return
+			}
+		}
+	}()
+	timeout := time.After(30 * time.Second)
+	for done := false; !done; {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				done = true
+				break
+			}
+			d.out = append(d.out, l)
+		case <-timeout:
+			t.Fatalf("no instructions within 30s; stdout %q; stderr:\n%s", d.out, p.stderrText())
+		}
+	}
+	for _, l := range d.out {
+		f := strings.Fields(l)
+		switch {
+		case len(f) >= 2 && f[0] == "bastion":
+			d.addr = f[1]
+		case len(f) > 0 && f[0] == "ssh":
+			d.sshLine = append(d.sshLine, strings.TrimSpace(l))
+		case strings.Contains(l, "approvals approve ID --data"):
+			d.approve = strings.TrimSpace(l)
+		}
+	}
+	if d.addr == "" || len(d.sshLine) != 4 || d.approve == "" {
+		t.Fatalf("instructions: got %q; want the bastion line, 4 ssh lines and the approve line\nstderr:\n%s", d.out, p.stderrText())
+	}
+	return d
+}
+
+// requireSSHClient finds the OpenSSH client, skipping without it (failing under
+// POSTERN_E2E=1, where the end-to-end tests must run).
+func requireSSHClient(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("ssh"); err != nil {
+		if os.Getenv("POSTERN_E2E") == "1" {
+			t.Fatal("ssh not found; POSTERN_E2E=1 needs the OpenSSH client")
+		}
+		t.Skip("ssh not found (install openssh-client)")
+	}
+}
+
+// runPrinted runs a printed line with sh, as a user pasting it would, with
+// OpenSSH told to ignore the user's config and never prompt. It is safe to
+// call from any goroutine: a failure to run sh at all is exit status -1.
+func runPrinted(ctx context.Context, line string) (stdout, stderr string, code int) {
+	line = strings.Replace(line, "ssh ", "ssh -F /dev/null -o BatchMode=yes -o ConnectTimeout=10 ", 1)
+	cmd := exec.CommandContext(ctx, "sh", "-c", line)
+	cmd.Env = cliEnv()
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	case err != nil:
+		return o.String(), e.String() + err.Error(), -1
+	}
+	return o.String(), e.String(), code
+}
+
+// TestDemoSetup checks what postern demo leaves in its directory and
+// prints, and that a second run re-uses it.
+func TestDemoSetup(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "demo dir") // a space: the lines must quote it
+	d := startDemo(t, dir)
+
+	for _, f := range []struct {
+		name string
+		mode os.FileMode
+	}{{"agent_ed25519", 0o600}, {"agent_ed25519.pub", 0o644}, {"known_hosts", 0o644}, {"demo_target_host_ed25519_key", 0o600}, {"target-root", os.ModeDir | 0o700}} {
+		st, err := os.Stat(filepath.Join(dir, f.name))
+		if err != nil {
+			t.Errorf("%s: %v", f.name, err)
+			continue
+		}
+		if st.Mode()&(os.ModeDir|os.ModePerm) != f.mode {
+			t.Errorf("%s: got mode %v; want %v", f.name, st.Mode(), f.mode)
+		}
+	}
+	pub, err := os.ReadFile(filepath.Join(dir, "agent_ed25519.pub"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	agentKey, _, _, _, err := ssh.ParseAuthorizedKey(pub)
+	if err != nil {
+		t.Fatalf("agent_ed25519.pub: %v", err)
+	}
+	kh, err := os.ReadFile(filepath.Join(dir, "known_hosts"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := strings.Cut(d.addr, ":")
+	if !strings.HasPrefix(string(kh), "[127.0.0.1]:"+port+" ssh-ed25519 ") {
+		t.Errorf("known_hosts: got %q; want [127.0.0.1]:%s ssh-ed25519 ...", kh, port)
+	}
+	if want := "-p " + port + " 127.0.0.1 demo uptime"; !strings.HasSuffix(d.sshLine[0], want) {
+		t.Errorf("first ssh line: got %q; want it to end %q", d.sshLine[0], want)
+	}
+	if !strings.Contains(d.sshLine[0], "'"+filepath.Join(dir, "agent_ed25519")+"'") {
+		t.Errorf("first ssh line: got %q; want the key path quoted", d.sshLine[0])
+	}
+
+	c := &cli{t: t, data: dir}
+	var conns []struct {
+		Alias, Host, User, Env string
+		Port                   int
+	}
+	json.Unmarshal([]byte(c.ok("", "conn", "list", "-o", "json")), &conns)
+	var grants []struct{ Agent, Alias, Read, Write, Destructive string }
+	json.Unmarshal([]byte(c.ok("", "grant", "list", "-o", "json")), &grants)
+	if len(conns) != 1 || conns[0].Alias != "demo" || conns[0].Host != "127.0.0.1" || conns[0].Env != "dev" || conns[0].User == "" {
+		t.Errorf("connections: got %+v; want demo on 127.0.0.1, dev", conns)
+	}
+	if len(grants) != 1 || grants[0] != (struct{ Agent, Alias, Read, Write, Destructive string }{"demo-agent", "demo", "allow", "ask", "ask"}) {
+		t.Errorf("grants: got %+v; want demo-agent on demo allow/ask/ask", grants)
+	}
+	firstTargetPort := conns[0].Port
+
+	if code := d.stop(); code != 0 {
+		t.Errorf("SIGTERM: got exit %d; want 0\nstderr:\n%s", code, d.stderrText())
+	}
+	for _, text := range []string{strings.Join(d.out, "\n"), d.stderrText()} {
+		if strings.Contains(text, "PRIVATE KEY") {
+			t.Error("a private key was printed")
+		}
+	}
+
+	// Again in the same directory: same agent key, the connection moved to
+	// the target's new port.
+	d2 := startDemo(t, dir)
+	pub2, _ := os.ReadFile(filepath.Join(dir, "agent_ed25519.pub"))
+	if !bytes.Equal(pub, pub2) {
+		t.Error("second run: agent key changed; want it re-used")
+	}
+	json.Unmarshal([]byte(c.ok("", "conn", "list", "-o", "json")), &conns)
+	if len(conns) != 1 || !strings.Contains(strings.Join(d2.out, "\n"), "demo target  127.0.0.1:"+strconv.Itoa(conns[0].Port)) {
+		t.Errorf("second run: got connections %+v (first run port %d); want demo at the new target port\n%s", conns, firstTargetPort, strings.Join(d2.out, "\n"))
+	}
+	var agents []struct {
+		Name string
+		Keys []struct{ Fingerprint string }
+	}
+	json.Unmarshal([]byte(c.ok("", "agent", "list", "-o", "json")), &agents)
+	if len(agents) != 1 || len(agents[0].Keys) != 1 || agents[0].Keys[0].Fingerprint != ssh.FingerprintSHA256(agentKey) {
+		t.Errorf("agents: got %+v; want demo-agent with its one key", agents)
+	}
+	if code := d2.stop(); code != 0 {
+		t.Errorf("second run SIGTERM: got exit %d; want 0\nstderr:\n%s", code, d2.stderrText())
+	}
+}
+
+// TestDemoEndToEnd runs the printed lines with the real ssh: a read runs at
+// once in both routing forms, the listing shows the rules, and a write waits
+// until the printed approve line approves it.
+func TestDemoEndToEnd(t *testing.T) {
+	requireSSHClient(t)
+	dir := filepath.Join(t.TempDir(), "demo")
+	d := startDemo(t, dir)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	// Line 1, with echo for uptime so that the output is known.
+	out, errs, code := runPrinted(ctx, strings.TrimSuffix(d.sshLine[0], " uptime")+" echo hi")
+	if out != "hi\n" || code != 0 {
+		t.Fatalf("ssh ... demo echo hi: got %q, exit %d; want hi, 0\nssh stderr: %s\npostern stderr:\n%s", out, code, errs, d.stderrText())
+	}
+	// Line 2: user-name routing.
+	out, errs, code = runPrinted(ctx, strings.Replace(d.sshLine[1], "'ls -la'", "pwd", 1))
+	root, _ := filepath.EvalSymlinks(filepath.Join(dir, "target-root"))
+	if strings.TrimSpace(out) != root || code != 0 {
+		t.Errorf("ssh demo@... pwd: got %q, exit %d; want %s, 0\nstderr: %s", out, code, root, errs)
+	}
+	// Line 4: the listing.
+	out, errs, code = runPrinted(ctx, d.sshLine[3]+" </dev/null")
+	if !strings.Contains(out+errs, "demo") || !strings.Contains(out+errs, "ask") {
+		t.Errorf("ssh bastion: got %q %q, exit %d; want the demo alias and its rules", out, errs, code)
+	}
+
+	// Line 3 waits for approval.
+	type result struct {
+		out, errs string
+		code      int
+	}
+	wrote := make(chan result, 1)
+	go func() {
+		o, e, c := runPrinted(ctx, d.sshLine[2])
+		wrote <- result{o, e, c}
+	}()
+	c := &cli{t: t, data: dir}
+	var id string
+	for deadline := time.Now().Add(30 * time.Second); id == "" && time.Now().Before(deadline); {
+		var pending []struct{ ID, Operation string }
+		json.Unmarshal([]byte(c.ok("", "approvals", "list", "-o", "json")), &pending)
+		if len(pending) == 1 && pending[0].Operation == "echo hi > note.txt" {
+			id = pending[0].ID
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if id == "" {
+		t.Fatalf("no pending approval for the write\npostern stderr:\n%s", d.stderrText())
+	}
+	if _, err := os.Stat(filepath.Join(dir, "target-root", "note.txt")); err == nil {
+		t.Fatal("note.txt exists before the approval")
+	}
+	if out, errs, code := runPrinted(ctx, strings.Replace(d.approve, " ID ", " "+id+" ", 1)); code != 0 {
+		t.Fatalf("approve line: got exit %d %q %q; want 0", code, out, errs)
+	}
+	r := <-wrote
+	if r.code != 0 || !strings.Contains(r.errs, id) {
+		t.Errorf("approved write: got exit %d, stderr %q; want 0 and the approval id on stderr", r.code, r.errs)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "target-root", "note.txt")); err != nil || string(b) != "hi\n" {
+		t.Errorf("note.txt: got %q, %v; want hi", b, err)
+	}
+
+	if code := d.stop(); code != 0 {
+		t.Errorf("SIGTERM: got exit %d; want 0\nstderr:\n%s", code, d.stderrText())
+	}
+}

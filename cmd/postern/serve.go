@@ -1,0 +1,268 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
+	"golang.org/x/crypto/ssh"
+
+	"github.com/postern/postern/bastion"
+	"github.com/postern/postern/policy"
+	"github.com/postern/postern/store"
+)
+
+// Defaults of the flags serve and demo share.
+const (
+	defaultSSHListen = "127.0.0.1:2222"
+	defaultLogLevel  = "info"
+)
+
+// serveFlags are the flags of `postern serve` that `postern demo` has too.
+type serveFlags struct {
+	listen      string
+	approvalTTL time.Duration
+	logLevel    string
+}
+
+func addServeFlags(cmd *cobra.Command) *serveFlags {
+	f := &serveFlags{}
+	cmd.Flags().StringVar(&f.listen, "ssh-listen", defaultSSHListen,
+		"address agents connect to (port 0 picks a free port)")
+	cmd.Flags().DurationVar(&f.approvalTTL, "approval-ttl", policy.DefaultApprovalLifetime,
+		"how long an approval request waits for an admin before it expires")
+	cmd.Flags().StringVar(&f.logLevel, "log-level", defaultLogLevel,
+		"log level: debug, info, warn or error")
+	return f
+}
+
+// check validates the flags that cobra cannot, as usage errors (exit 2),
+// and returns the logger they ask for.
+func (f *serveFlags) check(cmd *cobra.Command) (zerolog.Logger, error) {
+	if f.approvalTTL <= 0 {
+		return zerolog.Logger{}, usagef("%s: --approval-ttl must be positive, got %s", cmdPath(cmd), f.approvalTTL)
+	}
+	if _, _, err := net.SplitHostPort(f.listen); err != nil {
+		return zerolog.Logger{}, usagef("%s: --ssh-listen %q: want HOST:PORT", cmdPath(cmd), f.listen)
+	}
+	return newLogger(cmd.ErrOrStderr(), f.logLevel)
+}
+
+// newLogger logs to w at level: human-readable lines when w is a terminal,
+// one JSON object per line otherwise (for journald and log shippers).
+func newLogger(w io.Writer, level string) (zerolog.Logger, error) {
+	lvl, err := zerolog.ParseLevel(strings.ToLower(level))
+	if err != nil || level == "" {
+		return zerolog.Logger{}, usagef("--log-level %q: want debug, info, warn or error", level)
+	}
+	if isTerminal(w) {
+		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly}
+	}
+	return zerolog.New(w).Level(lvl).With().Timestamp().Logger(), nil
+}
+
+// isTerminal reports whether w is a character device (a terminal).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// signalContext ends on SIGINT or SIGTERM. After the first signal the
+// handler is removed, so that a second Ctrl-C during the shutdown grace kills
+// the process at once, as an operator expects.
+func signalContext(parent context.Context) (context.Context, context.CancelFunc) {
+	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
+	return ctx, stop
+}
+
+func newServeCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve agents over SSH",
+		Long: `serve runs the bastion: agents connect over SSH with their registered keys,
+and each command is classified, decided by the grants (waiting for an admin
+on ask) and relayed to the target with the connection's sealed key.
+
+SIGINT or SIGTERM stops accepting agents and lets running sessions finish
+for up to ` + bastion.DefaultShutdownGrace.String() + `; a second signal stops at once.`,
+		Args: exactArgs(0, "no arguments"),
+	}
+	data := addDataFlag(cmd)
+	flags := addServeFlags(cmd)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		log, err := flags.check(cmd)
+		if err != nil {
+			return err
+		}
+		ctx, stop := signalContext(cmd.Context())
+		defer stop()
+
+		d := data.storeDir()
+		hostKey, err := d.HostKey()
+		if err != nil {
+			return storeErr(err)
+		}
+		st, err := data.open(ctx)
+		if err != nil {
+			return storeErr(err)
+		}
+		// The store is closed last, after the bastion and the policy engine
+		// that use it.
+		defer closeStore(st, log)
+		if err := st.CheckMasterKey(); err != nil {
+			return fmt.Errorf("serve: %w", err)
+		}
+		ln, err := net.Listen("tcp", flags.listen)
+		if err != nil {
+			return fmt.Errorf("serve: %w", err)
+		}
+		return runBastion(ctx, bastionParams{
+			Store:       st,
+			HostKey:     hostKey,
+			Listener:    ln,
+			ApprovalTTL: flags.approvalTTL,
+			ApproveHint: func(id string) string {
+				return fmt.Sprintf("postern approvals approve %s --data %s", id, d.Path)
+			},
+			Logger:  log,
+			DataDir: d.Path,
+		})
+	}
+	return cmd
+}
+
+// closeStore closes st at the end of serve or demo, logging a failure: by
+// then the outcome of the command is decided.
+func closeStore(st *store.Store, log zerolog.Logger) {
+	if err := st.Close(); err != nil {
+		log.Error().Err(err).Msg("close store")
+	}
+}
+
+// bastionParams is what runBastion needs; serve and demo fill it.
+type bastionParams struct {
+	Store       *store.Store
+	HostKey     ssh.Signer
+	Listener    net.Listener // runBastion owns it from here on
+	ApprovalTTL time.Duration
+	ApproveHint func(id string) string // the bastion's default if nil
+	Logger      zerolog.Logger
+	DataDir     string // for the start log line
+}
+
+// runBastion builds the policy engine and the bastion over p.Store and serves
+// agents on p.Listener until ctx ends (a signal) or serving fails, with
+// bastion.DefaultShutdownGrace for running sessions (see serveUntil). It
+// returns nil after a clean shutdown. The caller closes the store.
+func runBastion(ctx context.Context, p bastionParams) error {
+	log := p.Logger
+	eng, err := policy.New(policy.Options{Store: p.Store, ApprovalLifetime: p.ApprovalTTL, Logger: &log})
+	if err != nil {
+		p.Listener.Close()
+		return fmt.Errorf("serve: %w", err)
+	}
+	defer func() {
+		if err := eng.Close(); err != nil {
+			log.Error().Err(err).Msg("close policy engine")
+		}
+	}()
+	st := p.Store
+	srv, err := bastion.New(bastion.Config{
+		Store:       st,
+		Policy:      eng,
+		HostKey:     p.HostKey,
+		Logger:      log,
+		ApproveHint: p.ApproveHint,
+		Upstream: bastion.PoolOptions{
+			Signer: func(ctx context.Context, c *store.Connection) (ssh.Signer, error) {
+				return st.ConnectionSigner(ctx, c.ID)
+			},
+			Logger: log,
+		},
+	})
+	if err != nil {
+		p.Listener.Close()
+		return fmt.Errorf("serve: %w", err)
+	}
+
+	log.Info().
+		Str("addr", p.Listener.Addr().String()).
+		Str("data", p.DataDir).
+		Str("host_key", ssh.FingerprintSHA256(p.HostKey.PublicKey())).
+		Str("approval_ttl", p.ApprovalTTL.String()).
+		Msg("postern serving")
+	return serveUntil(ctx, srv, p.Listener, bastion.DefaultShutdownGrace, log)
+}
+
+// agentServer is the part of *bastion.Server that serveUntil drives; tests
+// give it a fake to pin the shutdown logic without a bastion.
+type agentServer interface {
+	Serve(net.Listener) error
+	Shutdown(context.Context) error
+}
+
+// serveUntil serves on ln until ctx ends, then shuts srv down with grace for
+// running sessions. It returns nil after a clean shutdown, including one
+// where the grace ran out and sessions were cut, and an error when Serve
+// stopped on its own: agents can no longer connect, so postern must exit
+// non-zero for a supervisor to see.
+func serveUntil(ctx context.Context, srv agentServer, ln net.Listener, grace time.Duration, log zerolog.Logger) error {
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+
+	select {
+	case err := <-served:
+		ln.Close()
+		sctx, cancel := context.WithTimeout(context.Background(), grace)
+		defer cancel()
+		if serr := srv.Shutdown(sctx); serr != nil {
+			log.Error().Err(serr).Msg("shutdown after serve failed")
+		}
+		if err == nil || errors.Is(err, bastion.ErrServerClosed) {
+			err = errors.New("stopped without being asked to")
+		}
+		return fmt.Errorf("serve: bastion: %w", err)
+	case <-ctx.Done():
+	}
+
+	log.Info().Str("grace", grace.String()).Msg("shutting down: no new agents; running sessions may finish (signal again to stop at once)")
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	shutErr := srv.Shutdown(sctx)
+	var serveErr error
+	select {
+	case serveErr = <-served:
+	case <-time.After(grace):
+		// Shutdown has closed everything; a Serve that still has not
+		// returned must not keep postern up.
+		serveErr = errors.New("the bastion kept serving after Shutdown")
+	}
+	switch {
+	case errors.Is(shutErr, context.DeadlineExceeded):
+		log.Warn().Msg("shutdown grace ended; remaining sessions were closed")
+	case shutErr != nil:
+		return fmt.Errorf("serve: shutdown: %w", shutErr)
+	}
+	if serveErr != nil && !errors.Is(serveErr, bastion.ErrServerClosed) {
+		return fmt.Errorf("serve: bastion: %w", serveErr)
+	}
+	log.Info().Msg("postern stopped")
+	return nil
+}
