@@ -291,9 +291,9 @@ row() { # LABEL DIRECT_MS VIA_MS GOAL
 }
 
 commit=$(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)
-dirty=$(git -C "$repo" status --porcelain -- bastion cmd 2>/dev/null | head -n1)
+dirty=$(git -C "$repo" status --porcelain -- . ':!bench' 2>/dev/null | head -n1)
 echo
-echo "postern bench  $(date -u +%Y-%m-%dT%H:%MZ)  commit $commit${dirty:+ (uncommitted changes in bastion/ or cmd/)}"
+echo "postern bench  $(date -u +%Y-%m-%dT%H:%MZ)  commit $commit${dirty:+ plus uncommitted changes}"
 echo "$(nproc) cores, $(uname -sr), $(ssh -V 2>&1 | cut -d, -f1), $(go version | cut -d' ' -f3)"
 echo "client: -o KexAlgorithms=curve25519-sha256 -o Ciphers=aes128-gcm@openssh.com (both columns)"
 echo
@@ -308,9 +308,20 @@ printf '%-38s %10s %10s %7s   %s\n' "  failures ($CONC_ROUNDS rounds x $N_CONC)"
 	"$(fails "$work/conc.direct.fail")" "$(fails "$work/conc.via.fail")" "" "0"
 echo
 echo "ratio = postern / direct; below 1 means postern is faster."
+if (($(fails "$work/conc.direct.fail") + $(fails "$work/conc.via.fail") > 0)); then
+	echo "the concurrent wall times include failed clients, which end early: not comparable."
+fi
 if [[ -s $work/conc.via.err || -s $work/conc.direct.err ]]; then
 	echo
 	echo "client errors during the concurrent rows (first lines):"
 	sort "$work/conc.direct.err" 2>/dev/null | uniq -c | head -n 5 | sed 's/^/  direct: /'
 	sort "$work/conc.via.err" 2>/dev/null | uniq -c | head -n 5 | sed 's/^/  postern: /'
+fi
+# postern's own warnings and errors, counted by message (never per packet).
+warns=$(grep -E '"level":"(warn|error)"' "$work/postern.log" |
+	grep -o '"message":"[^"]*"' | sort | uniq -c | sort -rn | head -n 5 || true)
+if [[ -n $warns ]]; then
+	echo
+	echo "postern.log warnings and errors:"
+	echo "$warns" | sed 's/"message"://; s/^/  /'
 fi
