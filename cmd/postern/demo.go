@@ -52,7 +52,9 @@ directory (re-used on the next run), an agent key pair, an in-process demo
 target (an SSH server that runs commands with /bin/sh inside DIR/` + demoTargetRoot + `),
 the connection "` + demoAlias + `" to it with read=allow, write=ask, destructive=ask,
 and serves the bastion. It prints the ssh commands to try and how to
-approve. Ctrl-C stops the bastion and the demo target.
+approve. Each run moves the connection to the demo target's new port and
+sets the demo grant back to these rules. Ctrl-C stops the bastion and the
+demo target.
 
 The demo data directory is its own: ` + envData + ` and ` + envMasterKeyFile + `
 are not used.`,
@@ -101,6 +103,18 @@ type demoParams struct {
 // demo target, then the store.
 func runDemo(ctx context.Context, p demoParams) error {
 	log := p.Logger
+	// Listen first: a port in use (often an earlier demo still running)
+	// fails at once, before anything is set up.
+	ln, err := net.Listen("tcp", p.Listen)
+	if err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	serving := false // once runBastion has it, ln is runBastion's to close
+	defer func() {
+		if !serving {
+			ln.Close()
+		}
+	}()
 	d := store.Dir{Path: p.Dir}
 	if _, err := d.Init(ctx, store.Options{}); err != nil {
 		return fmt.Errorf("demo: %w", err)
@@ -184,15 +198,10 @@ func runDemo(ctx context.Context, p demoParams) error {
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
-	ln, err := net.Listen("tcp", p.Listen)
-	if err != nil {
-		return fmt.Errorf("demo: %w", err)
-	}
 	host, port := dialableAddr(ln.Addr().(*net.TCPAddr))
 	khPath := filepath.Join(p.Dir, demoKnownHosts)
 	khLine := knownhosts.Line([]string{knownhosts.Normalize(net.JoinHostPort(host, strconv.Itoa(port)))}, hostKey.PublicKey())
 	if err := os.WriteFile(khPath, []byte(khLine+"\n"), 0o644); err != nil {
-		ln.Close()
 		return fmt.Errorf("demo: %w", err)
 	}
 
@@ -200,6 +209,7 @@ func runDemo(ctx context.Context, p demoParams) error {
 		Dir: p.Dir, Host: host, Port: port, KeyPath: agentKeyPath, KnownHosts: khPath,
 		HostKey: ssh.FingerprintSHA256(hostKey.PublicKey()), Target: target, Self: p.Self,
 	})
+	serving = true
 	return runBastion(ctx, bastionParams{
 		Store:       st,
 		HostKey:     hostKey,

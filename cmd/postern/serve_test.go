@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -143,7 +144,16 @@ func TestServeListenInUse(t *testing.T) {
 	ln := listenTestAddr(t)
 	r := c.run("", "serve", "--ssh-listen", ln.Addr().String())
 	if r.code != 1 || !strings.Contains(r.stderr, "address already in use") {
-		t.Errorf("got exit %d, stderr %q; want 1 and address already in use", r.code, r.stderr)
+		t.Errorf("serve: got exit %d, stderr %q; want 1 and address already in use", r.code, r.stderr)
+	}
+	// demo listens before it sets anything up.
+	dir := filepath.Join(t.TempDir(), "demo")
+	r = runCLI(t, "", nil, "demo", "--dir", dir, "--ssh-listen", ln.Addr().String())
+	if r.code != 1 || !strings.Contains(r.stderr, "address already in use") {
+		t.Errorf("demo: got exit %d, stderr %q; want 1 and address already in use", r.code, r.stderr)
+	}
+	if _, err := os.Stat(dir); err == nil {
+		t.Errorf("demo: %s was created; want nothing set up when the port is taken", dir)
 	}
 }
 
