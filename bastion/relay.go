@@ -1,0 +1,381 @@
+package bastion
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// Bounds of the relay's waits.
+const (
+	// exitStatusWait bounds the wait for the target's exit-status or
+	// exit-signal once its stdout and stderr have both ended. OpenSSH sends
+	// the exit status when the command's process is reaped, which is just
+	// before or just after the EOF; a target that closes its output and then
+	// says nothing more would otherwise hold the agent's session for ever.
+	// A command that closes stdout and stderr and keeps running longer than
+	// this is reported as lost (exit 255 from the caller).
+	exitStatusWait = 2 * time.Second
+
+	// relayTeardownWait bounds how long relay waits, after it has closed
+	// the channels, for the peers to acknowledge the close so that its
+	// goroutines end. Honest peers answer at once; one that never answers
+	// must not hold the session, and its goroutines end when its connection
+	// does.
+	relayTeardownWait = 5 * time.Second
+
+	// relayBufferSize is the copy buffer of each direction: the largest
+	// SSH data packet x/crypto sends (maxPacket), so one read fills one
+	// packet.
+	relayBufferSize = 32 << 10
+)
+
+// upstreamStart is what startUpstream replays on a fresh upstream session
+// channel: the agent's allowlisted environment, its pty request and its
+// command.
+type upstreamStart struct {
+	Env     []envVar // allowlisted only; startUpstream drops any other name again
+	PtyReq  []byte   // raw pty-req payload to replay, or nil
+	Command string   // exec command; "" means "shell"
+}
+
+// startUpstream replays env and pty-req on up, then sends exec (or shell)
+// with WantReply, and returns an error if the target refuses.
+//
+// env and pty-req go without WantReply, as OpenSSH's client sends them: the
+// target handles a channel's requests in order, so the one round trip of the
+// exec reply covers them all, and a target that cannot allocate a pty runs
+// the command without one, as it would for a direct OpenSSH client.
+//
+// On error the caller closes up and drains its requests until they close:
+// the upstream connection is pooled, and an unread request channel would
+// block every session on it.
+func startUpstream(up ssh.Channel, st upstreamStart) error {
+	for _, e := range st.Env {
+		// The caller filters already; checking again keeps a slip there
+		// from reaching a target.
+		if !envAllowed(e.Name) {
+			continue
+		}
+		if _, err := up.SendRequest("env", false, ssh.Marshal(e)); err != nil {
+			return fmt.Errorf("bastion: send env %s to target: %w", e.Name, err)
+		}
+	}
+	if st.PtyReq != nil {
+		if _, _, err := parsePtyReq(st.PtyReq); err != nil {
+			return err
+		}
+		if _, err := up.SendRequest("pty-req", false, st.PtyReq); err != nil {
+			return fmt.Errorf("bastion: send pty-req to target: %w", err)
+		}
+	}
+	name, payload := "shell", []byte(nil)
+	if st.Command != "" {
+		name, payload = "exec", ssh.Marshal(execRequest{Command: st.Command})
+	}
+	ok, err := up.SendRequest(name, true, payload)
+	if err != nil {
+		return fmt.Errorf("bastion: send %s to target: %w", name, err)
+	}
+	if !ok {
+		return fmt.Errorf("bastion: target refused %s", name)
+	}
+	return nil
+}
+
+// relayResult is how a relayed session ended.
+type relayResult struct {
+	ExitStatus *uint32 // nil if none (e.g. exit-signal)
+	ExitSignal string  // signal name without SIG, "" if none
+	// BytesIn is agent→target (stdin), BytesOut target→agent (stdout and
+	// stderr), as written to the other side.
+	BytesIn, BytesOut int64
+	// Err is set when the session did not end with an exit status or
+	// signal from the target: the target was lost, the agent went away, or
+	// ctx ended. down is then still open for the caller.
+	Err error
+}
+
+// exitRequest is an exit-status or exit-signal request from the target,
+// kept to be forwarded to the agent after the last byte of output.
+type exitRequest struct {
+	name    string
+	payload []byte
+}
+
+// relay copies stdin (down→up) and stdout/stderr (up→down) byte-exactly until
+// the upstream session ends; forwards window-change and signal requests
+// down→up; forwards exit-status and exit-signal up→down; bounded by ctx.
+//
+// The contract with the caller:
+//
+//   - relay owns down's reads and downReqs, and up and upReqs, from the call
+//     on. It answers false to agent requests other than window-change and
+//     signal that want a reply, and drains both request channels until they
+//     close, so that neither SSH connection's demultiplexer ever blocks on
+//     them (the upstream connection is pooled and carries other sessions).
+//   - When the target ends the session with exit-status or exit-signal,
+//     relay waits until stdout and stderr have both been copied to the end
+//     (output that OpenSSH sends after the exit status included), then sends
+//     the agent the exit request(s) as received, then EOF, then close: the
+//     frame order OpenSSH's client and tailscale's frameorder test expect.
+//     It closes up and waits, at most relayTeardownWait, for both peers to
+//     acknowledge; every goroutine it started has then ended (a peer that
+//     never acknowledges keeps them until its connection closes). Err is
+//     nil, even if the agent has gone away meanwhile.
+//   - Otherwise (the target closed the session or was lost without an exit
+//     status, none came within exitStatusWait of the output's end, writing
+//     to the agent failed, or ctx ended) relay closes up and returns Err
+//     with down still open: the caller writes the reason to down.Stderr(),
+//     sends exit-status 255 and closes down. The goroutines reading down's
+//     stdin and requests are still running then; they end when down closes,
+//     which is why the caller must close it.
+//
+// relay never closes down's stdin side early: an agent that never sends EOF
+// does not hold the session once the target's command has exited, because
+// the end is decided by the target's side alone (ssh.Session's Wait hangs on
+// exactly that).
+func relay(ctx context.Context, down ssh.Channel, downReqs <-chan *ssh.Request, up ssh.Channel, upReqs <-chan *ssh.Request) relayResult {
+	var bytesIn, bytesOut atomic.Int64
+
+	// Agent → target: stdin, then EOF; window-change and signal requests.
+	stdinDone := make(chan struct{})
+	go func() {
+		defer close(stdinDone)
+		buf := make([]byte, relayBufferSize)
+		if _, err := io.CopyBuffer(countingWriter{up, &bytesIn}, down, buf); err == nil {
+			// The agent sent EOF. An error here means the target's side is
+			// already closed, which the main loop learns from upReqs.
+			_ = up.CloseWrite()
+		}
+	}()
+	agentReqsDone := make(chan struct{})
+	go func() {
+		defer close(agentReqsDone)
+		forwardAgentRequests(downReqs, up)
+	}()
+
+	// Target → agent: stdout and stderr, concurrently, so that an unread
+	// stderr never stalls stdout at the channel window (and vice versa).
+	outErrs := make(chan error, 2)
+	stdoutDone := make(chan struct{})
+	go func() {
+		defer close(stdoutDone)
+		outErrs <- copyOutput(countingWriter{down, &bytesOut}, up)
+	}()
+	stderrDone := make(chan struct{})
+	go func() {
+		defer close(stderrDone)
+		outErrs <- copyOutput(countingWriter{down.Stderr(), &bytesOut}, up.Stderr())
+	}()
+
+	var (
+		res        relayResult
+		exits      []exitRequest
+		outputsEnd int              // output streams copied to their end
+		exitTimer  *time.Timer      // runs from the output's end until an exit request
+		exitWait   <-chan time.Time // exitTimer.C once started
+		reqs       = upReqs         // nil once closed, so select skips it
+	)
+	defer func() {
+		if exitTimer != nil {
+			exitTimer.Stop()
+		}
+	}()
+
+loop:
+	for outputsEnd < 2 || (len(exits) == 0 && reqs != nil) {
+		select {
+		case req, ok := <-reqs:
+			if !ok {
+				reqs = nil
+				continue
+			}
+			if ex, ok := exitFromTarget(req, &res); ok {
+				exits = append(exits, ex)
+				continue
+			}
+			if req.Type == "eow@openssh.com" {
+				// OpenSSH's "end of write": the command no longer reads
+				// stdin. Passing it on lets the agent's client stop sending.
+				if _, err := down.SendRequest(req.Type, false, req.Payload); err != nil {
+					res.Err = fmt.Errorf("bastion: write to agent: %w", err)
+					break loop
+				}
+				continue
+			}
+			refuse(req)
+		case err := <-outErrs:
+			if err != nil {
+				res.Err = err
+				break loop
+			}
+			outputsEnd++
+			if outputsEnd == 2 && len(exits) == 0 && reqs != nil {
+				exitTimer = time.NewTimer(exitStatusWait)
+				exitWait = exitTimer.C
+			}
+		case <-exitWait:
+			res.Err = fmt.Errorf("bastion: target sent no exit status within %v after its output ended", exitStatusWait)
+			break loop
+		case <-ctx.Done():
+			res.Err = fmt.Errorf("bastion: relay stopped: %w", ctx.Err())
+			break loop
+		}
+	}
+	if res.Err == nil && len(exits) == 0 {
+		res.Err = errors.New("bastion: target ended the session without an exit status (connection lost?)")
+	}
+
+	// Whatever happened, this session's upstream channel is finished.
+	// Closing it ends the target's side and, once the target answers, the
+	// output copies, the stdin copy's writes and the request forwarding.
+	// An error means it was closed already.
+	_ = up.Close()
+	upReqsDone := make(chan struct{})
+	go func() {
+		defer close(upReqsDone)
+		if reqs == nil {
+			return
+		}
+		for req := range reqs {
+			refuse(req)
+		}
+	}()
+
+	deadline := time.NewTimer(relayTeardownWait)
+	defer deadline.Stop()
+	if res.Err == nil {
+		for _, ex := range exits {
+			// An agent that has gone away cannot be told; its goroutines
+			// end with its connection, and the outcome stands.
+			if _, err := down.SendRequest(ex.name, false, ex.payload); err != nil {
+				break
+			}
+		}
+		_ = down.CloseWrite()
+		_ = down.Close()
+		waitAll(ctx, deadline.C, stdoutDone, stderrDone, upReqsDone, stdinDone, agentReqsDone)
+	} else {
+		// down stays open for the caller, so the goroutines reading it
+		// cannot end yet; those on the target's side can.
+		waitAll(ctx, deadline.C, stdoutDone, stderrDone, upReqsDone)
+	}
+	res.BytesIn, res.BytesOut = bytesIn.Load(), bytesOut.Load()
+	return res
+}
+
+// exitFromTarget recognises an exit-status or exit-signal request from the
+// target, records it in res and returns it for forwarding. Only the first of
+// each kind counts; a malformed one is refused like any unknown request.
+func exitFromTarget(req *ssh.Request, res *relayResult) (exitRequest, bool) {
+	switch req.Type {
+	case "exit-status":
+		st, err := parseExitStatus(req.Payload)
+		if err != nil || res.ExitStatus != nil {
+			return exitRequest{}, false
+		}
+		res.ExitStatus = &st
+	case "exit-signal":
+		sig, err := parseExitSignal(req.Payload)
+		if err != nil || res.ExitSignal != "" || sig.Signal == "" {
+			return exitRequest{}, false
+		}
+		res.ExitSignal = sig.Signal
+	default:
+		return exitRequest{}, false
+	}
+	if req.WantReply {
+		// RFC 4254 sends both without a reply; a target asking for one gets
+		// true, as OpenSSH's client would answer.
+		_ = req.Reply(true, nil)
+	}
+	return exitRequest{name: req.Type, payload: append([]byte(nil), req.Payload...)}, true
+}
+
+// forwardAgentRequests passes the agent's window-change and signal requests
+// on to the target and refuses everything else, until reqs closes. It must
+// drain reqs to the end: an unread request channel blocks the agent's whole
+// connection.
+func forwardAgentRequests(reqs <-chan *ssh.Request, up ssh.Channel) {
+	for req := range reqs {
+		var err error
+		switch req.Type {
+		case "window-change":
+			_, err = parseWindowChange(req.Payload)
+		case "signal":
+			_, err = parseSignal(req.Payload)
+		default:
+			err = fmt.Errorf("bastion: %s not allowed during a session", req.Type)
+		}
+		if err != nil {
+			refuse(req)
+			continue
+		}
+		ok, err := up.SendRequest(req.Type, req.WantReply, req.Payload)
+		if req.WantReply {
+			// A failed reply means the agent's channel is closing, which
+			// ends this loop when reqs closes.
+			_ = req.Reply(ok && err == nil, nil)
+		}
+	}
+}
+
+// refuse answers false to a request that wants a reply. A failed reply means
+// the channel is closing; the relay learns that from its reads.
+func refuse(req *ssh.Request) {
+	if req.WantReply {
+		_ = req.Reply(false, nil)
+	}
+}
+
+// copyOutput copies one of the target's output streams to the agent until
+// the target's EOF. Only a failed write is an error: reads from an SSH
+// channel end with io.EOF both on EOF and when the channel or its connection
+// closes, and which of those it was is told by the exit status that does or
+// does not arrive.
+func copyOutput(dst io.Writer, src io.Reader) error {
+	buf := make([]byte, relayBufferSize)
+	for {
+		n, rerr := src.Read(buf)
+		if n > 0 {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return fmt.Errorf("bastion: write to agent: %w", werr)
+			}
+		}
+		if rerr != nil {
+			return nil
+		}
+	}
+}
+
+// countingWriter counts the bytes written through it into n.
+type countingWriter struct {
+	w io.Writer
+	n *atomic.Int64
+}
+
+func (c countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+// waitAll waits until every done channel is closed, ctx ends or timeout
+// fires, whichever is first.
+func waitAll(ctx context.Context, timeout <-chan time.Time, done ...<-chan struct{}) {
+	for _, d := range done {
+		select {
+		case <-d:
+		case <-timeout:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
