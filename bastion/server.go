@@ -2,7 +2,11 @@ package bastion
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/postern/postern/policy"
@@ -13,14 +17,26 @@ import (
 
 // Defaults for Config fields left zero.
 const (
-	DefaultHandshakeTimeout            = 30 * time.Second
+	// DefaultHandshakeTimeout bounds the time from TCP accept to an
+	// authenticated agent, so slow-drip clients cannot hold slots.
+	DefaultHandshakeTimeout = 30 * time.Second
+	// DefaultMaxUnauthenticated bounds connections still in the handshake,
+	// in total and per source address: beyond that new ones are dropped at
+	// once, which keeps a flood from starving real agents.
 	DefaultMaxUnauthenticated          = 64
 	DefaultMaxUnauthenticatedPerSource = 16
-	DefaultMaxAuthTries                = 6
-	DefaultKeepaliveInterval           = 15 * time.Second
-	DefaultKeepaliveMax                = 3
-	DefaultMaxSessionsPerConn          = 64
-	DefaultShutdownGrace               = 10 * time.Second
+	// DefaultMaxAuthTries matches OpenSSH's MaxAuthTries.
+	DefaultMaxAuthTries = 6
+	// DefaultKeepaliveInterval and DefaultKeepaliveMax evict an agent that
+	// stopped answering after about 45 s.
+	DefaultKeepaliveInterval = 15 * time.Second
+	DefaultKeepaliveMax      = 3
+	// DefaultMaxSessionsPerConn is the number of sessions one agent
+	// connection may have open at once (Ansible multiplexes; OpenSSH's
+	// MaxSessions default is 10, postern allows more).
+	DefaultMaxSessionsPerConn = 64
+	// DefaultShutdownGrace is how long SIGTERM lets running sessions finish.
+	DefaultShutdownGrace = 10 * time.Second
 )
 
 // Config configures a Server. Store, Policy and HostKey are required.
@@ -28,7 +44,7 @@ type Config struct {
 	Store   *store.Store
 	Policy  *policy.Engine
 	HostKey ssh.Signer
-	Logger  zerolog.Logger   // zerolog.Nop() if zero
+	Logger  zerolog.Logger   // disabled if zero
 	Now     func() time.Time // time.Now if nil
 
 	HandshakeTimeout            time.Duration // DefaultHandshakeTimeout if zero: bounds TCP accept to authenticated
@@ -47,24 +63,374 @@ type Config struct {
 	Upstream PoolOptions
 }
 
+func (c *Config) setDefaults() {
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.HandshakeTimeout <= 0 {
+		c.HandshakeTimeout = DefaultHandshakeTimeout
+	}
+	if c.MaxUnauthenticated <= 0 {
+		c.MaxUnauthenticated = DefaultMaxUnauthenticated
+	}
+	if c.MaxUnauthenticatedPerSource <= 0 {
+		c.MaxUnauthenticatedPerSource = DefaultMaxUnauthenticatedPerSource
+	}
+	if c.MaxAuthTries <= 0 {
+		c.MaxAuthTries = DefaultMaxAuthTries
+	}
+	if c.KeepaliveInterval <= 0 {
+		c.KeepaliveInterval = DefaultKeepaliveInterval
+	}
+	if c.KeepaliveMax <= 0 {
+		c.KeepaliveMax = DefaultKeepaliveMax
+	}
+	if c.MaxSessionsPerConn <= 0 {
+		c.MaxSessionsPerConn = DefaultMaxSessionsPerConn
+	}
+	if c.ApproveHint == nil {
+		c.ApproveHint = func(id string) string { return "postern approvals approve " + id }
+	}
+}
+
 // Server serves agents. Create it with New.
 type Server struct {
-	cfg Config
+	cfg  Config
+	log  zerolog.Logger
+	ssh  *ssh.ServerConfig
+	pool *Pool
+
+	// ctx ends when the server is closed for good; every session derives
+	// from it, so a hard close ends waits and relays.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	// mu guards the fields below. Lock order: mu before nothing else.
+	mu          sync.Mutex
+	listeners   map[net.Listener]struct{}
+	conns       map[net.Conn]struct{}
+	unauth      int
+	unauthBySrc map[string]int
+	shutting    bool
+
+	// conns and sessions in flight; Shutdown waits for them.
+	wg       sync.WaitGroup
+	sessions sync.WaitGroup
+	nextConn atomic.Uint64
 }
+
+// agentIDExt carries the verified agent's id in ssh.Permissions. It is set
+// only by VerifiedPublicKeyCallback, after the signature was checked: never
+// from PublicKeyCallback, which also answers key queries the client made
+// without proof (the CVE-2024-45337 pattern).
+const agentIDExt = "postern-agent-id"
 
 // New checks cfg and returns a Server.
 func New(cfg Config) (*Server, error) {
-	return &Server{cfg: cfg}, nil
+	if cfg.Store == nil || cfg.Policy == nil || cfg.HostKey == nil {
+		return nil, errors.New("bastion: Config needs Store, Policy and HostKey")
+	}
+	cfg.setDefaults()
+	s := &Server{
+		cfg:         cfg,
+		listeners:   map[net.Listener]struct{}{},
+		conns:       map[net.Conn]struct{}{},
+		unauthBySrc: map[string]int{},
+	}
+	s.log = cfg.Logger.With().Str("component", "bastion").Logger()
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	up := cfg.Upstream
+	if up.Signer == nil {
+		st := cfg.Store
+		up.Signer = func(ctx context.Context, c *store.Connection) (ssh.Signer, error) {
+			return st.ConnectionSigner(ctx, c.ID)
+		}
+	}
+	s.pool = NewPool(up)
+	sc := &ssh.ServerConfig{
+		MaxAuthTries:              cfg.MaxAuthTries,
+		PublicKeyCallback:         s.publicKeyQuery,
+		VerifiedPublicKeyCallback: s.publicKeyVerified,
+		ServerVersion:             "SSH-2.0-postern",
+		BannerCallback:            nil,
+	}
+	sc.Ciphers = []string{"aes128-gcm@openssh.com", "aes256-gcm@openssh.com", "chacha20-poly1305@openssh.com", "aes128-ctr", "aes192-ctr", "aes256-ctr"}
+	sc.AddHostKey(cfg.HostKey)
+	s.ssh = sc
+	return s, nil
 }
 
-// Serve accepts agents on ln until Shutdown or Close; it returns
-// ErrServerClosed after a shutdown.
+// publicKeyQuery answers whether a key may be used; it decides nothing
+// about identity (see agentIDExt).
+func (s *Server) publicKeyQuery(meta ssh.ConnMetadata, key ssh.PublicKey) (*ssh.Permissions, error) {
+	a, err := s.cfg.Store.AgentByFingerprint(s.ctx, ssh.FingerprintSHA256(key))
+	if err != nil || a.Disabled {
+		return nil, fmt.Errorf("bastion: key %s is not registered or its agent is disabled", ssh.FingerprintSHA256(key))
+	}
+	return &ssh.Permissions{}, nil
+}
+
+// publicKeyVerified runs after the client proved it holds key: only here is
+// the agent's identity recorded.
+func (s *Server) publicKeyVerified(meta ssh.ConnMetadata, key ssh.PublicKey, _ *ssh.Permissions, _ string) (*ssh.Permissions, error) {
+	a, err := s.cfg.Store.AgentByFingerprint(s.ctx, ssh.FingerprintSHA256(key))
+	if err != nil || a.Disabled {
+		return nil, fmt.Errorf("bastion: key %s is not registered or its agent is disabled", ssh.FingerprintSHA256(key))
+	}
+	return &ssh.Permissions{Extensions: map[string]string{agentIDExt: a.ID}}, nil
+}
+
+// Serve accepts agents on ln until Shutdown; it returns ErrServerClosed
+// after a shutdown.
 func (s *Server) Serve(ln net.Listener) error {
-	return ErrServerClosed
+	s.mu.Lock()
+	if s.shutting {
+		s.mu.Unlock()
+		return ErrServerClosed
+	}
+	s.listeners[ln] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.listeners, ln)
+		s.mu.Unlock()
+	}()
+	var backoff time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			s.mu.Lock()
+			shutting := s.shutting
+			s.mu.Unlock()
+			if shutting {
+				return ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				time.Sleep(backoff)
+				continue
+			}
+			return fmt.Errorf("bastion: accept: %w", err)
+		}
+		backoff = 0
+		if !s.admit(nc) {
+			nc.Close()
+			continue
+		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.serveConn(nc)
+		}()
+	}
+}
+
+// admit counts an unauthenticated connection, refusing it when the total or
+// its source is over the limit.
+func (s *Server) admit(nc net.Conn) bool {
+	src := sourceOf(nc)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.shutting || s.unauth >= s.cfg.MaxUnauthenticated || s.unauthBySrc[src] >= s.cfg.MaxUnauthenticatedPerSource {
+		s.log.Warn().Str("source", src).Int("unauthenticated", s.unauth).Msg("connection dropped: too many unauthenticated connections")
+		return false
+	}
+	s.unauth++
+	s.unauthBySrc[src]++
+	s.conns[nc] = struct{}{}
+	return true
+}
+
+func (s *Server) authenticated(nc net.Conn) {
+	src := sourceOf(nc)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.unauth--
+	if s.unauthBySrc[src]--; s.unauthBySrc[src] <= 0 {
+		delete(s.unauthBySrc, src)
+	}
+}
+
+func sourceOf(nc net.Conn) string {
+	host, _, err := net.SplitHostPort(nc.RemoteAddr().String())
+	if err != nil {
+		return nc.RemoteAddr().String()
+	}
+	return host
+}
+
+// agentConn is one authenticated agent connection.
+type agentConn struct {
+	id      string
+	sconn   *ssh.ServerConn
+	agentID string
+	user    string
+	ctx     context.Context // ends when the connection does
+	// sessions counts open session channels, bounded by MaxSessionsPerConn.
+	sessions atomic.Int32
+}
+
+func (s *Server) serveConn(nc net.Conn) {
+	defer func() {
+		s.mu.Lock()
+		delete(s.conns, nc)
+		s.mu.Unlock()
+		nc.Close()
+	}()
+	_ = nc.SetDeadline(s.cfg.Now().Add(s.cfg.HandshakeTimeout))
+	sconn, chans, reqs, err := ssh.NewServerConn(nc, s.ssh)
+	s.authenticated(nc)
+	if err != nil {
+		s.log.Debug().Str("source", sourceOf(nc)).Err(err).Msg("handshake failed")
+		return
+	}
+	_ = nc.SetDeadline(time.Time{})
+	ctx, cancel := context.WithCancel(s.ctx)
+	defer cancel()
+	ac := &agentConn{
+		id:      fmt.Sprintf("c%d", s.nextConn.Add(1)),
+		sconn:   sconn,
+		agentID: sconn.Permissions.Extensions[agentIDExt],
+		user:    sconn.User(),
+		ctx:     ctx,
+	}
+	if ac.agentID == "" {
+		// Cannot happen: authentication only succeeds through
+		// publicKeyVerified. Fail closed all the same.
+		sconn.Close()
+		return
+	}
+	log := s.log.With().Str("conn_id", ac.id).Str("agent_id", ac.agentID).Logger()
+	log.Info().Str("source", sourceOf(nc)).Str("user", ac.user).Msg("agent connected")
+	go func() {
+		// Ends the connection's context when the agent goes away, which
+		// ends waits for approval and relays.
+		_ = sconn.Wait()
+		cancel()
+	}()
+	var conns sync.WaitGroup
+	conns.Add(2)
+	go func() { defer conns.Done(); s.globalRequests(ac, reqs) }()
+	go func() { defer conns.Done(); s.keepalive(ac) }()
+	for nch := range chans {
+		s.newChannel(ac, nch)
+	}
+	cancel()
+	sconn.Close()
+	conns.Wait()
+	log.Info().Msg("agent disconnected")
+}
+
+// keepalive pings the agent; too many unanswered pings close the connection.
+func (s *Server) keepalive(ac *agentConn) {
+	t := time.NewTicker(s.cfg.KeepaliveInterval)
+	defer t.Stop()
+	var missed atomic.Int32
+	for {
+		select {
+		case <-ac.ctx.Done():
+			return
+		case <-t.C:
+		}
+		if int(missed.Add(1)) > s.cfg.KeepaliveMax {
+			s.log.Info().Str("conn_id", ac.id).Msg("agent stopped answering keepalives; closing")
+			ac.sconn.Close()
+			return
+		}
+		go func() {
+			// Returns when the reply arrives or the connection closes.
+			if _, _, err := ac.sconn.SendRequest("keepalive@openssh.com", true, nil); err == nil {
+				missed.Store(0)
+			}
+		}()
+	}
+}
+
+// globalRequests refuses port forwarding and answers keepalives.
+func (s *Server) globalRequests(ac *agentConn, reqs <-chan *ssh.Request) {
+	for req := range reqs {
+		switch req.Type {
+		case "keepalive@openssh.com", "no-more-sessions@openssh.com":
+			_ = req.Reply(true, nil)
+		case "tcpip-forward", "cancel-tcpip-forward", "streamlocal-forward@openssh.com", "cancel-streamlocal-forward@openssh.com":
+			s.refuse(ac, "remote port forwarding ("+req.Type+")")
+			_ = req.Reply(false, nil)
+		default:
+			_ = req.Reply(false, nil)
+		}
+	}
+}
+
+func (s *Server) newChannel(ac *agentConn, nch ssh.NewChannel) {
+	switch nch.ChannelType() {
+	case "session":
+		if int(ac.sessions.Add(1)) > s.cfg.MaxSessionsPerConn {
+			ac.sessions.Add(-1)
+			_ = nch.Reject(ssh.ResourceShortage, fmt.Sprintf("postern: at most %d sessions per connection", s.cfg.MaxSessionsPerConn))
+			return
+		}
+		s.sessions.Add(1)
+		go func() {
+			defer s.sessions.Done()
+			defer ac.sessions.Add(-1)
+			s.session(ac, nch)
+		}()
+	case "direct-tcpip", "direct-streamlocal@openssh.com":
+		s.refuse(ac, "port forwarding ("+nch.ChannelType()+")")
+		_ = nch.Reject(ssh.Prohibited, "postern: port forwarding is refused")
+	default:
+		s.refuse(ac, "channel type "+nch.ChannelType())
+		_ = nch.Reject(ssh.UnknownChannelType, "postern: only sessions are served")
+	}
+}
+
+// refuse audits and logs something postern never allows: forwarding, X11,
+// agent forwarding, unknown subsystems.
+func (s *Server) refuse(ac *agentConn, what string) {
+	s.log.Info().Str("conn_id", ac.id).Str("agent_id", ac.agentID).Str("decision", "denied").Str("what", what).Msg("refused")
+	_, err := s.cfg.Policy.Audit(s.ctx, policy.Record{
+		AgentID:   ac.agentID,
+		Class:     policy.Destructive,
+		Kind:      policy.Exec,
+		Outcome:   policy.Denied,
+		Reason:    what + " is refused by postern",
+		Operation: what,
+	})
+	if err != nil {
+		s.log.Error().Err(err).Msg("audit failed")
+	}
 }
 
 // Shutdown stops accepting, lets running sessions finish until ctx ends,
-// then closes them and the upstream pool.
+// then closes them and the upstream pool. It is safe to call more than once.
 func (s *Server) Shutdown(ctx context.Context) error {
-	return nil
+	s.mu.Lock()
+	s.shutting = true
+	for ln := range s.listeners {
+		ln.Close()
+	}
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		s.sessions.Wait()
+		close(done)
+	}()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		err = fmt.Errorf("bastion: shutdown: sessions still running: %w", ctx.Err())
+	}
+	s.cancel()
+	s.mu.Lock()
+	for nc := range s.conns {
+		nc.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	if perr := s.pool.Close(); perr != nil && err == nil {
+		err = perr
+	}
+	return err
 }

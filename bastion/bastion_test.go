@@ -1,0 +1,428 @@
+package bastion
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/pem"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/postern/postern/internal/testsshd"
+	"github.com/postern/postern/policy"
+	"github.com/postern/postern/store"
+	"golang.org/x/crypto/ssh"
+)
+
+// harness is a real sshd target, a store and policy engine, and a postern
+// bastion serving on loopback, driven by the real ssh client.
+type harness struct {
+	t       *testing.T
+	target  *testsshd.Server
+	st      *store.Store
+	eng     *policy.Engine
+	srv     *Server
+	addr    string
+	port    string
+	keyPath string
+	signer  ssh.Signer
+	dir     string
+}
+
+type harnessOpts struct {
+	rules    store.Rules
+	env      store.Env
+	hostKeys []string // override the pinned host key
+	port     int      // override the target port
+	target   testsshd.Options
+}
+
+func newHarness(t *testing.T, o harnessOpts) *harness {
+	t.Helper()
+	if _, err := exec.LookPath("ssh"); err != nil {
+		if os.Getenv("POSTERN_E2E") == "1" {
+			t.Fatalf("ssh client missing (install openssh-client): %v", err)
+		}
+		t.Skip("ssh client missing: install openssh-client")
+	}
+	target := testsshd.Start(t, o.target)
+	ctx := context.Background()
+	dir := t.TempDir()
+	d := store.Dir{Path: dir}
+	if _, err := d.Init(ctx, store.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := d.Open(ctx, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
+	block, err := ssh.MarshalPrivateKey(priv, "agent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyPath := filepath.Join(dir, "agent_ed25519")
+	if err := os.WriteFile(keyPath, pem.EncodeToMemory(block), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sshPub, _ := ssh.NewPublicKey(pub)
+	signer, _ := ssh.NewSignerFromKey(priv)
+	if _, err := st.CreateAgent(ctx, "agent1", string(ssh.MarshalAuthorizedKey(sshPub))); err != nil {
+		t.Fatal(err)
+	}
+	env := o.env
+	if env == "" {
+		env = store.EnvDev
+	}
+	hostKeys := o.hostKeys
+	if hostKeys == nil {
+		hostKeys = []string{target.KnownHostsLine}
+	}
+	port := target.Port
+	if o.port != 0 {
+		port = o.port
+	}
+	if _, err := st.CreateConnection(ctx, store.NewConnection{
+		Alias: "web", Host: target.Host, Port: port, User: target.User,
+		PrivateKey: target.UserKeyPEM, HostKeys: hostKeys, Env: env,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	rules := o.rules
+	if rules == (store.Rules{}) {
+		rules = store.DefaultRules()
+	}
+	if _, err := st.SetGrant(ctx, "agent1", "web", rules); err != nil {
+		t.Fatal(err)
+	}
+	// A second connection the agent holds no grant for.
+	if _, err := st.CreateConnection(ctx, store.NewConnection{
+		Alias: "secret", Host: target.Host, Port: target.Port, User: target.User,
+		PrivateKey: target.UserKeyPEM, HostKeys: []string{target.KnownHostsLine}, Env: store.EnvProduction,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	eng, err := policy.New(policy.Options{Store: st, ApprovalLifetime: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hk, err := d.HostKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := New(Config{Store: st, Policy: eng, HostKey: hk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	h := &harness{t: t, target: target, st: st, eng: eng, srv: srv, addr: ln.Addr().String(), keyPath: keyPath, signer: signer, dir: dir}
+	_, h.port, _ = net.SplitHostPort(h.addr)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+		if err := <-served; !errors.Is(err, ErrServerClosed) {
+			t.Errorf("Serve returned %v; want ErrServerClosed", err)
+		}
+		eng.Close()
+		st.Close()
+	})
+	return h
+}
+
+type sshResult struct {
+	stdout, stderr string
+	code           int
+}
+
+// ssh runs the real OpenSSH client against the bastion.
+func (h *harness) ssh(stdin string, args ...string) sshResult {
+	h.t.Helper()
+	base := []string{"-F", "/dev/null", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+		"-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-o", "IdentitiesOnly=yes", "-i", h.keyPath, "-p", h.port}
+	cmd := exec.Command("ssh", append(base, args...)...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	r := sshResult{stdout: out.String(), stderr: errb.String()}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		r.code = ee.ExitCode()
+	} else if err != nil {
+		h.t.Fatalf("ssh %v: %v", args, err)
+	}
+	return r
+}
+
+// auditCount counts audit rows with outcome. The row is written just after
+// the agent's session ends, so it waits briefly for want rows to appear.
+func (h *harness) auditCount(outcome policy.Outcome) int {
+	h.t.Helper()
+	return h.auditCountWant(outcome, 1)
+}
+
+func (h *harness) auditCountWant(outcome policy.Outcome, want int) int {
+	h.t.Helper()
+	n := 0
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if n = h.auditRows(outcome); n >= want {
+			break
+		}
+	}
+	return n
+}
+
+func (h *harness) auditRows(outcome policy.Outcome) int {
+	h.t.Helper()
+	rows, err := h.st.ListAudit(context.Background(), store.AuditFilter{})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	n := 0
+	for _, r := range rows {
+		if r.Decision == string(outcome) {
+			n++
+		}
+	}
+	return n
+}
+
+var allowAll = store.Rules{Read: store.RuleAllow, Write: store.RuleAllow, Destructive: store.RuleAllow}
+
+func TestExitStatuses(t *testing.T) {
+	h := newHarness(t, harnessOpts{rules: allowAll})
+	tests := []struct {
+		cmd  string
+		want int
+	}{
+		{"true", 0},
+		{"false", 1},
+		{"exit 7", 7},
+		{"no-such-command-postern", 127},
+		{"kill -TERM $$", 255}, // OpenSSH's ssh exits 255 when the remote command dies by a signal
+	}
+	for _, tt := range tests {
+		t.Run(tt.cmd, func(t *testing.T) {
+			got := h.ssh("", "127.0.0.1", "web", tt.cmd)
+			if got.code != tt.want {
+				t.Errorf("exit status = %d; want %d (stderr %q)", got.code, tt.want, got.stderr)
+			}
+		})
+	}
+}
+
+func TestRouting(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	tests := []struct {
+		name       string
+		args       []string
+		wantCode   int
+		wantStdout string
+		wantStderr string
+	}{
+		{"first word is the alias", []string{"127.0.0.1", "web", "echo", "hi"}, 0, "hi\n", ""},
+		{"user name is the alias", []string{"web@127.0.0.1", "echo hi"}, 0, "hi\n", ""},
+		{"user name routing keeps an alias-like first word", []string{"web@127.0.0.1", "echo web"}, 0, "web\n", ""},
+		{"help lists aliases", []string{"127.0.0.1", "help"}, 0, "web", ""},
+		{"no command lists aliases", []string{"-T", "127.0.0.1"}, 0, "web", ""},
+		{"unknown alias", []string{"127.0.0.1", "nosuch", "ls"}, ExitUsage, "", `unknown alias "nosuch"`},
+		{"alias without a grant answers like an unknown one", []string{"127.0.0.1", "secret", "ls"}, ExitUsage, "", `unknown alias "secret"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := h.ssh("", tt.args...)
+			if got.code != tt.wantCode {
+				t.Fatalf("exit status = %d; want %d (stdout %q, stderr %q)", got.code, tt.wantCode, got.stdout, got.stderr)
+			}
+			if tt.wantStdout != "" && !strings.Contains(got.stdout, tt.wantStdout) {
+				t.Errorf("stdout = %q; want it to contain %q", got.stdout, tt.wantStdout)
+			}
+			if tt.wantStderr != "" && !strings.Contains(got.stderr, tt.wantStderr) {
+				t.Errorf("stderr = %q; want it to contain %q", got.stderr, tt.wantStderr)
+			}
+			if strings.Contains(got.stdout, "secret") {
+				t.Errorf("stdout %q names an alias the agent holds no grant for", got.stdout)
+			}
+		})
+	}
+}
+
+func TestDeniedRunsNothing(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	file := filepath.Join(t.TempDir(), "made")
+	got := h.ssh("", "127.0.0.1", "web", "touch "+file)
+	if got.code != ExitRefused {
+		t.Fatalf("exit status = %d; want %d (stderr %q)", got.code, ExitRefused, got.stderr)
+	}
+	if !strings.Contains(got.stderr, "denied") || !strings.Contains(got.stderr, "write") {
+		t.Errorf("stderr = %q; want a denial naming the class", got.stderr)
+	}
+	if _, err := os.Stat(file); !os.IsNotExist(err) {
+		t.Errorf("file %s exists after a denied command (stat err %v)", file, err)
+	}
+	if n := h.auditCount(policy.Denied); n != 1 {
+		t.Errorf("denied audit rows = %d; want 1", n)
+	}
+}
+
+func TestAskApproveRuns(t *testing.T) {
+	h := newHarness(t, harnessOpts{rules: store.Rules{Read: store.RuleAllow, Write: store.RuleAsk, Destructive: store.RuleDeny}})
+	file := filepath.Join(t.TempDir(), "made")
+	done := make(chan sshResult, 1)
+	go func() { done <- h.ssh("", "127.0.0.1", "web", "touch "+file) }()
+	id := h.waitPending()
+	if _, err := h.eng.Approve(context.Background(), id, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	got := <-done
+	if got.code != 0 {
+		t.Fatalf("exit status = %d; want 0 (stderr %q)", got.code, got.stderr)
+	}
+	if !strings.Contains(got.stderr, id) || !strings.Contains(got.stderr, "postern approvals approve "+id) {
+		t.Errorf("stderr = %q; want the approval id and how to decide it", got.stderr)
+	}
+	if _, err := os.Stat(file); err != nil {
+		t.Errorf("approved command did not run: %v", err)
+	}
+	if n := h.auditCount(policy.Approved); n != 1 {
+		t.Errorf("approved audit rows = %d; want 1", n)
+	}
+}
+
+func TestAskDenyKeepsTarget(t *testing.T) {
+	h := newHarness(t, harnessOpts{rules: store.Rules{Read: store.RuleAllow, Write: store.RuleDeny, Destructive: store.RuleAsk}})
+	file := filepath.Join(t.TempDir(), "keep")
+	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan sshResult, 1)
+	go func() { done <- h.ssh("", "127.0.0.1", "web", "rm -f "+file) }()
+	id := h.waitPending()
+	if _, err := h.eng.Deny(context.Background(), id, "bob", "not today"); err != nil {
+		t.Fatal(err)
+	}
+	got := <-done
+	if got.code != ExitRefused {
+		t.Fatalf("exit status = %d; want %d (stderr %q)", got.code, ExitRefused, got.stderr)
+	}
+	if !strings.Contains(got.stderr, "not today") {
+		t.Errorf("stderr = %q; want the admin's reason", got.stderr)
+	}
+	if _, err := os.Stat(file); err != nil {
+		t.Errorf("target file gone after a denied rm: %v", err)
+	}
+}
+
+// waitPending returns the id of the one pending approval, waiting for the
+// bastion to write it.
+func (h *harness) waitPending() string {
+	h.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		list, err := h.eng.Approvals(context.Background(), false)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		if len(list) == 1 {
+			return list[0].ID
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	h.t.Fatal("no pending approval appeared")
+	return ""
+}
+
+func TestInteractiveShellIsDestructive(t *testing.T) {
+	h := newHarness(t, harnessOpts{rules: store.Rules{Read: store.RuleAllow, Write: store.RuleAllow, Destructive: store.RuleDeny}})
+	got := h.ssh("", "-tt", "web@127.0.0.1")
+	if got.code != ExitRefused {
+		t.Fatalf("exit status = %d; want %d (stderr %q)", got.code, ExitRefused, got.stderr+got.stdout)
+	}
+	if !strings.Contains(got.stderr+got.stdout, "interactive shell") {
+		t.Errorf("output %q; want the reason naming the interactive shell", got.stderr+got.stdout)
+	}
+}
+
+func TestRefusesForwarding(t *testing.T) {
+	h := newHarness(t, harnessOpts{rules: allowAll})
+	cfg := &ssh.ClientConfig{User: "agent", Auth: []ssh.AuthMethod{ssh.PublicKeys(h.signer)}, HostKeyCallback: ssh.InsecureIgnoreHostKey(), Timeout: 10 * time.Second}
+	c, err := ssh.Dial("tcp", h.addr, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if conn, err := c.Dial("tcp", h.target.Addr); err == nil {
+		conn.Close()
+		t.Fatal("direct-tcpip through the bastion succeeded; want it refused")
+	}
+	if _, err := c.Listen("tcp", "127.0.0.1:0"); err == nil {
+		t.Fatal("tcpip-forward succeeded; want it refused")
+	}
+	sess, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sess.RequestSubsystem("netconf"); err == nil {
+		t.Error("subsystem netconf succeeded; want it refused")
+	}
+	sess.Close()
+	c.Close()
+	if n := h.auditCountWant(policy.Denied, 3); n < 3 {
+		t.Errorf("denied audit rows = %d; want at least 3 (forward, listen, subsystem)", n)
+	}
+}
+
+func TestUnknownKeyRefused(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	_, priv, _ := ed25519.GenerateKey(rand.Reader)
+	block, _ := ssh.MarshalPrivateKey(priv, "stranger")
+	other := filepath.Join(t.TempDir(), "stranger")
+	if err := os.WriteFile(other, pem.EncodeToMemory(block), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h.keyPath = other
+	got := h.ssh("", "127.0.0.1", "web", "true")
+	if got.code != 255 || !strings.Contains(got.stderr, "Permission denied") {
+		t.Errorf("exit %d stderr %q; want 255 and Permission denied", got.code, got.stderr)
+	}
+}
+
+func TestHostKeyMismatchRefused(t *testing.T) {
+	_, wrong, _ := ed25519.GenerateKey(rand.Reader)
+	wrongPub, _ := ssh.NewSignerFromKey(wrong)
+	line := "127.0.0.1 " + strings.TrimSpace(string(ssh.MarshalAuthorizedKey(wrongPub.PublicKey())))
+	h := newHarness(t, harnessOpts{hostKeys: []string{line}})
+	got := h.ssh("", "127.0.0.1", "web", "true")
+	if got.code != ExitUnreachable || !strings.Contains(got.stderr, "host key of web changed") {
+		t.Errorf("exit %d stderr %q; want %d and \"host key of web changed\"", got.code, got.stderr, ExitUnreachable)
+	}
+	if n := h.auditCount(policy.Failed); n != 1 {
+		t.Errorf("failed audit rows = %d; want 1", n)
+	}
+}
+
+func TestTargetUnreachable(t *testing.T) {
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	h := newHarness(t, harnessOpts{port: port})
+	got := h.ssh("", "127.0.0.1", "web", "true")
+	if got.code != ExitUnreachable || !strings.Contains(got.stderr, "unreachable") {
+		t.Errorf("exit %d stderr %q; want %d and a reason", got.code, got.stderr, ExitUnreachable)
+	}
+}

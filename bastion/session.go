@@ -1,0 +1,385 @@
+package bastion
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/postern/postern/policy"
+	"github.com/postern/postern/shellclass"
+	"github.com/postern/postern/store"
+	"golang.org/x/crypto/ssh"
+)
+
+// Exit statuses postern itself gives an agent (the target's own statuses
+// pass through unchanged).
+const (
+	// ExitRefused: denied, expired, or the agent gave up waiting; nothing
+	// ran. 126 is the shell's "cannot execute".
+	ExitRefused = 126
+	// ExitUsage: unknown alias or bad usage.
+	ExitUsage = 2
+	// ExitUnreachable: the target could not be reached or was lost, as
+	// OpenSSH's own ssh reports.
+	ExitUnreachable = 255
+)
+
+// sessionState is what an agent's session asked for before its command.
+type sessionState struct {
+	env    []envVar
+	ptyReq []byte
+}
+
+// session serves one session channel: it collects env and pty requests,
+// then runs the exec or shell request. One command per session, as OpenSSH.
+func (s *Server) session(ac *agentConn, nch ssh.NewChannel) {
+	ch, reqs, err := nch.Accept()
+	if err != nil {
+		return
+	}
+	var st sessionState
+	for {
+		var req *ssh.Request
+		var ok bool
+		select {
+		case req, ok = <-reqs:
+		case <-ac.ctx.Done():
+			ch.Close()
+			return
+		}
+		if !ok {
+			ch.Close()
+			return
+		}
+		switch req.Type {
+		case "env":
+			e, err := parseEnv(req.Payload)
+			allowed := err == nil && envAllowed(e.Name)
+			if allowed {
+				st.env = append(st.env, e)
+			}
+			replyIf(req, allowed)
+		case "pty-req":
+			if _, _, err := parsePtyReq(req.Payload); err != nil {
+				replyIf(req, false)
+				continue
+			}
+			st.ptyReq = append([]byte(nil), req.Payload...)
+			replyIf(req, true)
+		case "window-change":
+			// Before the command starts there is nothing to resize; the
+			// pty-req carries the size.
+			replyIf(req, false)
+		case "x11-req":
+			s.refuse(ac, "X11 forwarding")
+			replyIf(req, false)
+		case "auth-agent-req@openssh.com":
+			s.refuse(ac, "agent forwarding")
+			replyIf(req, false)
+		case "subsystem":
+			name, _ := parseSubsystem(req.Payload)
+			s.refuse(ac, "subsystem "+printable(name))
+			replyIf(req, false)
+			fmt.Fprintf(ch.Stderr(), "postern: subsystem %q is not served\r\n", printable(name))
+			exitWith(ch, ExitUsage)
+			return
+		case "shell":
+			replyIf(req, true)
+			s.run(ac, ch, reqs, st, "", true)
+			return
+		case "exec":
+			cmd, err := parseExec(req.Payload)
+			if err != nil {
+				replyIf(req, false)
+				continue
+			}
+			replyIf(req, true)
+			s.run(ac, ch, reqs, st, cmd, false)
+			return
+		default:
+			replyIf(req, false)
+		}
+	}
+}
+
+func replyIf(req *ssh.Request, ok bool) {
+	if req.WantReply {
+		_ = req.Reply(ok, nil)
+	}
+}
+
+// exitWith ends a session that postern answered itself: exit-status, then
+// EOF, then close.
+func exitWith(ch ssh.Channel, code uint32) {
+	_, _ = ch.SendRequest("exit-status", false, ssh.Marshal(struct{ Status uint32 }{code}))
+	_ = ch.CloseWrite()
+	_ = ch.Close()
+}
+
+// route is where a session goes: a grant of the agent and the command for
+// the target.
+type route struct {
+	grant   store.Grant
+	command string
+	shell   bool // interactive: no command
+}
+
+// resolve picks the connection. If the SSH user name is an alias the agent
+// holds a grant for, the whole command goes there; otherwise the first word
+// of the command is the alias. ok is false when there is nothing to run
+// (help) or the alias is unknown; msg then says what to print and code the
+// exit status.
+func resolve(user, cmd string, shell bool, grants []store.Grant) (r route, msg string, code uint32, ok bool) {
+	byAlias := map[string]store.Grant{}
+	for _, g := range grants {
+		byAlias[g.Alias] = g
+	}
+	if g, found := byAlias[user]; found {
+		return route{grant: g, command: cmd, shell: shell || strings.TrimSpace(cmd) == ""}, "", 0, true
+	}
+	trimmed := strings.TrimLeft(cmd, " \t\r\n")
+	if shell || trimmed == "" || trimmed == "help" || trimmed == "--help" || trimmed == "-h" {
+		return route{}, helpText(grants), 0, false
+	}
+	alias, rest := trimmed, ""
+	if i := strings.IndexAny(trimmed, " \t\r\n"); i >= 0 {
+		alias, rest = trimmed[:i], strings.TrimLeft(trimmed[i:], " \t\r\n")
+	}
+	g, found := byAlias[alias]
+	if !found {
+		// An alias without a grant answers exactly like one that does not
+		// exist: nothing tells an agent which aliases are there.
+		return route{}, fmt.Sprintf("postern: unknown alias %q; run `ssh bastion help` for yours\n", printable(alias)), ExitUsage, false
+	}
+	return route{grant: g, command: rest, shell: rest == ""}, "", 0, true
+}
+
+// helpText lists the agent's aliases with their environment and rules.
+func helpText(grants []store.Grant) string {
+	var b strings.Builder
+	b.WriteString("postern: SSH bastion. Usage:\n")
+	b.WriteString("  ssh bastion ALIAS COMMAND      run COMMAND on ALIAS\n")
+	b.WriteString("  ssh ALIAS@bastion COMMAND      the same; git, rsync and scp use this form\n")
+	b.WriteString("Exit status: the command's own; 126 denied or expired (nothing ran); 2 unknown alias; 255 target unreachable.\n\n")
+	if len(grants) == 0 {
+		b.WriteString("You have no connections.\n")
+		return b.String()
+	}
+	sorted := append([]store.Grant(nil), grants...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Alias < sorted[j].Alias })
+	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ALIAS\tENV\tREAD\tWRITE\tDESTRUCTIVE")
+	for _, g := range sorted {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", g.Alias, g.Env, g.Rules.Read, g.Rules.Write, g.Rules.Destructive)
+	}
+	tw.Flush()
+	return b.String()
+}
+
+// run routes, classifies, decides and relays one command (or an interactive
+// shell), and audits the outcome. It owns ch and closes it.
+func (s *Server) run(ac *agentConn, ch ssh.Channel, reqs <-chan *ssh.Request, st sessionState, cmd string, shell bool) {
+	ctx := ac.ctx
+	start := s.cfg.Now()
+	stderr := ch.Stderr()
+	grants, err := s.cfg.Store.GrantsForAgent(ctx, ac.agentID)
+	if err != nil {
+		fmt.Fprintf(stderr, "postern: cannot read your grants; try again\r\n")
+		s.log.Error().Err(err).Str("conn_id", ac.id).Msg("grants")
+		go discard(reqs)
+		exitWith(ch, ExitUnreachable)
+		return
+	}
+	r, msg, code, ok := resolve(ac.user, cmd, shell, grants)
+	if !ok {
+		go discard(reqs)
+		if code == 0 {
+			_, _ = io.WriteString(ch, crlf(msg, st.ptyReq != nil))
+		} else {
+			_, _ = io.WriteString(stderr, crlf(msg, st.ptyReq != nil))
+		}
+		exitWith(ch, code)
+		return
+	}
+	conn, err := s.cfg.Store.ConnectionByID(ctx, r.grant.ConnectionID)
+	if err != nil {
+		go discard(reqs)
+		fmt.Fprintf(stderr, "postern: unknown alias %q\r\n", r.grant.Alias)
+		exitWith(ch, ExitUsage)
+		return
+	}
+
+	class, reasons := s.classify(r)
+	op := policy.Operation{
+		AgentID:         ac.agentID,
+		ConnectionID:    conn.ID,
+		ConnectionAlias: conn.Alias,
+		Class:           class,
+		Kind:            policy.Exec,
+		Text:            opText(r),
+	}
+	log := s.log.With().Str("conn_id", ac.id).Str("agent_id", ac.agentID).Str("alias", conn.Alias).Str("class", string(class)).Logger()
+
+	// The agent's requests (window-change, signal) are held while it waits
+	// for an approval; relay takes them over afterwards. The goroutine ends
+	// when the channel closes.
+	auth, err := s.cfg.Policy.Authorize(ctx, op, func(a policy.Approval) {
+		fmt.Fprintf(stderr, "postern: waiting for approval %s: %s on %s: %s; decide with `%s`; expires %s\r\n",
+			a.ID, class, conn.Alias, reasons, s.cfg.ApproveHint(a.ID), a.ExpiresAt.UTC().Format(time.RFC3339))
+		log.Info().Str("decision", "asked").Str("approval", a.ID).Msg("waiting for approval")
+	})
+	rec := auth.Record(op)
+	if auth.Approval != nil {
+		rec.ApprovalID = auth.Approval.ID
+	}
+	if err != nil {
+		go discard(reqs)
+		rec.Reason = err.Error()
+		var de *policy.DeniedError
+		switch {
+		case errors.As(err, &de) && de.NoGrant:
+			fmt.Fprintf(stderr, "postern: unknown alias %q\r\n", conn.Alias)
+			s.audit(rec, start)
+			exitWith(ch, ExitUsage)
+			return
+		case errors.Is(err, policy.ErrExpired):
+			fmt.Fprintf(stderr, "postern: approval expired, nothing ran: %s on %s (%s)\r\n", class, conn.Alias, reasons)
+		case errors.Is(err, policy.ErrDenied):
+			fmt.Fprintf(stderr, "postern: denied, nothing ran: %s on %s (%s): %s\r\n", class, conn.Alias, reasons, denialReason(err))
+		default:
+			fmt.Fprintf(stderr, "postern: refused, nothing ran: %s on %s: %v\r\n", class, conn.Alias, err)
+		}
+		log.Info().Str("decision", string(auth.Outcome)).Msg("refused")
+		s.audit(rec, start)
+		exitWith(ch, ExitRefused)
+		return
+	}
+	log.Info().Str("decision", string(auth.Outcome)).Msg("allowed")
+
+	up, err := s.pool.Open(ctx, conn)
+	if err != nil {
+		go discard(reqs)
+		s.unreachable(ch, conn.Alias, err)
+		rec.Outcome, rec.Reason = policy.Failed, err.Error()
+		s.audit(rec, start)
+		return
+	}
+	defer up.Close()
+	if err := startUpstream(up.Channel, upstreamStart{Env: st.env, PtyReq: st.ptyReq, Command: r.command}); err != nil {
+		go discard(reqs)
+		s.unreachable(ch, conn.Alias, err)
+		rec.Outcome, rec.Reason = policy.Failed, err.Error()
+		s.audit(rec, start)
+		return
+	}
+	res := relay(ctx, ch, reqs, up.Channel, up.Requests)
+	rec.BytesIn, rec.BytesOut = res.BytesIn, res.BytesOut
+	if res.ExitStatus != nil {
+		code := int(*res.ExitStatus)
+		rec.ExitStatus = &code
+	}
+	if res.Err != nil {
+		fmt.Fprintf(stderr, "postern: lost connection to %s: %v\r\n", conn.Alias, res.Err)
+		exitWith(ch, ExitUnreachable)
+		lost := ExitUnreachable
+		rec.ExitStatus = &lost
+		rec.Reason = res.Err.Error()
+	}
+	s.audit(rec, start)
+}
+
+// classify returns the operation's class and the reasons in one line.
+func (s *Server) classify(r route) (policy.Class, string) {
+	if r.shell {
+		return policy.Destructive, "an interactive shell cannot be classified"
+	}
+	res := shellclass.Classify(r.command, shellclass.Options{Dialect: shellclass.Bash})
+	c, err := policy.ParseClass(res.Class.String())
+	if err != nil {
+		return policy.Destructive, "unknown class"
+	}
+	var why []string
+	for _, rs := range res.Reasons {
+		why = append(why, rs.Why)
+		if len(why) == 3 {
+			break
+		}
+	}
+	if len(why) == 0 {
+		return c, "read-only command"
+	}
+	return c, strings.Join(why, "; ")
+}
+
+// opText is the operation as audited and approved.
+func opText(r route) string {
+	if r.shell {
+		return "(interactive shell)"
+	}
+	return r.command
+}
+
+func (s *Server) unreachable(ch ssh.Channel, alias string, err error) {
+	var hk *HostKeyChangedError
+	if errors.As(err, &hk) {
+		fmt.Fprintf(ch.Stderr(), "postern: host key of %s changed; refusing to connect (an admin must re-pin it)\r\n", alias)
+	} else {
+		fmt.Fprintf(ch.Stderr(), "postern: %s unreachable: %v\r\n", alias, err)
+	}
+	exitWith(ch, ExitUnreachable)
+}
+
+func (s *Server) audit(rec policy.Record, start time.Time) {
+	rec.Duration = s.cfg.Now().Sub(start)
+	if _, err := s.cfg.Policy.Audit(s.ctx, rec); err != nil {
+		s.log.Error().Err(err).Msg("audit failed")
+	}
+}
+
+func denialReason(err error) string {
+	var de *policy.DeniedError
+	if errors.As(err, &de) && de.Reason != "" {
+		if de.DeniedBy != "" {
+			return de.Reason + " (by " + de.DeniedBy + ")"
+		}
+		return de.Reason
+	}
+	return err.Error()
+}
+
+// discard answers the agent's requests on a session postern is ending.
+func discard(reqs <-chan *ssh.Request) {
+	for req := range reqs {
+		replyIf(req, false)
+	}
+}
+
+// crlf turns \n into \r\n when the agent has a pty, where a bare \n would
+// not return the cursor.
+func crlf(s string, pty bool) string {
+	if !pty {
+		return s
+	}
+	return strings.ReplaceAll(s, "\n", "\r\n")
+}
+
+// printable quotes control bytes so that a hostile name cannot drive the
+// agent's terminal.
+func printable(s string) string {
+	if len(s) > 200 {
+		s = s[:200]
+	}
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return '?'
+		}
+		return r
+	}, s)
+}
+
+var _ = context.Background
