@@ -214,6 +214,9 @@ func TestExitStatuses(t *testing.T) {
 		{"false", 1},
 		{"exit 7", 7},
 		{"no-such-command-postern", 127},
+		// Output closed long before the exit: the session still ends with
+		// the command's own status.
+		{"exec >/dev/null 2>&1; sleep 2.5; exit 5", 5},
 		{"kill -TERM $$", 255}, // OpenSSH's ssh exits 255 when the remote command dies by a signal
 	}
 	for _, tt := range tests {

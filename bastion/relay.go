@@ -13,15 +13,6 @@ import (
 
 // Bounds of the relay's waits.
 const (
-	// exitStatusWait bounds the wait for the target's exit-status or
-	// exit-signal once its stdout and stderr have both ended. OpenSSH sends
-	// the exit status when the command's process is reaped, which is just
-	// before or just after the EOF; a target that closes its output and then
-	// says nothing more would otherwise hold the agent's session for ever.
-	// A command that closes stdout and stderr and keeps running longer than
-	// this is reported as lost (exit 255 from the caller).
-	exitStatusWait = 2 * time.Second
-
 	// relayTeardownWait bounds how long relay waits, after it has closed
 	// the channels, for the peers to acknowledge the close so that its
 	// goroutines end. Honest peers answer at once; one that never answers
@@ -129,7 +120,7 @@ type exitRequest struct {
 //     never acknowledges keeps them until its connection closes). Err is
 //     nil, even if the agent has gone away meanwhile.
 //   - Otherwise (the target closed the session or was lost without an exit
-//     status, none came within exitStatusWait of the output's end, writing
+//     status, writing
 //     to the agent failed, or ctx ended) relay closes up and returns Err
 //     with down still open: the caller writes the reason to down.Stderr(),
 //     sends exit-status 255 and closes down. The goroutines reading down's
@@ -177,17 +168,9 @@ func relay(ctx context.Context, down ssh.Channel, downReqs <-chan *ssh.Request, 
 	var (
 		res        relayResult
 		exits      []exitRequest
-		outputsEnd int              // output streams copied to their end
-		exitTimer  *time.Timer      // runs from the output's end until an exit request
-		exitWait   <-chan time.Time // exitTimer.C once started
-		reqs       = upReqs         // nil once closed, so select skips it
+		outputsEnd int      // output streams copied to their end
+		reqs       = upReqs // nil once closed, so select skips it
 	)
-	defer func() {
-		if exitTimer != nil {
-			exitTimer.Stop()
-		}
-	}()
-
 loop:
 	for outputsEnd < 2 || (len(exits) == 0 && reqs != nil) {
 		select {
@@ -215,14 +198,12 @@ loop:
 				res.Err = err
 				break loop
 			}
+			// A command may close its stdout and stderr and run on
+			// (`exec >/dev/null 2>&1; sleep 60; exit 3`), so the end of
+			// output is not the end of the session: wait for the exit
+			// status. The wait is bounded by the upstream connection's
+			// keepalives, which close a dead client and with it upReqs.
 			outputsEnd++
-			if outputsEnd == 2 && len(exits) == 0 && reqs != nil {
-				exitTimer = time.NewTimer(exitStatusWait)
-				exitWait = exitTimer.C
-			}
-		case <-exitWait:
-			res.Err = fmt.Errorf("bastion: target sent no exit status within %v after its output ended", exitStatusWait)
-			break loop
 		case <-ctx.Done():
 			res.Err = fmt.Errorf("bastion: relay stopped: %w", ctx.Err())
 			break loop
