@@ -7,10 +7,12 @@ import (
 	"crypto/rand"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -24,16 +26,18 @@ import (
 // harness is a real sshd target, a store and policy engine, and a postern
 // bastion serving on loopback, driven by the real ssh client.
 type harness struct {
-	t       *testing.T
-	target  *testsshd.Server
-	st      *store.Store
-	eng     *policy.Engine
-	srv     *Server
-	addr    string
-	port    string
-	keyPath string
-	signer  ssh.Signer
-	dir     string
+	t        *testing.T
+	target   *testsshd.Server
+	st       *store.Store
+	eng      *policy.Engine
+	srv      *Server
+	addr     string
+	port     string
+	keyPath  string
+	signer   ssh.Signer
+	dir      string
+	lifetime time.Duration
+	served   chan error
 }
 
 type harnessOpts struct {
@@ -42,6 +46,7 @@ type harnessOpts struct {
 	hostKeys []string // override the pinned host key
 	port     int      // override the target port
 	target   testsshd.Options
+	lifetime time.Duration // approval lifetime; 20 s if zero
 }
 
 func newHarness(t *testing.T, o harnessOpts) *harness {
@@ -109,39 +114,63 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	eng, err := policy.New(policy.Options{Store: st, ApprovalLifetime: 20 * time.Second})
-	if err != nil {
-		t.Fatal(err)
+	h := &harness{t: t, target: target, st: st, keyPath: keyPath, signer: signer, dir: dir, lifetime: o.lifetime}
+	if h.lifetime == 0 {
+		h.lifetime = 20 * time.Second
 	}
-	hk, err := d.HostKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := New(Config{Store: st, Policy: eng, HostKey: hk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	h := &harness{t: t, target: target, st: st, eng: eng, srv: srv, addr: ln.Addr().String(), keyPath: keyPath, signer: signer, dir: dir}
-	_, h.port, _ = net.SplitHostPort(h.addr)
+	h.start()
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			t.Errorf("Shutdown: %v", err)
-		}
-		if err := <-served; !errors.Is(err, ErrServerClosed) {
-			t.Errorf("Serve returned %v; want ErrServerClosed", err)
-		}
-		eng.Close()
+		h.stop()
 		st.Close()
 	})
 	return h
+}
+
+// start runs a policy engine and a bastion on the harness's store, as a
+// postern process would.
+func (h *harness) start() {
+	h.t.Helper()
+	eng, err := policy.New(policy.Options{Store: h.st, ApprovalLifetime: h.lifetime})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	hk, err := store.Dir{Path: h.dir}.HostKey()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	srv, err := New(Config{Store: h.st, Policy: eng, HostKey: hk})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	addr := "127.0.0.1:0"
+	if h.addr != "" {
+		addr = h.addr // a restart keeps the address agents know
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.served = make(chan error, 1)
+	go func() { h.served <- srv.Serve(ln) }()
+	h.eng, h.srv, h.addr = eng, srv, ln.Addr().String()
+	_, h.port, _ = net.SplitHostPort(h.addr)
+}
+
+// stop shuts the bastion and its engine down, as SIGTERM would.
+func (h *harness) stop() {
+	if h.srv == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := h.srv.Shutdown(ctx); err != nil {
+		h.t.Errorf("Shutdown: %v", err)
+	}
+	if err := <-h.served; !errors.Is(err, ErrServerClosed) {
+		h.t.Errorf("Serve returned %v; want ErrServerClosed", err)
+	}
+	h.eng.Close()
+	h.srv = nil
 }
 
 type sshResult struct {
@@ -429,3 +458,20 @@ func TestTargetUnreachable(t *testing.T) {
 		t.Errorf("exit %d stderr %q; want %d and a reason", got.code, got.stderr, ExitUnreachable)
 	}
 }
+
+// client is an x/crypto SSH client logged in to the bastion as the agent.
+func (h *harness) client() *ssh.Client {
+	h.t.Helper()
+	cfg := &ssh.ClientConfig{User: "agent", Auth: []ssh.AuthMethod{ssh.PublicKeys(h.signer)}, HostKeyCallback: ssh.InsecureIgnoreHostKey(), Timeout: 10 * time.Second}
+	c, err := ssh.Dial("tcp", h.addr, cfg)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return c
+}
+
+func testsshdMaxSessions(n int) testsshd.Options {
+	return testsshd.Options{ExtraConfig: []string{"MaxSessions " + strconv.Itoa(n), "MaxStartups 200:30:300"}}
+}
+
+func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }

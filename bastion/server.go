@@ -104,6 +104,11 @@ type Server struct {
 	// from it, so a hard close ends waits and relays.
 	ctx    context.Context
 	cancel context.CancelFunc
+	// waits ends at the start of Shutdown: sessions still waiting for an
+	// approval end at once (the request stays pending for a retry), while
+	// running commands get the grace period.
+	waits     context.Context
+	stopWaits context.CancelFunc
 
 	// mu guards the fields below. Lock order: mu before nothing else.
 	mu          sync.Mutex
@@ -139,6 +144,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.log = cfg.Logger.With().Str("component", "bastion").Logger()
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.waits, s.stopWaits = context.WithCancel(s.ctx)
 	up := cfg.Upstream
 	if up.Signer == nil {
 		st := cfg.Store
@@ -405,6 +411,7 @@ func (s *Server) refuse(ac *agentConn, what string) {
 // Shutdown stops accepting, lets running sessions finish until ctx ends,
 // then closes them and the upstream pool. It is safe to call more than once.
 func (s *Server) Shutdown(ctx context.Context) error {
+	s.stopWaits()
 	s.mu.Lock()
 	s.shutting = true
 	for ln := range s.listeners {

@@ -228,7 +228,10 @@ func (s *Server) run(ac *agentConn, ch ssh.Channel, reqs <-chan *ssh.Request, st
 	// The agent's requests (window-change, signal) are held while it waits
 	// for an approval; relay takes them over afterwards. The goroutine ends
 	// when the channel closes.
-	auth, err := s.cfg.Policy.Authorize(ctx, op, func(a policy.Approval) {
+	waitCtx, stopWait := context.WithCancel(ctx)
+	defer stopWait()
+	defer context.AfterFunc(s.waits, stopWait)()
+	auth, err := s.cfg.Policy.Authorize(waitCtx, op, func(a policy.Approval) {
 		fmt.Fprintf(stderr, "postern: waiting for approval %s: %s on %s: %s; decide with `%s`; expires %s\r\n",
 			a.ID, class, conn.Alias, reasons, s.cfg.ApproveHint(a.ID), a.ExpiresAt.UTC().Format(time.RFC3339))
 		log.Info().Str("decision", "asked").Str("approval", a.ID).Msg("waiting for approval")
@@ -249,6 +252,8 @@ func (s *Server) run(ac *agentConn, ch ssh.Channel, reqs <-chan *ssh.Request, st
 			return
 		case errors.Is(err, policy.ErrExpired):
 			fmt.Fprintf(stderr, "postern: approval expired, nothing ran: %s on %s (%s)\r\n", class, conn.Alias, reasons)
+		case s.waits.Err() != nil && auth.Approval != nil:
+			fmt.Fprintf(stderr, "postern: shutting down; nothing ran. Request %s stays pending: once it is approved, send the same command again\r\n", auth.Approval.ID)
 		case errors.Is(err, policy.ErrDenied):
 			fmt.Fprintf(stderr, "postern: denied, nothing ran: %s on %s (%s): %s\r\n", class, conn.Alias, reasons, denialReason(err))
 		default:
@@ -381,5 +386,3 @@ func printable(s string) string {
 		return r
 	}, s)
 }
-
-var _ = context.Background

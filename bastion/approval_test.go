@@ -1,0 +1,143 @@
+package bastion
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/postern/postern/policy"
+	"github.com/postern/postern/store"
+)
+
+var writeAsk = store.Rules{Read: store.RuleAllow, Write: store.RuleAsk, Destructive: store.RuleDeny}
+
+func TestAskExpires(t *testing.T) {
+	h := newHarness(t, harnessOpts{rules: writeAsk, lifetime: time.Second})
+	file := filepath.Join(t.TempDir(), "made")
+	got := h.ssh("", "127.0.0.1", "web", "touch "+file)
+	if got.code != ExitRefused || !strings.Contains(got.stderr, "expired") {
+		t.Fatalf("exit %d stderr %q; want %d and expired", got.code, got.stderr, ExitRefused)
+	}
+	if _, err := os.Stat(file); !os.IsNotExist(err) {
+		t.Errorf("file exists after an expired approval (stat err %v)", err)
+	}
+	if n := h.auditCount(policy.Expired); n != 1 {
+		t.Errorf("expired audit rows = %d; want 1", n)
+	}
+}
+
+// startSSH starts the real ssh client in the background and returns it.
+func (h *harness) startSSH(args ...string) *exec.Cmd {
+	h.t.Helper()
+	base := []string{"-F", "/dev/null", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+		"-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-o", "IdentitiesOnly=yes", "-i", h.keyPath, "-p", h.port}
+	cmd := exec.Command("ssh", append(base, args...)...)
+	if err := cmd.Start(); err != nil {
+		h.t.Fatal(err)
+	}
+	return cmd
+}
+
+// TestDisconnectedAgentRetriesApproved: the agent gives up waiting, an
+// admin approves, and the same command sent again runs without a new ask.
+func TestDisconnectedAgentRetriesApproved(t *testing.T) {
+	h := newHarness(t, harnessOpts{rules: writeAsk})
+	file := filepath.Join(t.TempDir(), "made")
+	cmd := h.startSSH("127.0.0.1", "web", "touch "+file)
+	id := h.waitPending()
+	cmd.Process.Kill()
+	cmd.Wait()
+	if _, err := h.eng.Approve(context.Background(), id, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	got := h.ssh("", "127.0.0.1", "web", "touch "+file)
+	if got.code != 0 {
+		t.Fatalf("retry exit %d stderr %q; want 0", got.code, got.stderr)
+	}
+	if strings.Contains(got.stderr, "waiting") {
+		t.Errorf("retry waited again (stderr %q); want the approved request consumed", got.stderr)
+	}
+	if _, err := os.Stat(file); err != nil {
+		t.Errorf("retried command did not run: %v", err)
+	}
+	// Single use: a third run asks again.
+	third := make(chan sshResult, 1)
+	go func() { third <- h.ssh("", "127.0.0.1", "web", "touch "+file) }()
+	id2 := h.waitPending()
+	if id2 == id {
+		t.Errorf("third run reused approval %s; want a new request", id)
+	}
+	h.eng.Deny(context.Background(), id2, "alice", "once is enough")
+	if r := <-third; r.code != ExitRefused {
+		t.Errorf("third run exit %d; want %d", r.code, ExitRefused)
+	}
+}
+
+// TestRestartWhilePending: postern restarts while a request waits; after
+// the restart an admin approves it and the agent's retry runs.
+func TestRestartWhilePending(t *testing.T) {
+	h := newHarness(t, harnessOpts{rules: writeAsk})
+	file := filepath.Join(t.TempDir(), "made")
+	cmd := h.startSSH("127.0.0.1", "web", "touch "+file)
+	id := h.waitPending()
+	h.stop()
+	cmd.Wait() // the restart ends the waiting session
+	h.start()
+	if _, err := h.eng.Approve(context.Background(), id, "alice"); err != nil {
+		t.Fatalf("approve %s after restart: %v", id, err)
+	}
+	got := h.ssh("", "127.0.0.1", "web", "touch "+file)
+	if got.code != 0 {
+		t.Fatalf("retry after restart exit %d stderr %q; want 0", got.code, got.stderr)
+	}
+	if _, err := os.Stat(file); err != nil {
+		t.Errorf("command did not run after restart and approval: %v", err)
+	}
+}
+
+// TestTargetLostMidCommand: the target's session process dies under a
+// running command; the agent gets 255 and the reason.
+func TestTargetLostMidCommand(t *testing.T) {
+	h := newHarness(t, harnessOpts{rules: allowAll})
+	got := h.ssh("", "127.0.0.1", "web", "echo started; kill -9 $PPID; sleep 5")
+	if got.code != ExitUnreachable {
+		t.Fatalf("exit %d stdout %q stderr %q; want %d", got.code, got.stdout, got.stderr, ExitUnreachable)
+	}
+	if !strings.Contains(got.stderr, "lost") {
+		t.Errorf("stderr %q; want the reason the target was lost", got.stderr)
+	}
+}
+
+// TestManySessionsOneConnection: one agent connection carries 32 sessions
+// at once, as Ansible's multiplexing needs.
+func TestManySessionsOneConnection(t *testing.T) {
+	h := newHarness(t, harnessOpts{target: testsshdMaxSessions(40)})
+	c := h.client()
+	defer c.Close()
+	const n = 32
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		go func() {
+			s, err := c.NewSession()
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer s.Close()
+			out, err := s.Output("web echo ok")
+			if err == nil && string(out) != "ok\n" {
+				err = errorf("output %q; want ok", out)
+			}
+			errs <- err
+		}()
+	}
+	for i := 0; i < n; i++ {
+		if err := <-errs; err != nil {
+			t.Errorf("session: %v", err)
+		}
+	}
+}
