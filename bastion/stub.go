@@ -1,5 +1,0 @@
-package bastion
-
-import "errors"
-
-var errNotImplemented = errors.New("bastion: not implemented yet")

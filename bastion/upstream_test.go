@@ -1,0 +1,805 @@
+package bastion
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/postern/postern/internal/testsshd"
+	"github.com/postern/postern/store"
+	"go.uber.org/goleak"
+	"golang.org/x/crypto/ssh"
+)
+
+// leakCheck fails the test if it leaves goroutines behind. It ignores the
+// ones that ran before it (other tests' leftovers are theirs) and runs after
+// every cleanup registered later, such as stopping sshd and closing the pool.
+func leakCheck(t *testing.T) {
+	t.Helper()
+	opt := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, opt) })
+}
+
+// testTarget is a real sshd and a store holding a connection to it.
+type testTarget struct {
+	sshd *testsshd.Server
+	st   *store.Store
+	conn *store.Connection
+}
+
+func newTestTarget(t *testing.T, opts testsshd.Options) *testTarget {
+	t.Helper()
+	sshd := testsshd.Start(t, opts)
+	st := newTestStore(t)
+	c := addConnection(t, st, "web", sshd.Host, sshd.Port, sshd)
+	return &testTarget{sshd: sshd, st: st, conn: c}
+}
+
+func newTestStore(t *testing.T) *store.Store {
+	t.Helper()
+	ctx := context.Background()
+	d := store.Dir{Path: t.TempDir()}
+	if _, err := d.Init(ctx, store.Options{}); err != nil {
+		t.Fatalf("init store: %v", err)
+	}
+	st, err := d.Open(ctx, store.Options{})
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// addConnection records a connection to host:port that logs in as sshd's
+// user with its key and pins its host key.
+func addConnection(t *testing.T, st *store.Store, alias, host string, port int, sshd *testsshd.Server, hostKeys ...string) *store.Connection {
+	t.Helper()
+	if len(hostKeys) == 0 {
+		hostKeys = []string{sshd.KnownHostsLine}
+	}
+	c, err := st.CreateConnection(context.Background(), store.NewConnection{
+		Alias:      alias,
+		Host:       host,
+		Port:       port,
+		User:       sshd.User,
+		PrivateKey: sshd.UserKeyPEM,
+		HostKeys:   hostKeys,
+	})
+	if err != nil {
+		t.Fatalf("create connection: %v", err)
+	}
+	return c
+}
+
+// newTestPool returns a pool that signs with st's sealed keys and counts
+// its dials, closed when the test ends.
+func newTestPool(t *testing.T, st *store.Store, opts PoolOptions) (*Pool, *dialCounter) {
+	t.Helper()
+	dc := &dialCounter{next: opts.Dial}
+	if dc.next == nil {
+		dc.next = (&net.Dialer{}).DialContext
+	}
+	opts.Dial = dc.dial
+	opts.Signer = func(ctx context.Context, c *store.Connection) (ssh.Signer, error) {
+		return st.ConnectionSigner(ctx, c.ID)
+	}
+	p := NewPool(opts)
+	t.Cleanup(func() { p.Close() })
+	return p, dc
+}
+
+// dialCounter counts the TCP dials a pool makes and keeps the connections.
+type dialCounter struct {
+	next func(ctx context.Context, network, addr string) (net.Conn, error)
+
+	// mu guards n and conns.
+	mu    sync.Mutex
+	n     int
+	conns []net.Conn
+}
+
+func (d *dialCounter) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	d.mu.Lock()
+	d.n++
+	d.mu.Unlock()
+	c, err := d.next(ctx, network, addr)
+	if err == nil {
+		d.mu.Lock()
+		d.conns = append(d.conns, c)
+		d.mu.Unlock()
+	}
+	return c, err
+}
+
+func (d *dialCounter) count() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.n
+}
+
+func (d *dialCounter) conn(i int) net.Conn {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.conns[i]
+}
+
+// run executes cmd on s and returns its output.
+func run(t *testing.T, s *UpstreamSession, cmd string) string {
+	t.Helper()
+	status := make(chan uint32, 1)
+	go func() {
+		for req := range s.Requests {
+			if req.Type == "exit-status" && len(req.Payload) == 4 {
+				status <- uint32(req.Payload[0])<<24 | uint32(req.Payload[1])<<16 | uint32(req.Payload[2])<<8 | uint32(req.Payload[3])
+			}
+			if req.WantReply {
+				req.Reply(false, nil)
+			}
+		}
+	}()
+	ok, err := s.Channel.SendRequest("exec", true, ssh.Marshal(struct{ Command string }{cmd}))
+	if err != nil || !ok {
+		t.Fatalf("exec %q: ok %v, err %v", cmd, ok, err)
+	}
+	out, err := io.ReadAll(s.Channel)
+	if err != nil {
+		t.Fatalf("read output of %q: %v", cmd, err)
+	}
+	select {
+	case st := <-status:
+		if st != 0 {
+			t.Fatalf("exec %q: got exit status %d; want 0", cmd, st)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("exec %q: no exit status", cmd)
+	}
+	return string(out)
+}
+
+// open opens a session and fails the test on error.
+func open(t *testing.T, p *Pool, c *store.Connection) *UpstreamSession {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := p.Open(ctx, c)
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	return s
+}
+
+// eventually polls cond until it holds or 10 s pass.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestPoolReusesClient(t *testing.T) {
+	leakCheck(t)
+	tt := newTestTarget(t, testsshd.Options{})
+	p, dc := newTestPool(t, tt.st, PoolOptions{})
+
+	for i := range 3 {
+		s := open(t, p, tt.conn)
+		if got, want := run(t, s, fmt.Sprintf("echo run %d", i)), fmt.Sprintf("run %d\n", i); got != want {
+			t.Errorf("got output %q; want %q", got, want)
+		}
+		if err := s.Close(); err != nil {
+			t.Errorf("close session: %v", err)
+		}
+	}
+	// Sessions at once share the client too, up to its limit.
+	var held []*UpstreamSession
+	for range DefaultUpstreamMaxSessions {
+		held = append(held, open(t, p, tt.conn))
+	}
+	if got, want := p.Stats(tt.conn), (PoolStats{Clients: 1, Sessions: DefaultUpstreamMaxSessions}); got != want {
+		t.Errorf("got stats %+v; want %+v", got, want)
+	}
+	for _, s := range held {
+		s.Close()
+	}
+	if got, want := dc.count(), 1; got != want {
+		t.Errorf("got %d dials; want %d", got, want)
+	}
+	if got, want := p.Stats(tt.conn), (PoolStats{Clients: 1}); got != want {
+		t.Errorf("after closing sessions: got stats %+v; want %+v", got, want)
+	}
+}
+
+func TestPoolMaxSessionsOverflowOpensSecondClient(t *testing.T) {
+	leakCheck(t)
+	tt := newTestTarget(t, testsshd.Options{ExtraConfig: []string{"MaxSessions 2"}})
+	p, dc := newTestPool(t, tt.st, PoolOptions{MaxSessionsPerClient: 8})
+
+	var held []*UpstreamSession
+	for range 2 {
+		held = append(held, open(t, p, tt.conn))
+	}
+	if got, want := dc.count(), 1; got != want {
+		t.Fatalf("two sessions: got %d dials; want %d", got, want)
+	}
+	// The third is administratively prohibited on the first client and
+	// must land on a second one.
+	third := open(t, p, tt.conn)
+	if got, want := run(t, third, "echo third"), "third\n"; got != want {
+		t.Errorf("third session: got output %q; want %q", got, want)
+	}
+	if got, want := dc.count(), 2; got != want {
+		t.Errorf("three sessions: got %d dials; want %d", got, want)
+	}
+	// The pool learned the first client's limit: a fourth goes to the
+	// second client without another dial.
+	fourth := open(t, p, tt.conn)
+	if got, want := run(t, fourth, "echo fourth"), "fourth\n"; got != want {
+		t.Errorf("fourth session: got output %q; want %q", got, want)
+	}
+	if got, want := dc.count(), 2; got != want {
+		t.Errorf("four sessions: got %d dials; want %d", got, want)
+	}
+	if got, want := p.Stats(tt.conn).Clients, 2; got != want {
+		t.Errorf("got %d clients; want %d", got, want)
+	}
+	for _, s := range append(held, third, fourth) {
+		s.Close()
+	}
+}
+
+func TestPoolHostKeyMismatch(t *testing.T) {
+	leakCheck(t)
+	sshd := testsshd.Start(t, testsshd.Options{})
+	st := newTestStore(t)
+
+	_, edKey, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostLine := func(k any) string {
+		pub, err := ssh.NewPublicKey(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprintf("[%s]:%d %s", sshd.Host, sshd.Port, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pub))))
+	}
+	tests := []struct {
+		name  string
+		alias string
+		pin   string
+	}{
+		{name: "another ed25519 key", alias: "web-ed", pin: hostLine(edKey.Public())},
+		{name: "an rsa key where the target has none", alias: "web-rsa", pin: hostLine(&rsaKey.PublicKey)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := addConnection(t, st, tc.alias, sshd.Host, sshd.Port, sshd, tc.pin)
+			p, _ := newTestPool(t, st, PoolOptions{})
+			s, err := p.Open(context.Background(), c)
+			if err == nil {
+				s.Close()
+				t.Fatal("got a session; want the connection refused")
+			}
+			var hk *HostKeyChangedError
+			if !errors.As(err, &hk) {
+				t.Fatalf("got error %v (%T); want *HostKeyChangedError", err, err)
+			}
+			if got, want := hk.Alias, tc.alias; got != want {
+				t.Errorf("got alias %q; want %q", got, want)
+			}
+			if got, want := err.Error(), "host key of "+tc.alias+" changed:"; !strings.HasPrefix(got, want) {
+				t.Errorf("got message %q; want it to start with %q", got, want)
+			}
+			if got, want := p.Stats(c), (PoolStats{}); got != want {
+				t.Errorf("got stats %+v; want %+v", got, want)
+			}
+		})
+	}
+}
+
+func TestPoolUnreachable(t *testing.T) {
+	leakCheck(t)
+	sshd := testsshd.Start(t, testsshd.Options{})
+	st := newTestStore(t)
+
+	// A port nothing listens on.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closedPort := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+
+	// A listener that accepts and never says a word: only the handshake
+	// deadline ends the dial.
+	silent := silentListener(t)
+
+	tests := []struct {
+		name  string
+		alias string
+		port  int
+	}{
+		{name: "closed port", alias: "closed", port: closedPort},
+		{name: "silent listener", alias: "silent", port: silent},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := addConnection(t, st, tc.alias, "127.0.0.1", tc.port, sshd)
+			p, _ := newTestPool(t, st, PoolOptions{HandshakeTimeout: 300 * time.Millisecond})
+			s, err := p.Open(context.Background(), c)
+			if err == nil {
+				s.Close()
+				t.Fatal("got a session; want an error")
+			}
+			var ue *UnreachableError
+			if !errors.As(err, &ue) {
+				t.Fatalf("got error %v (%T); want *UnreachableError", err, err)
+			}
+			if got, want := ue.Alias, tc.alias; got != want {
+				t.Errorf("got alias %q; want %q", got, want)
+			}
+			if got, want := err.Error(), "bastion: "+tc.alias+" unreachable: "; !strings.HasPrefix(got, want) {
+				t.Errorf("got message %q; want it to start with %q", got, want)
+			}
+		})
+	}
+}
+
+// silentListener accepts TCP connections on loopback and never writes. It
+// returns the port and closes everything when the test ends.
+func silentListener(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	// mu guards conns.
+	var mu sync.Mutex
+	var conns []net.Conn
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		l.Close()
+		wg.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// gatedDial holds every dial until open is closed.
+type gatedDial struct {
+	open chan struct{}
+}
+
+func (g *gatedDial) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	select {
+	case <-g.open:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return (&net.Dialer{}).DialContext(ctx, network, addr)
+}
+
+// claims reports the dials in flight to c and the Opens waiting on them.
+func claims(p *Pool, c *store.Connection) (dials, claimed int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	t := p.targets[targetKey(c)]
+	if t == nil {
+		return 0, 0
+	}
+	for _, d := range t.dials {
+		claimed += d.claimed
+	}
+	return len(t.dials), claimed
+}
+
+func TestPoolDedupDials(t *testing.T) {
+	leakCheck(t)
+	tt := newTestTarget(t, testsshd.Options{})
+
+	tests := []struct {
+		name      string
+		opens     int
+		inFlight  int // dials while the first are held
+		waiting   int // Opens riding on them
+		wantDials int // in all
+	}{
+		// Eight Opens fit one client: one dial serves them all.
+		{name: "one client's worth", opens: 8, inFlight: 1, waiting: 8, wantDials: 1},
+		// Twenty need three clients; two dials run at once, and the
+		// four Opens left over wait for a slot or a dial.
+		{name: "more than two clients' worth", opens: 20, inFlight: 2, waiting: 16, wantDials: 3},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			gate := &gatedDial{open: make(chan struct{})}
+			p, dc := newTestPool(t, tt.st, PoolOptions{Dial: gate.dial, MaxSessionsPerClient: 8, DialsPerTarget: 2})
+
+			type result struct {
+				s   *UpstreamSession
+				err error
+			}
+			results := make(chan result, tc.opens)
+			for range tc.opens {
+				go func() {
+					s, err := p.Open(context.Background(), tt.conn)
+					results <- result{s, err}
+				}()
+			}
+			eventually(t, "Opens to wait on dials", func() bool {
+				d, c := claims(p, tt.conn)
+				return d == tc.inFlight && c == tc.waiting && dc.count() == tc.inFlight
+			})
+			// Nothing more happens while the dials are held.
+			time.Sleep(50 * time.Millisecond)
+			if got, want := dc.count(), tc.inFlight; got != want {
+				t.Errorf("while dials are held: got %d dials; want %d", got, want)
+			}
+			close(gate.open)
+
+			var sessions []*UpstreamSession
+			for range tc.opens {
+				r := <-results
+				if r.err != nil {
+					t.Errorf("open: %v", r.err)
+					continue
+				}
+				sessions = append(sessions, r.s)
+			}
+			if got, want := dc.count(), tc.wantDials; got != want {
+				t.Errorf("got %d dials; want %d", got, want)
+			}
+			if got, want := p.Stats(tt.conn), (PoolStats{Clients: tc.wantDials, Sessions: tc.opens}); got != want {
+				t.Errorf("got stats %+v; want %+v", got, want)
+			}
+			for _, s := range sessions {
+				s.Close()
+			}
+		})
+	}
+}
+
+func TestPoolDedupDialsShareFailure(t *testing.T) {
+	leakCheck(t)
+	sshd := testsshd.Start(t, testsshd.Options{})
+	st := newTestStore(t)
+	c := addConnection(t, st, "silent", "127.0.0.1", silentListener(t), sshd)
+	p, dc := newTestPool(t, st, PoolOptions{HandshakeTimeout: 500 * time.Millisecond})
+
+	const opens = 5
+	errs := make(chan error, opens)
+	for range opens {
+		go func() {
+			s, err := p.Open(context.Background(), c)
+			if s != nil {
+				s.Close()
+			}
+			errs <- err
+		}()
+	}
+	for range opens {
+		var ue *UnreachableError
+		if err := <-errs; !errors.As(err, &ue) {
+			t.Errorf("got error %v; want *UnreachableError", err)
+		}
+	}
+	// Opens that started while the dial was in flight shared its result;
+	// a latecomer may have tried again, never more than one at a time.
+	if got, want := dc.count(), opens; got >= want {
+		t.Errorf("got %d dials for %d Opens; want them shared", got, opens)
+	}
+}
+
+// freezableConn stops passing bytes either way when frozen, without closing:
+// a target that vanished without a FIN or RST.
+type freezableConn struct {
+	net.Conn
+	frozen     chan struct{}
+	closed     chan struct{}
+	freezeOnce sync.Once
+	closeOnce  sync.Once
+}
+
+func newFreezableConn(c net.Conn) *freezableConn {
+	return &freezableConn{Conn: c, frozen: make(chan struct{}), closed: make(chan struct{})}
+}
+
+func (c *freezableConn) freeze() { c.freezeOnce.Do(func() { close(c.frozen) }) }
+
+func (c *freezableConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	select {
+	case <-c.frozen:
+		<-c.closed
+		return 0, net.ErrClosed
+	default:
+	}
+	return n, err
+}
+
+func (c *freezableConn) Write(b []byte) (int, error) {
+	select {
+	case <-c.frozen:
+		return len(b), nil
+	default:
+	}
+	return c.Conn.Write(b)
+}
+
+func (c *freezableConn) Close() error {
+	c.closeOnce.Do(func() { close(c.closed) })
+	return c.Conn.Close()
+}
+
+func TestPoolKeepaliveEvictsDeadClient(t *testing.T) {
+	leakCheck(t)
+	tt := newTestTarget(t, testsshd.Options{})
+
+	tests := []struct {
+		name string
+		opts PoolOptions
+		cut  func(c *freezableConn)
+	}{
+		// Only a keepalive can tell that this client is dead.
+		{
+			name: "target silent",
+			opts: PoolOptions{KeepaliveInterval: 50 * time.Millisecond, KeepaliveTimeout: 200 * time.Millisecond},
+			cut:  (*freezableConn).freeze,
+		},
+		// A closed connection ends the client by itself, keepalives off.
+		{
+			name: "connection closed",
+			opts: PoolOptions{KeepaliveInterval: -1},
+			cut:  func(c *freezableConn) { c.Conn.Close() },
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := tc.opts
+			opts.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+				c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+				if err != nil {
+					return nil, err
+				}
+				return newFreezableConn(c), nil
+			}
+			p, dc := newTestPool(t, tt.st, opts)
+
+			s := open(t, p, tt.conn)
+			if got, want := run(t, s, "echo before"), "before\n"; got != want {
+				t.Errorf("got output %q; want %q", got, want)
+			}
+			s.Close()
+			if got, want := p.Stats(tt.conn).Clients, 1; got != want {
+				t.Fatalf("got %d clients; want %d", got, want)
+			}
+
+			tc.cut(dc.conn(0).(*freezableConn))
+			eventually(t, "the dead client to leave the pool", func() bool { return p.Stats(tt.conn).Clients == 0 })
+
+			s = open(t, p, tt.conn)
+			defer s.Close()
+			if got, want := run(t, s, "echo after"), "after\n"; got != want {
+				t.Errorf("got output %q; want %q", got, want)
+			}
+			if got, want := dc.count(), 2; got != want {
+				t.Errorf("got %d dials; want %d", got, want)
+			}
+		})
+	}
+}
+
+func TestPoolClosesIdleClients(t *testing.T) {
+	leakCheck(t)
+	tt := newTestTarget(t, testsshd.Options{})
+	p, dc := newTestPool(t, tt.st, PoolOptions{IdleTimeout: 100 * time.Millisecond})
+
+	s := open(t, p, tt.conn)
+	// A client with a session open is not idle, however long it lasts.
+	time.Sleep(300 * time.Millisecond)
+	if got, want := p.Stats(tt.conn), (PoolStats{Clients: 1, Sessions: 1}); got != want {
+		t.Fatalf("with a session open: got stats %+v; want %+v", got, want)
+	}
+	s.Close()
+	eventually(t, "the idle client to be closed", func() bool { return p.Stats(tt.conn).Clients == 0 })
+
+	s = open(t, p, tt.conn)
+	s.Close()
+	if got, want := dc.count(), 2; got != want {
+		t.Errorf("got %d dials; want %d", got, want)
+	}
+}
+
+func TestPoolCloseEndsGoroutines(t *testing.T) {
+	leakCheck(t)
+	tt := newTestTarget(t, testsshd.Options{})
+	silent := addConnection(t, tt.st, "silent", "127.0.0.1", silentListener(t), tt.sshd)
+	p, _ := newTestPool(t, tt.st, PoolOptions{KeepaliveInterval: 20 * time.Millisecond, IdleTimeout: time.Hour})
+
+	// Clients with sessions, an idle client, and a dial stuck in its
+	// handshake.
+	var sessions []*UpstreamSession
+	for range 10 {
+		sessions = append(sessions, open(t, p, tt.conn))
+	}
+	idle := open(t, p, tt.conn)
+	idle.Close()
+	stuck := make(chan error, 1)
+	go func() {
+		_, err := p.Open(context.Background(), silent)
+		stuck <- err
+	}()
+	eventually(t, "the dial to the silent target", func() bool { return p.Stats(silent).Dials == 1 })
+
+	if err := p.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	if err := <-stuck; !errors.Is(err, ErrPoolClosed) {
+		t.Errorf("open in flight: got error %v; want ErrPoolClosed", err)
+	}
+	if _, err := p.Open(context.Background(), tt.conn); !errors.Is(err, ErrPoolClosed) {
+		t.Errorf("open after close: got error %v; want ErrPoolClosed", err)
+	}
+	for _, s := range sessions {
+		if _, err := s.Channel.SendRequest("exec", true, ssh.Marshal(struct{ Command string }{"true"})); err == nil {
+			t.Errorf("exec on a session of a closed pool: got no error; want one")
+		}
+		s.Close()
+	}
+	if err := p.Close(); err != nil {
+		t.Errorf("second close: %v", err)
+	}
+}
+
+func TestUpstreamSessionCloseIsIdempotent(t *testing.T) {
+	leakCheck(t)
+	tt := newTestTarget(t, testsshd.Options{})
+	p, _ := newTestPool(t, tt.st, PoolOptions{})
+
+	s := open(t, p, tt.conn)
+	other := open(t, p, tt.conn)
+	defer other.Close()
+	for i := range 3 {
+		if err := s.Close(); err != nil {
+			t.Errorf("close %d: got %v; want nil", i+1, err)
+		}
+	}
+	if got, want := p.Stats(tt.conn).Sessions, 1; got != want {
+		t.Errorf("got %d sessions; want %d (one slot released once)", got, want)
+	}
+}
+
+func TestPoolPrefersAESGCMAndCurve25519(t *testing.T) {
+	leakCheck(t)
+	tt := newTestTarget(t, testsshd.Options{})
+	p, _ := newTestPool(t, tt.st, PoolOptions{})
+	s := open(t, p, tt.conn)
+	defer s.Close()
+
+	p.mu.Lock()
+	cl := p.targets[targetKey(tt.conn)].clients[0]
+	p.mu.Unlock()
+	algs := cl.c.Conn.(ssh.AlgorithmsConnMetadata).Algorithms()
+	tests := []struct{ what, got, want string }{
+		{"key exchange", algs.KeyExchange, ssh.KeyExchangeCurve25519},
+		{"cipher to target", algs.Write.Cipher, ssh.CipherAES128GCM},
+		{"cipher from target", algs.Read.Cipher, ssh.CipherAES128GCM},
+		{"host key", algs.HostKey, ssh.KeyAlgoED25519},
+	}
+	for _, tc := range tests {
+		if tc.got != tc.want {
+			t.Errorf("%s: got %q; want %q", tc.what, tc.got, tc.want)
+		}
+	}
+}
+
+func TestHostKeyAlgorithms(t *testing.T) {
+	pub := func(k any) ssh.PublicKey {
+		p, err := ssh.NewPublicKey(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	edPub, _, _ := ed25519.GenerateKey(rand.Reader)
+	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ecKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ed, rs, ec := pub(edPub), pub(&rsaKey.PublicKey), pub(&ecKey.PublicKey)
+
+	tests := []struct {
+		name   string
+		pinned []ssh.PublicKey
+		want   []string
+	}{
+		{"ed25519", []ssh.PublicKey{ed}, []string{ssh.KeyAlgoED25519}},
+		{"rsa offers sha2 only", []ssh.PublicKey{rs}, []string{ssh.KeyAlgoRSASHA512, ssh.KeyAlgoRSASHA256}},
+		{"ecdsa", []ssh.PublicKey{ec}, []string{ssh.KeyAlgoECDSA256}},
+		{"several in pin order, once each", []ssh.PublicKey{rs, ed, rs}, []string{ssh.KeyAlgoRSASHA512, ssh.KeyAlgoRSASHA256, ssh.KeyAlgoED25519}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := hostKeyAlgorithms(tc.pinned); strings.Join(got, ",") != strings.Join(tc.want, ",") {
+				t.Errorf("got %q; want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestPoolErrorsCarryNoKey makes sure a failing dial does not quote the
+// private key in its error.
+func TestPoolErrorsCarryNoKey(t *testing.T) {
+	leakCheck(t)
+	tt := newTestTarget(t, testsshd.Options{})
+	// Another key, which the target does not accept.
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := ssh.NewSignerFromKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := newTestPool(t, tt.st, PoolOptions{})
+	p.opts.Signer = func(context.Context, *store.Connection) (ssh.Signer, error) { return signer, nil }
+
+	_, err = p.Open(context.Background(), tt.conn)
+	var ue *UnreachableError
+	if !errors.As(err, &ue) {
+		t.Fatalf("got error %v; want *UnreachableError", err)
+	}
+	msg := ue.Error()
+	for _, secret := range []string{
+		"PRIVATE KEY",
+		base64.StdEncoding.EncodeToString(priv.Seed()),
+		hex.EncodeToString(priv.Seed()),
+		string(tt.sshd.UserKeyPEM),
+	} {
+		if strings.Contains(msg, secret) {
+			t.Errorf("error %q contains key material", msg)
+		}
+	}
+}
