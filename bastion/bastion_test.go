@@ -37,6 +37,7 @@ type harness struct {
 	signer   ssh.Signer
 	dir      string
 	lifetime time.Duration
+	config   func(*Config)
 	served   chan error
 }
 
@@ -47,6 +48,7 @@ type harnessOpts struct {
 	port     int      // override the target port
 	target   testsshd.Options
 	lifetime time.Duration // approval lifetime; 20 s if zero
+	config   func(*Config) // adjusts the server's Config
 }
 
 func newHarness(t *testing.T, o harnessOpts) *harness {
@@ -114,7 +116,7 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, target: target, st: st, keyPath: keyPath, signer: signer, dir: dir, lifetime: o.lifetime}
+	h := &harness{t: t, target: target, st: st, keyPath: keyPath, signer: signer, dir: dir, lifetime: o.lifetime, config: o.config}
 	if h.lifetime == 0 {
 		h.lifetime = 20 * time.Second
 	}
@@ -138,7 +140,11 @@ func (h *harness) start() {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	srv, err := New(Config{Store: h.st, Policy: eng, HostKey: hk})
+	cfg := Config{Store: h.st, Policy: eng, HostKey: hk}
+	if h.config != nil {
+		h.config(&cfg)
+	}
+	srv, err := New(cfg)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -286,6 +292,11 @@ func TestRouting(t *testing.T) {
 			}
 			if tt.wantStderr != "" && !strings.Contains(got.stderr, tt.wantStderr) {
 				t.Errorf("stderr = %q; want it to contain %q", got.stderr, tt.wantStderr)
+			}
+			if tt.wantCode == ExitUsage {
+				if n := h.auditCountWant(policy.Denied, 1); n < 1 {
+					t.Errorf("denied audit rows = %d; want the unknown alias audited", n)
+				}
 			}
 			if strings.Contains(got.stdout, "secret") {
 				t.Errorf("stdout %q names an alias the agent holds no grant for", got.stdout)

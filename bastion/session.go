@@ -202,6 +202,10 @@ func (s *Server) run(ac *agentConn, ch ssh.Channel, reqs <-chan *ssh.Request, st
 			_, _ = io.WriteString(ch, crlf(msg, st.ptyReq != nil))
 		} else {
 			_, _ = io.WriteString(stderr, crlf(msg, st.ptyReq != nil))
+			// An unknown alias is an outcome too: audit what was asked.
+			class, _ := s.classify(route{command: cmd, shell: shell})
+			s.audit(policy.Record{AgentID: ac.agentID, Class: class, Kind: policy.Exec, Outcome: policy.Denied,
+				Reason: strings.TrimSpace(strings.TrimPrefix(msg, "postern: ")), Operation: cmd}, start)
 		}
 		exitWith(ch, code)
 		return
