@@ -25,6 +25,10 @@ const (
 	// once, which keeps a flood from starving real agents.
 	DefaultMaxUnauthenticated          = 64
 	DefaultMaxUnauthenticatedPerSource = 16
+	// DefaultMaxQueuedHandshakes bounds connections waiting for a
+	// handshake slot. A burst from one CI host (50 concurrent ssh) waits
+	// its turn instead of failing; past this bound, new ones are dropped.
+	DefaultMaxQueuedHandshakes = 4 * DefaultMaxUnauthenticated
 	// DefaultMaxAuthTries matches OpenSSH's MaxAuthTries.
 	DefaultMaxAuthTries = 6
 	// DefaultKeepaliveInterval and DefaultKeepaliveMax evict an agent that
@@ -50,6 +54,7 @@ type Config struct {
 	HandshakeTimeout            time.Duration // DefaultHandshakeTimeout if zero: bounds TCP accept to authenticated
 	MaxUnauthenticated          int           // DefaultMaxUnauthenticated if zero
 	MaxUnauthenticatedPerSource int           // DefaultMaxUnauthenticatedPerSource if zero
+	MaxQueuedHandshakes         int           // DefaultMaxQueuedHandshakes if zero; waiting within the handshake deadline
 	MaxAuthTries                int           // DefaultMaxAuthTries if zero
 	KeepaliveInterval           time.Duration // DefaultKeepaliveInterval if zero; to agents
 	KeepaliveMax                int           // DefaultKeepaliveMax unanswered keepalives before closing
@@ -75,6 +80,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxUnauthenticatedPerSource <= 0 {
 		c.MaxUnauthenticatedPerSource = DefaultMaxUnauthenticatedPerSource
+	}
+	if c.MaxQueuedHandshakes <= 0 {
+		c.MaxQueuedHandshakes = DefaultMaxQueuedHandshakes
 	}
 	if c.MaxAuthTries <= 0 {
 		c.MaxAuthTries = DefaultMaxAuthTries
@@ -116,7 +124,11 @@ type Server struct {
 	conns       map[net.Conn]struct{}
 	unauth      int
 	unauthBySrc map[string]int
-	shutting    bool
+	queued      int
+	// slotFreed is closed and replaced whenever a handshake slot frees, to
+	// wake queued connections.
+	slotFreed chan struct{}
+	shutting  bool
 
 	// conns and sessions in flight; Shutdown waits for them.
 	wg       sync.WaitGroup
@@ -141,6 +153,7 @@ func New(cfg Config) (*Server, error) {
 		listeners:   map[net.Listener]struct{}{},
 		conns:       map[net.Conn]struct{}{},
 		unauthBySrc: map[string]int{},
+		slotFreed:   make(chan struct{}),
 	}
 	s.log = cfg.Logger.With().Str("component", "bastion").Logger()
 	s.ctx, s.cancel = context.WithCancel(context.Background())
@@ -220,34 +233,82 @@ func (s *Server) Serve(ln net.Listener) error {
 			return fmt.Errorf("bastion: accept: %w", err)
 		}
 		backoff = 0
-		if !s.admit(nc) {
+		if !s.track(nc) {
 			nc.Close()
 			continue
 		}
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			s.serveConn(nc)
+			defer s.untrack(nc)
+			deadline := s.cfg.Now().Add(s.cfg.HandshakeTimeout)
+			if !s.admit(nc, deadline) {
+				return
+			}
+			s.serveConn(nc, deadline)
 		}()
 	}
 }
 
-// admit counts an unauthenticated connection, refusing it when the total or
-// its source is over the limit.
-func (s *Server) admit(nc net.Conn) bool {
-	src := sourceOf(nc)
+// track registers a new connection for Shutdown, refusing it when too many
+// are already queued for a handshake slot.
+func (s *Server) track(nc net.Conn) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.shutting || s.unauth >= s.cfg.MaxUnauthenticated || s.unauthBySrc[src] >= s.cfg.MaxUnauthenticatedPerSource {
-		s.log.Warn().Str("source", src).Int("unauthenticated", s.unauth).Msg("connection dropped: too many unauthenticated connections")
+	if s.shutting || s.queued >= s.cfg.MaxQueuedHandshakes {
+		s.log.Warn().Str("source", sourceOf(nc)).Int("queued", s.queued).Msg("connection dropped: handshake queue full")
 		return false
 	}
-	s.unauth++
-	s.unauthBySrc[src]++
+	s.queued++
 	s.conns[nc] = struct{}{}
 	return true
 }
 
+func (s *Server) untrack(nc net.Conn) {
+	s.mu.Lock()
+	delete(s.conns, nc)
+	s.mu.Unlock()
+	nc.Close()
+}
+
+// admit waits, until deadline, for a handshake slot within the total and
+// per-source limits of unauthenticated connections.
+func (s *Server) admit(nc net.Conn, deadline time.Time) bool {
+	src := sourceOf(nc)
+	timer := time.NewTimer(deadline.Sub(s.cfg.Now()))
+	defer timer.Stop()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for {
+		if s.shutting {
+			s.queued--
+			return false
+		}
+		if s.unauth < s.cfg.MaxUnauthenticated && s.unauthBySrc[src] < s.cfg.MaxUnauthenticatedPerSource {
+			s.queued--
+			s.unauth++
+			s.unauthBySrc[src]++
+			return true
+		}
+		wake := s.slotFreed
+		s.mu.Unlock()
+		select {
+		case <-wake:
+			s.mu.Lock()
+		case <-timer.C:
+			s.mu.Lock()
+			s.queued--
+			s.log.Warn().Str("source", src).Msg("connection dropped: no handshake slot before the deadline")
+			return false
+		case <-s.ctx.Done():
+			s.mu.Lock()
+			s.queued--
+			return false
+		}
+	}
+}
+
+// authenticated frees the connection's handshake slot.
 func (s *Server) authenticated(nc net.Conn) {
 	src := sourceOf(nc)
 	s.mu.Lock()
@@ -256,6 +317,8 @@ func (s *Server) authenticated(nc net.Conn) {
 	if s.unauthBySrc[src]--; s.unauthBySrc[src] <= 0 {
 		delete(s.unauthBySrc, src)
 	}
+	close(s.slotFreed)
+	s.slotFreed = make(chan struct{})
 }
 
 func sourceOf(nc net.Conn) string {
@@ -277,14 +340,8 @@ type agentConn struct {
 	sessions atomic.Int32
 }
 
-func (s *Server) serveConn(nc net.Conn) {
-	defer func() {
-		s.mu.Lock()
-		delete(s.conns, nc)
-		s.mu.Unlock()
-		nc.Close()
-	}()
-	_ = nc.SetDeadline(s.cfg.Now().Add(s.cfg.HandshakeTimeout))
+func (s *Server) serveConn(nc net.Conn, deadline time.Time) {
+	_ = nc.SetDeadline(deadline)
 	sconn, chans, reqs, err := ssh.NewServerConn(nc, s.ssh)
 	s.authenticated(nc)
 	if err != nil {
@@ -417,6 +474,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	for ln := range s.listeners {
 		ln.Close()
 	}
+	close(s.slotFreed) // queued connections see shutting and leave
+	s.slotFreed = make(chan struct{})
 	s.mu.Unlock()
 	done := make(chan struct{})
 	go func() {
