@@ -26,7 +26,7 @@ import (
 // harness is a real sshd target, a store and policy engine, and a postern
 // bastion serving on loopback, driven by the real ssh client.
 type harness struct {
-	t        *testing.T
+	t        testing.TB
 	target   *testsshd.Server
 	st       *store.Store
 	eng      *policy.Engine
@@ -51,7 +51,7 @@ type harnessOpts struct {
 	config   func(*Config) // adjusts the server's Config
 }
 
-func newHarness(t *testing.T, o harnessOpts) *harness {
+func newHarness(t testing.TB, o harnessOpts) *harness {
 	t.Helper()
 	if _, err := exec.LookPath("ssh"); err != nil {
 		if os.Getenv("POSTERN_E2E") == "1" {

@@ -246,7 +246,7 @@ func (s *Store) AgentByID(ctx context.Context, id string) (*Agent, error) {
 // Disabled agent; it is returned so the refusal can say why.
 func (s *Store) AgentByFingerprint(ctx context.Context, fingerprint string) (*Agent, error) {
 	var id string
-	err := s.db.QueryRowContext(ctx, `SELECT agent_id FROM agent_keys WHERE fingerprint = ?`, fingerprint).Scan(&id)
+	err := s.queryRow(ctx, `SELECT agent_id FROM agent_keys WHERE fingerprint = ?`, fingerprint).Scan(&id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, notFound("agent with key", fingerprint)
 	}
@@ -275,7 +275,7 @@ func (s *Store) oneAgent(ctx context.Context, col, val, kind, shown string) (*Ag
 // queryAgents reads agents and their keys in one query, ordered by name.
 // where is empty or a WHERE clause over the agents table, alias a.
 func (s *Store) queryAgents(ctx context.Context, where string, args ...any) ([]Agent, error) {
-	rows, err := s.db.QueryContext(ctx, `
+	rows, err := s.query(ctx, `
 		SELECT a.id, a.name, a.disabled, a.created_at, a.modified_at,
 		       COALESCE(k.id, ''), COALESCE(k.authorized_key, ''), COALESCE(k.fingerprint, ''), COALESCE(k.created_at, '')
 		FROM agents a LEFT JOIN agent_keys k ON k.agent_id = a.id

@@ -334,7 +334,7 @@ func (s *Store) ListConnections(ctx context.Context) ([]Connection, error) {
 func (s *Store) ConnectionPrivateKey(ctx context.Context, id string) ([]byte, error) {
 	var alias string
 	var box []byte
-	err := s.db.QueryRowContext(ctx, `SELECT alias, sealed_key FROM connections WHERE id = ?`, id).Scan(&alias, &box)
+	err := s.queryRow(ctx, `SELECT alias, sealed_key FROM connections WHERE id = ?`, id).Scan(&alias, &box)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, notFound("connection id", id)
 	}
@@ -361,7 +361,7 @@ func (s *Store) ConnectionSigner(ctx context.Context, id string) (ssh.Signer, er
 }
 
 func (s *Store) queryConnections(ctx context.Context, where string, args ...any) ([]Connection, error) {
-	rows, err := s.db.QueryContext(ctx, `
+	rows, err := s.query(ctx, `
 		SELECT id, alias, host, port, target_user, host_keys, recipe, env,
 		       key_status, key_message, key_checked_at, created_at, modified_at
 		FROM connections `+where+` ORDER BY alias`, args...)

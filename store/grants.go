@@ -190,7 +190,7 @@ func (s *Store) grantWhere(ctx context.Context, cond string, args ...any) (*Gran
 }
 
 func (s *Store) queryGrants(ctx context.Context, where string, args ...any) ([]Grant, error) {
-	rows, err := s.db.QueryContext(ctx, `
+	rows, err := s.query(ctx, `
 		SELECT g.id, g.agent_id, a.name, g.connection_id, c.alias, c.env,
 		       g.read_rule, g.write_rule, g.destructive_rule, g.created_at, g.modified_at
 		FROM grants g

@@ -46,6 +46,9 @@ type Store struct {
 	// DataVersion call must use this one connection, one call at a time.
 	dvMu   sync.Mutex
 	dvConn *sql.Conn
+
+	// stmts caches the prepared statements of the read paths.
+	stmts stmtCache
 }
 
 // Open opens (creating if needed) the SQLite database at path and migrates it
@@ -60,7 +63,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
-	s := &Store{db: db, now: opts.Now}
+	s := &Store{db: db, now: opts.Now, stmts: stmtCache{db: db}}
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -111,6 +114,7 @@ func openDB(path string, busy time.Duration) (*sql.DB, error) {
 
 // Close releases the database.
 func (s *Store) Close() error {
+	s.stmts.close()
 	s.dvMu.Lock()
 	if s.dvConn != nil {
 		s.dvConn.Close()
