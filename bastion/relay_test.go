@@ -769,10 +769,11 @@ func TestRelayPtyWindowSize(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// The command reads a line between the two sizes; the window
-		// change is sent before that line, and the target handles a
-		// channel's messages in order, so the second stty sees it.
-		if err := sess.Start("stty size; read x; stty size"); err != nil {
+		// The command reads a line between the two sizes. x/crypto hands a
+		// channel's requests and its data to the relay on separate Go
+		// channels, so the window change may reach the target after the
+		// line: the command polls (bounded, 5 s) until the size changes.
+		if err := sess.Start(`stty size; read x; i=0; while [ "$(stty size)" = "40 100" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done; stty size`); err != nil {
 			t.Fatal(err)
 		}
 		r := bufio.NewReader(stdout)
