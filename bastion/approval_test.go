@@ -141,3 +141,37 @@ func TestManySessionsOneConnection(t *testing.T) {
 		}
 	}
 }
+
+// TestGrantChangesOnOpenConnection: sessions on one agent connection route
+// with cached grants, but a revoked grant is refused at once and a new one
+// is found without reconnecting.
+func TestGrantChangesOnOpenConnection(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	c := h.client()
+	defer c.Close()
+	run := func(cmd string) (string, error) {
+		s, err := c.NewSession()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		out, err := s.CombinedOutput(cmd)
+		return string(out), err
+	}
+	if out, err := run("web echo one"); err != nil || out != "one\n" {
+		t.Fatalf("first run: %q, %v; want one", out, err)
+	}
+	ctx := context.Background()
+	if err := h.st.RevokeGrant(ctx, "agent1", "web"); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := run("web echo two"); err == nil || !strings.Contains(out, "unknown alias") {
+		t.Errorf("after revoke: %q, %v; want refused as an unknown alias", out, err)
+	}
+	if _, err := h.st.SetGrant(ctx, "agent1", "secret", store.DefaultRules()); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := run("secret echo three"); err != nil || out != "three\n" {
+		t.Errorf("new grant on the open connection: %q, %v; want three", out, err)
+	}
+}

@@ -338,6 +338,25 @@ type agentConn struct {
 	ctx     context.Context // ends when the connection does
 	// sessions counts open session channels, bounded by MaxSessionsPerConn.
 	sessions atomic.Int32
+
+	// grantsMu guards grants, the agent's grants as last read, for routing
+	// the sessions of this connection (an OpenSSH ControlMaster or Ansible
+	// sends many).
+	grantsMu sync.Mutex
+	grants   []store.Grant
+	loaded   bool
+}
+
+func (ac *agentConn) cachedGrants() ([]store.Grant, bool) {
+	ac.grantsMu.Lock()
+	defer ac.grantsMu.Unlock()
+	return ac.grants, ac.loaded
+}
+
+func (ac *agentConn) setGrants(g []store.Grant) {
+	ac.grantsMu.Lock()
+	defer ac.grantsMu.Unlock()
+	ac.grants, ac.loaded = g, true
 }
 
 func (s *Server) serveConn(nc net.Conn, deadline time.Time) {

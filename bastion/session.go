@@ -121,6 +121,27 @@ func exitWith(ch ssh.Channel, code uint32) {
 	_ = ch.Close()
 }
 
+// route resolves a session with the agent connection's cached grants,
+// reading them again when the cache cannot answer (an alias it does not
+// know, or the help listing, which must be current). The cache only routes:
+// policy.Decide checks the grant again for every operation, so a revoked
+// grant is refused even while it is cached.
+func (s *Server) route(ac *agentConn, cmd string, shell bool) (route, string, uint32, bool, error) {
+	grants, cached := ac.cachedGrants()
+	if cached {
+		if r, _, _, ok := resolve(ac.user, cmd, shell, grants); ok {
+			return r, "", 0, true, nil
+		}
+	}
+	grants, err := s.cfg.Store.GrantsForAgent(ac.ctx, ac.agentID)
+	if err != nil {
+		return route{}, "", 0, false, err
+	}
+	ac.setGrants(grants)
+	r, msg, code, ok := resolve(ac.user, cmd, shell, grants)
+	return r, msg, code, ok, nil
+}
+
 // route is where a session goes: a grant of the agent and the command for
 // the target.
 type route struct {
@@ -187,7 +208,7 @@ func (s *Server) run(ac *agentConn, ch ssh.Channel, reqs <-chan *ssh.Request, st
 	ctx := ac.ctx
 	start := s.cfg.Now()
 	stderr := ch.Stderr()
-	grants, err := s.cfg.Store.GrantsForAgent(ctx, ac.agentID)
+	r, msg, code, ok, err := s.route(ac, cmd, shell)
 	if err != nil {
 		fmt.Fprintf(stderr, "postern: cannot read your grants; try again\r\n")
 		s.log.Error().Err(err).Str("conn_id", ac.id).Msg("grants")
@@ -195,7 +216,6 @@ func (s *Server) run(ac *agentConn, ch ssh.Channel, reqs <-chan *ssh.Request, st
 		exitWith(ch, ExitUnreachable)
 		return
 	}
-	r, msg, code, ok := resolve(ac.user, cmd, shell, grants)
 	if !ok {
 		go discard(reqs)
 		if code == 0 {
