@@ -213,6 +213,20 @@ loop:
 		res.Err = errors.New("bastion: target ended the session without an exit status (connection lost?)")
 	}
 
+	// The agent is told first: it should not wait for postern's cleanup
+	// of the target's side.
+	if res.Err == nil {
+		for _, ex := range exits {
+			// An agent that has gone away cannot be told; its goroutines
+			// end with its connection, and the outcome stands.
+			if _, err := down.SendRequest(ex.name, false, ex.payload); err != nil {
+				break
+			}
+		}
+		_ = down.CloseWrite()
+		_ = down.Close()
+	}
+
 	// Whatever happened, this session's upstream channel is finished.
 	// Closing it ends the target's side and, once the target answers, the
 	// output copies, the stdin copy's writes and the request forwarding.
@@ -232,15 +246,6 @@ loop:
 	deadline := time.NewTimer(relayTeardownWait)
 	defer deadline.Stop()
 	if res.Err == nil {
-		for _, ex := range exits {
-			// An agent that has gone away cannot be told; its goroutines
-			// end with its connection, and the outcome stands.
-			if _, err := down.SendRequest(ex.name, false, ex.payload); err != nil {
-				break
-			}
-		}
-		_ = down.CloseWrite()
-		_ = down.Close()
 		waitAll(ctx, deadline.C, stdoutDone, stderrDone, upReqsDone, stdinDone, agentReqsDone)
 	} else {
 		// down stays open for the caller, so the goroutines reading it
