@@ -83,6 +83,11 @@ func (s *Server) session(ac *agentConn, nch ssh.NewChannel) {
 			replyIf(req, false)
 		case "subsystem":
 			name, _ := parseSubsystem(req.Payload)
+			if name == "sftp" {
+				replyIf(req, true)
+				s.serveSFTP(ac, ch, reqs)
+				return
+			}
 			s.refuse(ac, "subsystem "+printable(name))
 			replyIf(req, false)
 			fmt.Fprintf(ch.Stderr(), "postern: subsystem %q is not served\r\n", printable(name))
