@@ -486,3 +486,19 @@ func testsshdMaxSessions(n int) testsshd.Options {
 }
 
 func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
+
+// auditRowsFor counts audit rows of a connection alias.
+func (h *harness) auditRowsFor(alias string) int {
+	h.t.Helper()
+	rows, err := h.st.ListAudit(context.Background(), store.AuditFilter{})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	n := 0
+	for _, r := range rows {
+		if r.ConnectionAlias == alias {
+			n++
+		}
+	}
+	return n
+}

@@ -17,7 +17,7 @@ func (h *harness) sshCommand() string {
 	return "ssh -F /dev/null -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes -o LogLevel=ERROR -o IdentitiesOnly=yes -i " + h.keyPath + " -p " + h.port
 }
 
-func requireTool(t *testing.T, name, pkg string) {
+func requireTool(t testing.TB, name, pkg string) {
 	t.Helper()
 	if _, err := exec.LookPath(name); err != nil {
 		if os.Getenv("POSTERN_E2E") == "1" {
