@@ -1,0 +1,128 @@
+package sftpgate
+
+import (
+	"fmt"
+	"path"
+	"strings"
+)
+
+// MaxPathLen bounds every path the agent sends, before and after cleaning.
+// It is Linux's PATH_MAX: no target accepts a longer path, and a bound keeps
+// a hostile client from making the gate clean, log and relay megabytes.
+const MaxPathLen = 4096
+
+// location is where a path the agent sent leads.
+type location struct {
+	// Alias is the connection the path lies on; "" is the virtual root "/"
+	// itself, which lies on no target.
+	Alias string
+	// Path is the absolute, clean path on the target ("" with no Alias).
+	Path string
+}
+
+// isAliasDir reports whether loc is the top of an alias in the virtual root
+// ("/ALIAS"): it is the target's "/", but to the agent it is an entry of the
+// read-only virtual root.
+func (loc location) isAliasDir(fixed string) bool {
+	return fixed == "" && loc.Alias != "" && loc.Path == "/"
+}
+
+// checkPath refuses what no sane client sends and some targets would
+// misread: NUL (which ends a C string early, so the target would act on a
+// shorter path than the one decided), other control bytes (which forge lines
+// in logs and approval pages), and paths longer than MaxPathLen.
+func checkPath(p string) error {
+	if len(p) > MaxPathLen {
+		return fmt.Errorf("sftpgate: path longer than %d bytes", MaxPathLen)
+	}
+	for i := 0; i < len(p); i++ {
+		if c := p[i]; c < 0x20 || c == 0x7f {
+			return fmt.Errorf("sftpgate: path contains control byte %#02x at offset %d", c, i)
+		}
+	}
+	return nil
+}
+
+// mapPath maps a path the agent sent to the location it means. base is the
+// directory a relative path resolves against (the start directory: "/" in
+// the virtual root, the target user's home in the fixed view) and must be
+// absolute and clean; fixed is Config.Fixed.
+//
+// The path is cleaned as a whole, in the agent's view, before it is split
+// into alias and target path, so ".." can never climb out of an alias:
+// "/web/../other/x" is "/other/x" on alias "other", and that is what the
+// Decider sees. In the fixed view ".." above "/" stays at "/", as it does on
+// the target itself.
+//
+// mapPath is pure: same input, same output.
+func mapPath(fixed, base, p string) (location, error) {
+	if err := checkPath(p); err != nil {
+		return location{}, err
+	}
+	if !path.IsAbs(p) {
+		p = base + "/" + p
+	}
+	p = path.Clean(p)
+	if len(p) > MaxPathLen {
+		return location{}, fmt.Errorf("sftpgate: path longer than %d bytes", MaxPathLen)
+	}
+	if fixed != "" {
+		return location{Alias: fixed, Path: p}, nil
+	}
+	if p == "/" {
+		return location{}, nil
+	}
+	alias, rest, _ := strings.Cut(p[1:], "/")
+	return location{Alias: alias, Path: "/" + rest}, nil
+}
+
+// virtualPath is the inverse of mapPath: the path in the agent's view of a
+// path on loc's target.
+func virtualPath(fixed string, loc location) string {
+	switch {
+	case fixed != "":
+		return loc.Path
+	case loc.Alias == "":
+		return "/"
+	case loc.Path == "/" || loc.Path == "":
+		return "/" + loc.Alias
+	default:
+		return "/" + loc.Alias + loc.Path
+	}
+}
+
+// mapLinkTarget maps the target of a new symbolic link on alias to what the
+// link should hold on the target. A relative target is kept as sent: the
+// target's kernel resolves it from the link's directory, on the target, so
+// it cannot reach another alias whatever its "..". An absolute target is
+// mapped like any path and must lie on the link's own alias: a link on one
+// target cannot point at another.
+func mapLinkTarget(fixed, alias, target string) (string, error) {
+	if err := checkPath(target); err != nil {
+		return "", err
+	}
+	if target == "" {
+		return "", fmt.Errorf("sftpgate: empty symlink target")
+	}
+	if !path.IsAbs(target) {
+		return target, nil
+	}
+	loc, err := mapPath(fixed, "/", target)
+	if err != nil {
+		return "", err
+	}
+	if loc.Alias != alias {
+		return "", fmt.Errorf("sftpgate: a symlink on %s cannot point at %s", alias, target)
+	}
+	return loc.Path, nil
+}
+
+// agentLinkTarget is how a symbolic link's content on alias's target reads
+// in the agent's view: an absolute content is moved under "/ALIAS" in the
+// virtual root so that the agent can follow it; a relative one is as stored.
+func agentLinkTarget(fixed, alias, content string) string {
+	if fixed != "" || !path.IsAbs(content) {
+		return content
+	}
+	return virtualPath(fixed, location{Alias: alias, Path: path.Clean(content)})
+}
