@@ -4,6 +4,7 @@
 #
 #   bash bench/run.sh            # from anywhere inside the repository
 #   KEEP=1 bash bench/run.sh     # keep the scratch directory (logs, configs)
+#   SFTP_ROWS=0 / EXEC_ROWS=0    # skip the sftp rows / the exec rows
 #
 # Everything listens on 127.0.0.1 only. Every process started here is stopped
 # on exit. No timing threshold makes this script fail: it measures and prints.
@@ -18,6 +19,11 @@ N_ECHO=${N_ECHO:-200}     # sequential `echo hi` on new connections
 N_CONC=${N_CONC:-50}      # concurrent `sleep 1` on new connections
 CONC_ROUNDS=${CONC_ROUNDS:-3}
 WARMUP=${WARMUP:-3}       # unmeasured runs per column before each row
+N_SFTP=${N_SFTP:-5}       # sftp get and put samples per column
+SFTP_MIB=${SFTP_MIB:-256} # size of the transferred file
+# Which rows run (both by default; the recorded results have both).
+EXEC_ROWS=${EXEC_ROWS:-1}
+SFTP_ROWS=${SFTP_ROWS:-1}
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/postern-bench.XXXXXX")
 pids=()
@@ -102,6 +108,15 @@ printf 'environment="HOME=%s" %s\n' "$work/home" "$(cat "$work/target_key.pub")"
 	>"$work/authorized_keys"
 
 sshd_port=$(free_port)
+# The target serves sftp as Debian's sshd_config does, with the sftp-server
+# binary (internal-sftp only where that binary is not found).
+sftp_server=internal-sftp
+for f in /usr/lib/openssh/sftp-server /usr/libexec/openssh/sftp-server /usr/libexec/sftp-server; do
+	if [[ -x $f ]]; then
+		sftp_server=$f
+		break
+	fi
+done
 cat >"$work/sshd_config" <<CONF
 ListenAddress 127.0.0.1:$sshd_port
 HostKey $work/sshd_host_key
@@ -120,6 +135,7 @@ PrintLastLog no
 MaxStartups 200:30:300
 MaxSessions 100
 LogLevel ERROR
+Subsystem sftp $sftp_server
 CONF
 if [[ $(id -u) == 0 ]]; then
 	mkdir -p /run/sshd
@@ -256,39 +272,141 @@ concurrent() {
 	echo "$fail" >>"$name.fail"
 }
 
-echo "measuring (interleaved; about two minutes)" >&2
+# ---------------------------------------------------------------- sftp
+# The sftp rows drive the real sftp client in batch mode (-b) with the same
+# ssh options as the exec rows. Directly: the target user with the target
+# key. Through postern: the agent key, with the alias as the SSH user name,
+# so postern serves that alias's own tree and the absolute paths below are
+# the same paths on the target in both columns. Target and client share this
+# machine, so the scratch directory is both the local and the remote side.
+sftp_cmd() { # COLUMN BATCHFILE
+	case $1 in
+	direct) sftp "${opts[@]}" -i "$work/target_key" -P "$sshd_port" -b "$2" "$user@127.0.0.1" ;;
+	via) sftp "${opts[@]}" -i "$work/agent_key" -P "$postern_port" -b "$2" "tgt@127.0.0.1" ;;
+	esac
+}
 
-echo "  exec on a new connection: $N_EXEC samples per column" >&2
-CMD=(true)
-interleave "$N_EXEC" newconn "${direct[@]}" -- "${via[@]}"
-
-echo "  exec over ControlMaster: $N_EXEC samples per column" >&2
-interleave "$N_EXEC" mux "${mux_direct[@]}" -- "${mux_via[@]}"
-
-echo "  $N_ECHO sequential echo hi per column" >&2
-CMD=(echo hi)
-interleave "$N_ECHO" echo "${direct[@]}" -- "${via[@]}"
-
-echo "  $N_CONC concurrent sleep 1: $CONC_ROUNDS rounds per column" >&2
-: >"$work/conc.direct"; : >"$work/conc.direct.fail"
-: >"$work/conc.via"; : >"$work/conc.via.fail"
-for ((r = 0; r < CONC_ROUNDS; r++)); do
-	if ((r % 2 == 0)); then
-		concurrent "$work/conc.direct" "${direct[@]}"
-		concurrent "$work/conc.via" "${via[@]}"
-	else
-		concurrent "$work/conc.via" "${via[@]}"
-		concurrent "$work/conc.direct" "${direct[@]}"
+# sftp_fail COLUMN WHAT: print what sftp (and, for postern, its log) said; die.
+sftp_fail() {
+	cat "$work/sftp.err" >&2
+	if [[ $1 == via ]]; then
+		tail -n 20 "$work/postern.log" >&2
+		die "sftp through postern failed: $2"
 	fi
-done
+	die "direct sftp failed: $2"
+}
+
+# sftp_one COLUMN OP: one transfer of the test file with sftp's `get`
+# (target to client) or `put` (client to target) into a fresh file, then its
+# sha256, which must match the original. Appends to $work/sftp.OP.COLUMN the
+# transfer time in us, taken between two `!date` marks that sftp itself runs
+# around the get or put (so the handshake, authentication and exit are left
+# out), and to $work/sftp.OP.COLUMN.proc the whole sftp process's time.
+sftp_one() {
+	local col=$1 op=$2 t0 t1 sum m
+	local dst=$work/$op.$col.out batch=$work/sftp.batch marks=$work/sftp.marks
+	rm -f "$dst"
+	: >"$marks"
+	{
+		echo "!date +%s%N >>$marks"
+		echo "$op \"$blob\" \"$dst\""
+		echo "!date +%s%N >>$marks"
+	} >"$batch"
+	t0=$(now_us)
+	sftp_cmd "$col" "$batch" >/dev/null 2>"$work/sftp.err" || sftp_fail "$col" "$op"
+	t1=$(now_us)
+	mapfile -t m <"$marks"
+	((${#m[@]} == 2)) || die "sftp $op ($col): expected two timing marks in $marks"
+	echo $(((m[1] - m[0]) / 1000)) >>"$work/sftp.$op.$col"
+	echo $((t1 - t0)) >>"$work/sftp.$op.$col.proc"
+	[[ -f $dst ]] || die "sftp $op ($col): $dst was not created"
+	sum=$(sha256sum "$dst" | cut -d' ' -f1)
+	[[ $sum == "$blob_sum" ]] || die "sftp $op ($col): sha256 of the received file is $sum, want $blob_sum"
+	rm -f "$dst"
+	sftp_checked=$((sftp_checked + 1))
+}
+
+sftp_checked=0
+if ((SFTP_ROWS)); then
+	# The batch files name paths unquoted in `!date` lines and in double
+	# quotes in sftp commands; keep the scratch path plain.
+	[[ $work =~ ^[A-Za-z0-9_./-]+$ ]] || die "sftp rows need a plain scratch path, not $work (set TMPDIR)"
+	blob=$work/blob
+	echo "creating the ${SFTP_MIB} MiB test file from /dev/urandom" >&2
+	head -c $((SFTP_MIB << 20)) /dev/urandom >"$blob"
+	blob_sum=$(sha256sum "$blob" | cut -d' ' -f1)
+	# Check both paths, and warm them (pool, sftp-server, page cache).
+	echo pwd >"$work/sftp.warm"
+	for ((i = 0; i < WARMUP; i++)); do
+		sftp_cmd direct "$work/sftp.warm" >/dev/null 2>"$work/sftp.err" || sftp_fail direct "pwd"
+		sftp_cmd via "$work/sftp.warm" >/dev/null 2>"$work/sftp.err" || sftp_fail via "pwd"
+	done
+fi
+
+if ((EXEC_ROWS)); then
+	echo "measuring the exec rows (interleaved; about two minutes)" >&2
+
+	echo "  exec on a new connection: $N_EXEC samples per column" >&2
+	CMD=(true)
+	interleave "$N_EXEC" newconn "${direct[@]}" -- "${via[@]}"
+
+	echo "  exec over ControlMaster: $N_EXEC samples per column" >&2
+	interleave "$N_EXEC" mux "${mux_direct[@]}" -- "${mux_via[@]}"
+
+	echo "  $N_ECHO sequential echo hi per column" >&2
+	CMD=(echo hi)
+	interleave "$N_ECHO" echo "${direct[@]}" -- "${via[@]}"
+
+	echo "  $N_CONC concurrent sleep 1: $CONC_ROUNDS rounds per column" >&2
+	: >"$work/conc.direct"; : >"$work/conc.direct.fail"
+	: >"$work/conc.via"; : >"$work/conc.via.fail"
+	for ((r = 0; r < CONC_ROUNDS; r++)); do
+		if ((r % 2 == 0)); then
+			concurrent "$work/conc.direct" "${direct[@]}"
+			concurrent "$work/conc.via" "${via[@]}"
+		else
+			concurrent "$work/conc.via" "${via[@]}"
+			concurrent "$work/conc.direct" "${direct[@]}"
+		fi
+	done
+fi
+
+if ((SFTP_ROWS)); then
+	echo "measuring the sftp rows: get and put of ${SFTP_MIB} MiB, $N_SFTP samples per column (interleaved)" >&2
+	for op in get put; do
+		: >"$work/sftp.$op.direct"; : >"$work/sftp.$op.direct.proc"
+		: >"$work/sftp.$op.via"; : >"$work/sftp.$op.via.proc"
+	done
+	for ((i = 0; i < N_SFTP; i++)); do
+		for op in get put; do
+			if ((i % 2 == 0)); then
+				sftp_one direct "$op"
+				sftp_one via "$op"
+			else
+				sftp_one via "$op"
+				sftp_one direct "$op"
+			fi
+		done
+	done
+fi
 
 # ---------------------------------------------------------------- report
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0) printf "%.2f", b / a; else print "-" }'; }
 fails() { awk '{ s += $1 } END { print s + 0 }' "$1"; }
 
-row() { # LABEL DIRECT_MS VIA_MS GOAL
+row() { # LABEL DIRECT VIA GOAL
 	printf '%-38s %10s %10s %7s   %s\n' "$1" "$2" "$3" "$(ratio "$2" "$3")" "$4"
 }
+
+# mibs FILE Q: throughput in MiB/s of the Q quantile of the transfer times
+# (us) in FILE; Q = 1 is the slowest sample.
+mibs() {
+	sort -n "$1" | awk -v q="$2" -v mib="$SFTP_MIB" '{ v[NR] = $1 } END {
+		r = int(q * NR + 0.999999); if (r < 1) r = 1; if (r > NR) r = NR
+		if (v[r] > 0) printf "%.1f", mib / (v[r] / 1e6); else print "-" }'
+}
+# secs FILE: the median of the numbers (us) in FILE, in seconds.
+secs() { awk -v ms="$(quantile "$1" 0.5)" 'BEGIN { printf "%.2f", ms / 1000 }'; }
 
 commit=$(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)
 dirty=$(git -C "$repo" status --porcelain -- . ':!bench' 2>/dev/null | head -n1)
@@ -296,20 +414,38 @@ echo
 echo "postern bench  $(date -u +%Y-%m-%dT%H:%MZ)  commit $commit${dirty:+ plus uncommitted changes}"
 echo "$(nproc) cores, $(uname -sr), $(ssh -V 2>&1 | cut -d, -f1), $(go version | cut -d' ' -f3)"
 echo "client: -o KexAlgorithms=curve25519-sha256 -o Ciphers=aes128-gcm@openssh.com (both columns)"
-echo
-printf '%-38s %10s %10s %7s   %s\n' "row (ms)" direct postern ratio goal
-row "exec, new connection: median" "$(quantile "$work/newconn.direct" 0.5)" "$(quantile "$work/newconn.via" 0.5)" "<= 0.60"
-row "exec, new connection: p90" "$(quantile "$work/newconn.direct" 0.9)" "$(quantile "$work/newconn.via" 0.9)" ""
-row "exec, ControlMaster: median" "$(quantile "$work/mux.direct" 0.5)" "$(quantile "$work/mux.via" 0.5)" "<= 1.05"
-row "exec, ControlMaster: p90" "$(quantile "$work/mux.direct" 0.9)" "$(quantile "$work/mux.via" 0.9)" ""
-row "$N_ECHO x echo hi, sequential: total" "$(total "$work/echo.direct")" "$(total "$work/echo.via")" "<= 0.60"
-row "$N_CONC x sleep 1, concurrent: median" "$(quantile "$work/conc.direct" 0.5)" "$(quantile "$work/conc.via" 0.5)" "<= 1.05, no failures"
-printf '%-38s %10s %10s %7s   %s\n' "  failures ($CONC_ROUNDS rounds x $N_CONC)" \
-	"$(fails "$work/conc.direct.fail")" "$(fails "$work/conc.via.fail")" "" "0"
-echo
-echo "ratio = postern / direct; below 1 means postern is faster."
-if (($(fails "$work/conc.direct.fail") + $(fails "$work/conc.via.fail") > 0)); then
-	echo "the concurrent wall times include failed clients, which end early: not comparable."
+if ((EXEC_ROWS)); then
+	echo
+	printf '%-38s %10s %10s %7s   %s\n' "row (ms)" direct postern ratio goal
+	row "exec, new connection: median" "$(quantile "$work/newconn.direct" 0.5)" "$(quantile "$work/newconn.via" 0.5)" "<= 0.60"
+	row "exec, new connection: p90" "$(quantile "$work/newconn.direct" 0.9)" "$(quantile "$work/newconn.via" 0.9)" ""
+	row "exec, ControlMaster: median" "$(quantile "$work/mux.direct" 0.5)" "$(quantile "$work/mux.via" 0.5)" "<= 1.05"
+	row "exec, ControlMaster: p90" "$(quantile "$work/mux.direct" 0.9)" "$(quantile "$work/mux.via" 0.9)" ""
+	row "$N_ECHO x echo hi, sequential: total" "$(total "$work/echo.direct")" "$(total "$work/echo.via")" "<= 0.60"
+	row "$N_CONC x sleep 1, concurrent: median" "$(quantile "$work/conc.direct" 0.5)" "$(quantile "$work/conc.via" 0.5)" "<= 1.05, no failures"
+	printf '%-38s %10s %10s %7s   %s\n' "  failures ($CONC_ROUNDS rounds x $N_CONC)" \
+		"$(fails "$work/conc.direct.fail")" "$(fails "$work/conc.via.fail")" "" "0"
+	echo
+	echo "ratio = postern / direct time; below 1 means postern is faster."
+	if (($(fails "$work/conc.direct.fail") + $(fails "$work/conc.via.fail") > 0)); then
+		echo "the concurrent wall times include failed clients, which end early: not comparable."
+	fi
+fi
+if ((SFTP_ROWS)); then
+	echo
+	printf '%-38s %10s %10s %7s   %s\n' "row (MiB/s, ${SFTP_MIB} MiB file)" direct postern ratio goal
+	row "sftp get: median of $N_SFTP" "$(mibs "$work/sftp.get.direct" 0.5)" "$(mibs "$work/sftp.get.via" 0.5)" ">= 0.80"
+	row "sftp get: slowest" "$(mibs "$work/sftp.get.direct" 1)" "$(mibs "$work/sftp.get.via" 1)" ""
+	row "sftp put: median of $N_SFTP" "$(mibs "$work/sftp.put.direct" 0.5)" "$(mibs "$work/sftp.put.via" 0.5)" ">= 0.90"
+	row "sftp put: slowest" "$(mibs "$work/sftp.put.direct" 1)" "$(mibs "$work/sftp.put.via" 1)" ""
+	echo
+	echo "ratio = postern / direct throughput; ABOVE 1 means postern is faster."
+	echo "MiB/s = ${SFTP_MIB} MiB / time of the get or put alone (between \`!date\` marks in the sftp batch);"
+	printf 'whole sftp process (connect, transfer, exit), median s: get %s direct, %s postern; put %s direct, %s postern\n' \
+		"$(secs "$work/sftp.get.direct.proc")" "$(secs "$work/sftp.get.via.proc")" \
+		"$(secs "$work/sftp.put.direct.proc")" "$(secs "$work/sftp.put.via.proc")"
+	echo "sftp -b with its defaults (-B 32768 -R 64); target: Subsystem sftp $sftp_server"
+	echo "sha256 matched for all $sftp_checked transfers: ${blob_sum:0:16}..."
 fi
 if [[ -s $work/conc.via.err || -s $work/conc.direct.err ]]; then
 	echo
