@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"sync/atomic"
 	"time"
 
 	"github.com/pkg/sftp"
@@ -93,7 +94,8 @@ func Serve(ctx context.Context, rwc io.ReadWriteCloser, cfg Config) error {
 		g.start = home
 	}
 
-	rs := sftp.NewRequestServer(&agentConn{rwc: rwc, gone: cancel},
+	agent := &agentConn{rwc: rwc, gone: cancel}
+	rs := sftp.NewRequestServer(agent,
 		sftp.Handlers{FileGet: g, FilePut: g, FileCmd: g, FileList: g},
 		sftp.WithRSAllocator(),
 		sftp.WithStartDirectory(g.start),
@@ -111,7 +113,10 @@ func Serve(ctx context.Context, rwc io.ReadWriteCloser, cfg Config) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("sftpgate: %w", ctx.Err())
 	}
-	if errors.Is(err, io.EOF) {
+	// The request server reports a clean end with handles still open as
+	// io.ErrUnexpectedEOF. OpenSSH's sftp-server exits 0 then (it closes
+	// them), and so does the gate: the agent ended the session.
+	if errors.Is(err, io.EOF) || (errors.Is(err, io.ErrUnexpectedEOF) && agent.eof.Load()) {
 		return nil
 	}
 	return fmt.Errorf("sftpgate: serve: %w", err)
@@ -141,11 +146,13 @@ func homeDir(ctx context.Context, ups *upstreams, alias string) (string, error) 
 type agentConn struct {
 	rwc  io.ReadWriteCloser
 	gone context.CancelFunc
+	eof  atomic.Bool // the agent ended its side: a read returned io.EOF
 }
 
 func (c *agentConn) Read(p []byte) (int, error) {
 	n, err := c.rwc.Read(p)
 	if err != nil {
+		c.eof.Store(err == io.EOF)
 		c.gone()
 	}
 	return n, err

@@ -1,0 +1,330 @@
+package sftpgate
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"testing"
+
+	"github.com/pkg/sftp"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// tcpPair returns the two ends of a loopback TCP connection. net.Pipe would
+// deadlock when both sides write at once, which SFTP clients and servers do.
+func tcpPair(t testing.TB) (net.Conn, net.Conn) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, _ := l.Accept()
+		accepted <- c
+	}()
+	a, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := <-accepted
+	if b == nil {
+		t.Fatal("accept failed")
+	}
+	return a, b
+}
+
+// memTarget is an in-memory SFTP target: every session dialed to it sees the
+// same files.
+type memTarget struct {
+	handlers sftp.Handlers
+	start    string // the upstream server's start directory ("/" if empty)
+}
+
+func newMemTarget() *memTarget { return &memTarget{handlers: sftp.InMemHandler()} }
+
+// session opens an SFTP session to the target; close ends it and waits for
+// its server.
+func (m *memTarget) session(t testing.TB) (*sftp.Client, func() error) {
+	t.Helper()
+	a, b := tcpPair(t)
+	var opts []sftp.RequestServerOption
+	if m.start != "" {
+		opts = append(opts, sftp.WithStartDirectory(m.start))
+	}
+	rs := sftp.NewRequestServer(b, m.handlers, opts...)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		rs.Serve()
+		rs.Close()
+	}()
+	c, err := sftp.NewClientPipe(a, a)
+	if err != nil {
+		a.Close()
+		<-done
+		t.Fatal(err)
+	}
+	return c, func() error {
+		err := c.Close()
+		<-done
+		return err
+	}
+}
+
+// harness runs Serve over loopback with in-memory targets and records what
+// the gate asks the Decider and dials.
+type harness struct {
+	t       *testing.T
+	targets map[string]*memTarget
+	client  *sftp.Client // the agent's client
+	conn    net.Conn     // the agent's end, for raw packets
+	done    chan error   // Serve's result
+
+	// mu protects ops, dials, closes and deny.
+	mu     sync.Mutex
+	ops    []Op
+	dials  map[string]int
+	closes map[string]int
+	deny   func(Op) error
+}
+
+type harnessOpts struct {
+	fixed   string
+	aliases []string
+	home    string // the fixed target's start directory
+	raw     bool   // no pkg/sftp client: the test speaks raw packets
+	decide  Decider
+}
+
+func startHarness(t *testing.T, o harnessOpts) *harness {
+	t.Helper()
+	h := &harness{t: t, targets: map[string]*memTarget{}, dials: map[string]int{}, closes: map[string]int{}, done: make(chan error, 1)}
+	names := o.aliases
+	if o.fixed != "" {
+		names = append([]string{o.fixed}, names...)
+	}
+	for _, a := range names {
+		h.targets[a] = newMemTarget()
+	}
+	if o.fixed != "" && o.home != "" {
+		h.targets[o.fixed].start = o.home
+		h.seed(o.fixed, func(c *sftp.Client) {
+			if err := c.MkdirAll(o.home); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	decide := o.decide
+	if decide == nil {
+		decide = func(ctx context.Context, op Op) error {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			h.ops = append(h.ops, op)
+			if h.deny != nil {
+				return h.deny(op)
+			}
+			return nil
+		}
+	}
+	cfg := Config{
+		Aliases: o.aliases,
+		Fixed:   o.fixed,
+		Decide:  decide,
+		Dial: func(ctx context.Context, alias string) (*Upstream, error) {
+			m := h.targets[alias]
+			if m == nil {
+				return nil, fmt.Errorf("no target %s", alias)
+			}
+			h.mu.Lock()
+			h.dials[alias]++
+			h.mu.Unlock()
+			c, closeFn := m.session(t)
+			return &Upstream{Client: c, Close: func() error {
+				h.mu.Lock()
+				h.closes[alias]++
+				h.mu.Unlock()
+				return closeFn()
+			}}, nil
+		},
+	}
+	a, b := tcpPair(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { h.done <- Serve(ctx, b, cfg) }()
+	h.conn = a
+	t.Cleanup(func() {
+		cancel()
+		a.Close()
+		<-h.done
+		b.Close()
+	})
+	if !o.raw {
+		c, err := sftp.NewClientPipe(a, a)
+		if err != nil {
+			t.Fatalf("agent client: %v", err)
+		}
+		h.client = c
+		t.Cleanup(func() { c.Close() })
+	}
+	return h
+}
+
+// seed works on a target directly, around the gate.
+func (h *harness) seed(alias string, f func(*sftp.Client)) {
+	h.t.Helper()
+	c, closeFn := h.targets[alias].session(h.t)
+	defer closeFn()
+	f(c)
+}
+
+// writeFile puts content at p on alias's target, around the gate.
+func (h *harness) writeFile(alias, p, content string) {
+	h.t.Helper()
+	h.seed(alias, func(c *sftp.Client) {
+		f, err := c.Create(p)
+		if err != nil {
+			h.t.Fatalf("seed %s:%s: %v", alias, p, err)
+		}
+		if _, err := f.Write([]byte(content)); err != nil {
+			h.t.Fatal(err)
+		}
+		f.Close()
+	})
+}
+
+func (h *harness) takeOps() []Op {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ops := h.ops
+	h.ops = nil
+	return ops
+}
+
+func (h *harness) dialCount(alias string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.dials[alias]
+}
+
+// rawConn speaks SFTP packets directly, to see status codes and messages
+// that pkg/sftp's client folds into os.ErrPermission and os.ErrNotExist.
+type rawConn struct {
+	t    testing.TB
+	conn io.ReadWriter
+	id   uint32
+}
+
+const (
+	fxpInit     = 1
+	fxpVersion  = 2
+	fxpOpen     = 3
+	fxpRemove   = 13
+	fxpMkdir    = 14
+	fxpRmdir    = 15
+	fxpRealpath = 16
+	fxpStat     = 17
+	fxpRename   = 18
+	fxpReadlink = 19
+	fxpSymlink  = 20
+	fxpStatus   = 101
+	fxpHandle   = 102
+	fxpName     = 104
+	fxpAttrs    = 105
+
+	fxOK               = 0
+	fxNoSuchFile       = 2
+	fxPermissionDenied = 3
+	fxFailure          = 4
+)
+
+func newRawConn(t testing.TB, conn io.ReadWriter) *rawConn {
+	r := &rawConn{t: t, conn: conn}
+	r.send(fxpInit, uint32(3))
+	if typ, _ := r.recv(); typ != fxpVersion {
+		t.Fatalf("got packet %d; want version", typ)
+	}
+	return r
+}
+
+func (r *rawConn) send(typ byte, fields ...any) {
+	r.t.Helper()
+	b := []byte{0, 0, 0, 0, typ}
+	for _, f := range fields {
+		switch v := f.(type) {
+		case uint32:
+			b = binary.BigEndian.AppendUint32(b, v)
+		case string:
+			b = binary.BigEndian.AppendUint32(b, uint32(len(v)))
+			b = append(b, v...)
+		default:
+			r.t.Fatalf("bad field %T", f)
+		}
+	}
+	binary.BigEndian.PutUint32(b, uint32(len(b)-4))
+	if _, err := r.conn.Write(b); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+func (r *rawConn) recv() (byte, []byte) {
+	r.t.Helper()
+	var hdr [4]byte
+	if _, err := io.ReadFull(r.conn, hdr[:]); err != nil {
+		r.t.Fatal(err)
+	}
+	b := make([]byte, binary.BigEndian.Uint32(hdr[:]))
+	if _, err := io.ReadFull(r.conn, b); err != nil {
+		r.t.Fatal(err)
+	}
+	return b[0], b[1:]
+}
+
+// call sends a request (the id is added) and returns the answer's type and
+// its payload after the id.
+func (r *rawConn) call(typ byte, fields ...any) (byte, []byte) {
+	r.t.Helper()
+	r.id++
+	r.send(typ, append([]any{r.id}, fields...)...)
+	rt, p := r.recv()
+	if got := binary.BigEndian.Uint32(p); got != r.id {
+		r.t.Fatalf("got answer to id %d; want %d", got, r.id)
+	}
+	return rt, p[4:]
+}
+
+// status sends a request and returns the status code and message of the
+// answer (fxOK with the packet type in the message when it is no status).
+func (r *rawConn) status(typ byte, fields ...any) (uint32, string) {
+	r.t.Helper()
+	rt, p := r.call(typ, fields...)
+	if rt != fxpStatus {
+		return fxOK, fmt.Sprintf("packet %d", rt)
+	}
+	code := binary.BigEndian.Uint32(p)
+	n := binary.BigEndian.Uint32(p[4:])
+	return code, string(p[8 : 8+n])
+}
+
+// name sends a request answered with one name (realpath, readlink).
+func (r *rawConn) name(typ byte, fields ...any) (string, error) {
+	r.t.Helper()
+	rt, p := r.call(typ, fields...)
+	if rt == fxpStatus {
+		n := binary.BigEndian.Uint32(p[4:])
+		return "", errors.New(string(p[8 : 8+n]))
+	}
+	if rt != fxpName {
+		r.t.Fatalf("got packet %d; want name", rt)
+	}
+	n := binary.BigEndian.Uint32(p[4:])
+	return string(p[8 : 8+n]), nil
+}
