@@ -46,6 +46,12 @@ type Config struct {
 	Decide Decider
 	Dial   Dialer
 	Logger zerolog.Logger
+	// Stderr, if set, also receives each refusal's message as one line.
+	// OpenSSH's sftp and scp print only a status code's generic text
+	// ("Permission denied"), never the server's message, so without it an
+	// agent using them cannot learn why. The bastion passes the session's
+	// stderr. None if nil.
+	Stderr io.Writer
 }
 
 // ErrRefused is matched by refusals built by this package.
@@ -84,6 +90,7 @@ func Serve(ctx context.Context, rwc io.ReadWriteCloser, cfg Config) error {
 		decide:  cfg.Decide,
 		ups:     ups,
 		log:     cfg.Logger,
+		stderr:  cfg.Stderr,
 		started: time.Now(),
 	}
 	if cfg.Fixed != "" {

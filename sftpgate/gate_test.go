@@ -139,7 +139,11 @@ func TestDecideEveryOperation(t *testing.T) {
 				{"realpath", func() error { _, err := c.RealPath(p("/d/../d")); return err }, Op{"web", policy.Read, "Realpath", []string{"/d"}}},
 				{"statvfs", func() error { _, err := c.StatVFS(p("/")); return err }, Op{"web", policy.Read, "StatVFS", []string{"/"}}},
 				{"get", func() error { f, err := c.Open(p("/d/f")); f.Close(); return err }, Op{"web", policy.Read, "Get", []string{"/d/f"}}},
-				{"put", func() error { f, err := c.OpenFile(p("/d/new"), os.O_WRONLY|os.O_CREATE|os.O_TRUNC); f.Close(); return err }, Op{"web", policy.Write, "Put", []string{"/d/new"}}},
+				{"put", func() error {
+					f, err := c.OpenFile(p("/d/new"), os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
+					f.Close()
+					return err
+				}, Op{"web", policy.Write, "Put", []string{"/d/new"}}},
 				{"append", func() error { f, err := c.OpenFile(p("/d/f"), os.O_WRONLY|os.O_APPEND); f.Close(); return err }, Op{"web", policy.Write, "Put", []string{"/d/f"}}},
 				{"open read-write", func() error { f, err := c.OpenFile(p("/d/f"), os.O_RDWR); f.Close(); return err }, Op{"web", policy.Write, "Open", []string{"/d/f"}}},
 				{"setstat", func() error { return c.Chmod(p("/d/f"), 0o600) }, Op{"web", policy.Write, "Setstat", []string{"/d/f"}}},

@@ -2,10 +2,13 @@ package sftpgate
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"path"
 	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/pkg/sftp"
@@ -27,7 +30,10 @@ type gate struct {
 	decide  Decider
 	ups     *upstreams
 	log     zerolog.Logger
-	started time.Time // the virtual directories' modification time
+	stderr  io.Writer // Config.Stderr; nil for none
+	// stderrMu serialises lines on stderr.
+	stderrMu sync.Mutex
+	started  time.Time // the virtual directories' modification time
 }
 
 var (
@@ -84,9 +90,27 @@ func (g *gate) allow(ctx context.Context, alias string, class policy.Class, meth
 	if err := g.decide(ctx, op); err != nil {
 		g.log.Debug().Str("alias", alias).Str("class", string(class)).Str("method", method).
 			Strs("paths", paths).Err(err).Msg("sftp operation refused")
+		g.notice(fmt.Sprintf("sftp: %s %s on %s refused: %s", method, strings.Join(paths, " "), alias, err))
 		return refuse(err.Error())
 	}
 	return nil
+}
+
+// notice writes one line on Config.Stderr. Its failure is ignored: the
+// refusal itself still reaches the agent as the status of its request.
+func (g *gate) notice(line string) {
+	if g.stderr == nil {
+		return
+	}
+	line = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return '?'
+		}
+		return r
+	}, line)
+	g.stderrMu.Lock()
+	defer g.stderrMu.Unlock()
+	_, _ = io.WriteString(g.stderr, line+"\n")
 }
 
 // client returns alias's upstream client, dialing it on first use. The
