@@ -95,14 +95,6 @@ func (p *upstreams) client(ctx context.Context, alias string) (*sftp.Client, err
 	return up.Client, nil
 }
 
-// dialed reports whether alias has a session or a dial in progress.
-func (p *upstreams) dialed(alias string) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	_, ok := p.slots[alias]
-	return ok
-}
-
 // closeAll closes every session; later calls of client fail. A dial still in
 // progress closes its session itself when it completes.
 func (p *upstreams) closeAll() error {
