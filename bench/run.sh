@@ -160,6 +160,7 @@ data=$work/data
 postern_port=$(free_port)
 "$postern" serve --data "$data" --ssh-listen "127.0.0.1:$postern_port" >"$work/postern.log" 2>&1 &
 pids+=($!)
+postern_pid=$!
 wait_listening "$postern_port" "${pids[-1]}" "postern serve" "$work/postern.log"
 
 # ---------------------------------------------------------------- clients
@@ -302,8 +303,25 @@ sftp_fail() {
 # transfer time in us, taken between two `!date` marks that sftp itself runs
 # around the get or put (so the handshake, authentication and exit are left
 # out), and to $work/sftp.OP.COLUMN.proc the whole sftp process's time.
+# cpu_ticks prints the CPU time (clock ticks) the whole machine has spent
+# busy (user, nice, system, irq, softirq); cpu_ticks PID that of one process.
+# Both read /proc with bash builtins only (no fork inside a sample).
+cpu_ticks() {
+	local line f
+	if (($# == 0)); then
+		read -r line </proc/stat || return 0
+		read -ra f <<<"$line"
+		echo $((f[1] + f[2] + f[3] + f[6] + f[7]))
+	else
+		read -r line <"/proc/$1/stat" || return 0
+		line=${line##*) } # fields after the command name; utime and stime are 12 and 13
+		read -ra f <<<"$line"
+		echo $((f[11] + f[12]))
+	fi
+}
+
 sftp_one() {
-	local col=$1 op=$2 t0 t1 sum m
+	local col=$1 op=$2 t0 t1 sum m c0 c1 p0 p1
 	local dst=$work/$op.$col.out batch=$work/sftp.batch marks=$work/sftp.marks
 	rm -f "$dst"
 	: >"$marks"
@@ -312,9 +330,15 @@ sftp_one() {
 		echo "$op \"$blob\" \"$dst\""
 		echo "!date +%s%N >>$marks"
 	} >"$batch"
+	c0=$(cpu_ticks)
+	p0=$(cpu_ticks "$postern_pid")
 	t0=$(now_us)
 	sftp_cmd "$col" "$batch" >/dev/null 2>"$work/sftp.err" || sftp_fail "$col" "$op"
 	t1=$(now_us)
+	c1=$(cpu_ticks)
+	p1=$(cpu_ticks "$postern_pid")
+	echo $((c1 - c0)) >>"$work/sftp.$op.$col.cpu"
+	echo $((p1 - p0)) >>"$work/sftp.$op.$col.pcpu"
 	mapfile -t m <"$marks"
 	((${#m[@]} == 2)) || die "sftp $op ($col): expected two timing marks in $marks"
 	echo $(((m[1] - m[0]) / 1000)) >>"$work/sftp.$op.$col"
@@ -374,8 +398,9 @@ fi
 if ((SFTP_ROWS)); then
 	echo "measuring the sftp rows: get and put of ${SFTP_MIB} MiB, $N_SFTP samples per column (interleaved)" >&2
 	for op in get put; do
-		: >"$work/sftp.$op.direct"; : >"$work/sftp.$op.direct.proc"
-		: >"$work/sftp.$op.via"; : >"$work/sftp.$op.via.proc"
+		for col in direct via; do
+			for ext in "" .proc .cpu .pcpu; do : >"$work/sftp.$op.$col$ext"; done
+		done
 	done
 	for ((i = 0; i < N_SFTP; i++)); do
 		for op in get put; do
@@ -440,10 +465,16 @@ if ((SFTP_ROWS)); then
 	row "sftp put: slowest" "$(mibs "$work/sftp.put.direct" 1)" "$(mibs "$work/sftp.put.via" 1)" ""
 	echo
 	echo "ratio = postern / direct throughput; ABOVE 1 means postern is faster."
-	echo "MiB/s = ${SFTP_MIB} MiB / time of the get or put alone (between \`!date\` marks in the sftp batch);"
+	echo "MiB/s = ${SFTP_MIB} MiB / time of the get or put alone (between \`!date\` marks in the sftp batch)."
 	printf 'whole sftp process (connect, transfer, exit), median s: get %s direct, %s postern; put %s direct, %s postern\n' \
 		"$(secs "$work/sftp.get.direct.proc")" "$(secs "$work/sftp.get.via.proc")" \
 		"$(secs "$work/sftp.put.direct.proc")" "$(secs "$work/sftp.put.via.proc")"
+	# CPU seconds per sample (median), from /proc around the whole sftp process.
+	hz=$(getconf CLK_TCK 2>/dev/null || echo 100)
+	tsec() { sort -n "$1" | awk -v hz="$hz" '{ v[NR] = $1 } END { r = int(0.5 * NR + 0.999999); if (r < 1) r = 1; printf "%.2f", v[r] / hz }'; }
+	printf 'CPU s per sample, median (whole machine; of it postern): get %s direct, %s postern (%s); put %s direct, %s postern (%s)\n' \
+		"$(tsec "$work/sftp.get.direct.cpu")" "$(tsec "$work/sftp.get.via.cpu")" "$(tsec "$work/sftp.get.via.pcpu")" \
+		"$(tsec "$work/sftp.put.direct.cpu")" "$(tsec "$work/sftp.put.via.cpu")" "$(tsec "$work/sftp.put.via.pcpu")"
 	echo "sftp -b with its defaults (-B 32768 -R 64); target: Subsystem sftp $sftp_server"
 	echo "sha256 matched for all $sftp_checked transfers: ${blob_sum:0:16}..."
 fi
