@@ -1,0 +1,287 @@
+package bastion
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/pkg/sftp"
+	"github.com/postern/postern/policy"
+	"github.com/postern/postern/store"
+)
+
+// sftpBatch runs the real OpenSSH sftp client with a batch file against the
+// bastion as user (an alias for the target's own tree, anything else for
+// the virtual root).
+func (h *harness) sftpBatch(user, batch string) sshResult {
+	h.t.Helper()
+	requireTool(h.t, "sftp", "openssh-client")
+	bf := filepath.Join(h.t.TempDir(), "batch")
+	if err := os.WriteFile(bf, []byte(batch), 0o600); err != nil {
+		h.t.Fatal(err)
+	}
+	cmd := exec.Command("sftp", "-F", "/dev/null", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+		"-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-o", "IdentitiesOnly=yes", "-i", h.keyPath, "-P", h.port, "-b", bf, user+"@127.0.0.1")
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	r := sshResult{stdout: out.String(), stderr: errb.String()}
+	if ee, ok := err.(*exec.ExitError); ok {
+		r.code = ee.ExitCode()
+	} else if err != nil {
+		h.t.Fatalf("sftp: %v", err)
+	}
+	return r
+}
+
+func (h *harness) scp(args ...string) sshResult {
+	h.t.Helper()
+	base := []string{"-F", "/dev/null", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+		"-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-o", "IdentitiesOnly=yes", "-i", h.keyPath, "-P", h.port}
+	cmd := exec.Command("scp", append(base, args...)...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	r := sshResult{stdout: out.String(), stderr: errb.String()}
+	if ee, ok := err.(*exec.ExitError); ok {
+		r.code = ee.ExitCode()
+	} else if err != nil {
+		h.t.Fatalf("scp: %v", err)
+	}
+	return r
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+var readWrite = store.Rules{Read: store.RuleAllow, Write: store.RuleAllow, Destructive: store.RuleDeny}
+
+// TestSFTPVirtualRoot: `sftp bastion` lists the agent's aliases, reads
+// through /ALIAS/PATH, and cannot write into the virtual root.
+func TestSFTPVirtualRoot(t *testing.T) {
+	h := newHarness(t, harnessOpts{rules: readWrite})
+	remote := t.TempDir()
+	writeFile(t, filepath.Join(remote, "r.txt"), "remote\n")
+	local := t.TempDir()
+	got := h.sftpBatch("agent", strings.Join([]string{
+		"ls /",
+		"get /web" + remote + "/r.txt " + local + "/r.txt",
+		"put " + filepath.Join(remote, "r.txt") + " /web" + remote + "/up.txt",
+		"-mkdir /newdir",
+		"-put " + filepath.Join(remote, "r.txt") + " /x.txt",
+		"-ls /web/../secret",
+	}, "\n"))
+	if got.code != 0 {
+		t.Fatalf("sftp exit %d stdout %q stderr %q; want 0", got.code, got.stdout, got.stderr)
+	}
+	if !strings.Contains(got.stdout, "web") || strings.Contains(got.stdout, "secret/") {
+		t.Errorf("ls / = %q; want web listed and no alias without a grant", got.stdout)
+	}
+	if s := readFile(t, filepath.Join(local, "r.txt")); s != "remote\n" {
+		t.Errorf("downloaded %q; want remote", s)
+	}
+	if s := readFile(t, filepath.Join(remote, "up.txt")); s != "remote\n" {
+		t.Errorf("uploaded %q; want remote", s)
+	}
+	if strings.Count(got.stderr, "denied")+strings.Count(got.stderr, "ermission") < 2 {
+		t.Errorf("stderr %q; want mkdir and put in the virtual root refused", got.stderr)
+	}
+	if n := h.auditRows(policy.Allowed); n < 2 {
+		t.Errorf("allowed audit rows = %d; want the sftp operations audited", n)
+	}
+}
+
+// TestSFTPDenyLeavesTarget: under the default read-only grant, writes and
+// removals are refused and nothing on the target changes.
+func TestSFTPDenyLeavesTarget(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	remote := t.TempDir()
+	writeFile(t, filepath.Join(remote, "keep.txt"), "keep\n")
+	got := h.sftpBatch("web", strings.Join([]string{
+		"-rm " + remote + "/keep.txt",
+		"-mkdir " + remote + "/d",
+		"-rename " + remote + "/keep.txt " + remote + "/moved.txt",
+		"-put /etc/hostname " + remote + "/new.txt",
+		"ls " + remote,
+	}, "\n"))
+	if got.code != 0 {
+		t.Fatalf("sftp exit %d stderr %q; want 0 (refusals are prefixed with -)", got.code, got.stderr)
+	}
+	if s := readFile(t, filepath.Join(remote, "keep.txt")); s != "keep\n" {
+		t.Errorf("keep.txt = %q after denied operations", s)
+	}
+	for _, p := range []string{"d", "moved.txt", "new.txt"} {
+		if _, err := os.Stat(filepath.Join(remote, p)); !os.IsNotExist(err) {
+			t.Errorf("%s exists after a denied operation (stat err %v)", p, err)
+		}
+	}
+	if !strings.Contains(got.stderr, "denied") {
+		t.Errorf("stderr %q; want the denial reason", got.stderr)
+	}
+	if n := h.auditRows(policy.Denied); n < 4 {
+		t.Errorf("denied audit rows = %d; want 4", n)
+	}
+}
+
+// TestSFTPAskApprove: a write waits for an admin, then runs.
+func TestSFTPAskApprove(t *testing.T) {
+	h := newHarness(t, harnessOpts{rules: writeAsk})
+	remote := t.TempDir()
+	done := make(chan sshResult, 1)
+	go func() { done <- h.sftpBatch("web", "mkdir "+remote+"/made\n") }()
+	id := h.waitPending()
+	if _, err := h.eng.Approve(context.Background(), id, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-done; got.code != 0 {
+		t.Fatalf("sftp exit %d stderr %q; want 0", got.code, got.stderr)
+	}
+	if fi, err := os.Stat(filepath.Join(remote, "made")); err != nil || !fi.IsDir() {
+		t.Errorf("approved mkdir did not happen: %v", err)
+	}
+}
+
+// TestSCPThroughBastion: OpenSSH scp (SFTP mode, the default) in the
+// alias's own view, with -r and -p, and into the home directory.
+func TestSCPThroughBastion(t *testing.T) {
+	requireTool(t, "scp", "openssh-client")
+	h := newHarness(t, harnessOpts{rules: readWrite})
+	src := t.TempDir()
+	writeFile(t, filepath.Join(src, "a.txt"), "alpha\n")
+	os.Mkdir(filepath.Join(src, "sub"), 0o755)
+	writeFile(t, filepath.Join(src, "sub", "b.txt"), "beta\n")
+	os.Chmod(filepath.Join(src, "a.txt"), 0o600)
+	dst := t.TempDir()
+	if r := h.scp("-r", "-p", src+"/.", "web@127.0.0.1:"+dst+"/"); r.code != 0 {
+		t.Fatalf("scp -r -p upload: exit %d stderr %q", r.code, r.stderr)
+	}
+	if s := readFile(t, filepath.Join(dst, "sub", "b.txt")); s != "beta\n" {
+		t.Errorf("sub/b.txt = %q; want beta", s)
+	}
+	if fi, err := os.Stat(filepath.Join(dst, "a.txt")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("a.txt mode = %v, %v; want 0600 kept by -p", fi, err)
+	}
+	back := t.TempDir()
+	if r := h.scp("web@127.0.0.1:"+dst+"/a.txt", back+"/"); r.code != 0 || readFile(t, filepath.Join(back, "a.txt")) != "alpha\n" {
+		t.Errorf("scp download: exit %d stderr %q", r.code, r.stderr)
+	}
+	// `scp f ALIAS@bastion:` lands in the target user's home.
+	name := "postern-scp-home-test-" + filepath.Base(dst)
+	home, _ := os.UserHomeDir()
+	t.Cleanup(func() { os.Remove(filepath.Join(home, name)) })
+	writeFile(t, filepath.Join(src, name), "home\n")
+	if r := h.scp(filepath.Join(src, name), "web@127.0.0.1:"); r.code != 0 {
+		t.Fatalf("scp to home: exit %d stderr %q", r.code, r.stderr)
+	}
+	if s := readFile(t, filepath.Join(home, name)); s != "home\n" {
+		t.Errorf("%s in home = %q; want home", name, s)
+	}
+}
+
+// TestSFTPResume: reget and reput continue partial transfers.
+func TestSFTPResume(t *testing.T) {
+	h := newHarness(t, harnessOpts{rules: readWrite})
+	remote, local := t.TempDir(), t.TempDir()
+	full := strings.Repeat("0123456789", 10000)
+	writeFile(t, filepath.Join(remote, "big"), full)
+	writeFile(t, filepath.Join(local, "big"), full[:30000])
+	writeFile(t, filepath.Join(local, "up"), full)
+	writeFile(t, filepath.Join(remote, "up"), full[:40000])
+	got := h.sftpBatch("web", "reget "+remote+"/big "+local+"/big\nreput "+local+"/up "+remote+"/up\n")
+	if got.code != 0 {
+		t.Fatalf("sftp exit %d stderr %q", got.code, got.stderr)
+	}
+	if readFile(t, filepath.Join(local, "big")) != full || readFile(t, filepath.Join(remote, "up")) != full {
+		t.Error("resumed files differ from the originals")
+	}
+}
+
+// TestSFTPHostilePaths: .. never leaves an alias, long paths are refused
+// cleanly, and the session survives them.
+func TestSFTPHostilePaths(t *testing.T) {
+	h := newHarness(t, harnessOpts{rules: readWrite})
+	got := h.sftpBatch("agent", strings.Join([]string{
+		"-ls /web/../../../secret",
+		"-get /secret/etc/hostname /dev/null",
+		"ls /",
+	}, "\n"))
+	if got.code != 0 {
+		t.Fatalf("sftp exit %d stderr %q; want 0", got.code, got.stderr)
+	}
+	// OpenSSH's sftp cannot send a NUL or a 5,000-byte path; pkg/sftp can.
+	c := h.client()
+	defer c.Close()
+	sc, err := sftp.NewClient(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close()
+	for _, p := range []string{"/web/a\x00b", "/web/" + strings.Repeat("a", 5000), "/web/\x1b[31m"} {
+		if _, err := sc.Stat(p); err == nil {
+			t.Errorf("stat %q succeeded; want it refused", p[:min(len(p), 20)])
+		}
+	}
+	if fi, err := sc.Stat("/web"); err != nil || !fi.IsDir() {
+		t.Errorf("stat /web after hostile paths: %v, %v; want the session still serving", fi, err)
+	}
+	if n := h.auditRowsFor("secret"); n != 0 {
+		t.Errorf("%d audit rows reached alias secret; want none", n)
+	}
+}
+
+// TestSFTPLargeTransfer: 256 MiB up and down through postern, checksums
+// equal.
+func TestSFTPLargeTransfer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("256 MiB transfer skipped in -short mode")
+	}
+	h := newHarness(t, harnessOpts{rules: readWrite})
+	local, remote := t.TempDir(), t.TempDir()
+	src := filepath.Join(local, "big")
+	f, err := os.Create(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.New()
+	if _, err := io.CopyN(io.MultiWriter(f, sum), rand.Reader, 256<<20); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	want := sum.Sum(nil)
+	got := h.sftpBatch("web", "put "+src+" "+remote+"/big\nget "+remote+"/big "+local+"/back\n")
+	if got.code != 0 {
+		t.Fatalf("sftp exit %d stderr %q", got.code, got.stderr)
+	}
+	for _, p := range []string{filepath.Join(remote, "big"), filepath.Join(local, "back")} {
+		f, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := sha256.New()
+		io.Copy(s, f)
+		f.Close()
+		if !bytes.Equal(s.Sum(nil), want) {
+			t.Errorf("%s: sha256 differs from the source", p)
+		}
+	}
+}
