@@ -16,28 +16,56 @@ import (
 // the answer to the agent's close, so a write the target failed to flush is
 // reported, not lost.
 type remoteFile struct {
-	f *sftp.File
+	f      *sftp.File
+	reads  *readAhead
+	writes *writeBehind
+	// mixed is set for a file opened for both reading and writing: reads
+	// must see the writes, so neither is buffered.
+	mixed bool
+}
+
+func newRemoteFile(f *sftp.File, flags int) *remoteFile {
+	r := &remoteFile{f: f, reads: newReadAhead(f), writes: newWriteBehind(f)}
+	r.mixed = flags&(os.O_RDWR) != 0
+	return r
 }
 
 // ReadAt reads from the target. io.EOF is passed on as is: the request
 // server tells the end of a file by comparing with it.
 func (r *remoteFile) ReadAt(p []byte, off int64) (int, error) {
-	n, err := r.f.ReadAt(p, off)
+	var n int
+	var err error
+	if r.mixed {
+		n, err = r.f.ReadAt(p, off)
+	} else {
+		n, err = r.reads.ReadAt(p, off)
+	}
 	if err != nil {
 		return n, relayError(err)
 	}
 	return n, nil
 }
 
-// WriteAt writes to the target.
+// WriteAt writes to the target (behind, unless the file is also read).
 func (r *remoteFile) WriteAt(p []byte, off int64) (int, error) {
-	n, err := r.f.WriteAt(p, off)
+	if r.mixed {
+		n, err := r.f.WriteAt(p, off)
+		return n, relayError(err)
+	}
+	n, err := r.writes.WriteAt(p, off)
 	return n, relayError(err)
 }
 
-// Close closes the file on the target.
+// Close sends what is still queued, waits for the reads ahead, and closes
+// the file on the target; a write the target failed is reported here.
 func (r *remoteFile) Close() error {
-	return relayError(r.f.Close())
+	werr := r.writes.Flush()
+	r.reads.wait()
+	cerr := r.f.Close()
+	if werr != nil {
+		return relayError(werr)
+	}
+	return relayError(cerr)
 }
 
 // openFlags turns the flags of an SFTP open into the os flags the upstream

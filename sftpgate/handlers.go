@@ -162,11 +162,12 @@ func (g *gate) open(r *sftp.Request, method string, class policy.Class) (*remote
 	if err != nil {
 		return nil, err
 	}
-	f, err := c.OpenFile(loc.Path, openFlags(r.Pflags()))
+	flags := openFlags(r.Pflags())
+	f, err := c.OpenFile(loc.Path, flags)
 	if err != nil {
 		return nil, relayError(err)
 	}
-	return &remoteFile{f: f}, nil
+	return newRemoteFile(f, flags), nil
 }
 
 // Filecmd relays the commands that change the target: Setstat, Rename,
