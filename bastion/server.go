@@ -173,7 +173,12 @@ func New(cfg Config) (*Server, error) {
 		ServerVersion:             "SSH-2.0-postern",
 		BannerCallback:            nil,
 	}
-	sc.Ciphers = []string{"aes128-gcm@openssh.com", "aes256-gcm@openssh.com", "chacha20-poly1305@openssh.com", "aes128-ctr", "aes192-ctr", "aes256-ctr"}
+	// The client's order picks the cipher, and OpenSSH's puts
+	// chacha20-poly1305 first: postern does not offer it, so agents use
+	// AES-GCM, which costs the relay about half the CPU on machines with
+	// AES instructions (a profile of a 256 MiB sftp transfer spent 30% of
+	// postern's CPU in chacha20). The CTR modes stay for old clients.
+	sc.Ciphers = []string{"aes128-gcm@openssh.com", "aes256-gcm@openssh.com", "aes128-ctr", "aes192-ctr", "aes256-ctr"}
 	sc.AddHostKey(cfg.HostKey)
 	s.ssh = sc
 	return s, nil
