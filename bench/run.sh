@@ -434,7 +434,12 @@ mibs() {
 secs() { awk -v ms="$(quantile "$1" 0.5)" 'BEGIN { printf "%.2f", ms / 1000 }'; }
 
 commit=$(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)
-dirty=$(git -C "$repo" status --porcelain -- . ':!bench' 2>/dev/null | head -n1)
+# Uncommitted changes outside bench/ that the build sees: tracked files, and
+# untracked Go files (not stray binaries such as a `go test -c` output).
+dirty=$({
+	git -C "$repo" status --porcelain --untracked-files=no -- . ':!bench'
+	git -C "$repo" ls-files --others --exclude-standard -- '*.go' ':!bench'
+} 2>/dev/null | head -n1)
 echo
 echo "postern bench  $(date -u +%Y-%m-%dT%H:%MZ)  commit $commit${dirty:+ plus uncommitted changes}"
 echo "$(nproc) cores, $(uname -sr), $(ssh -V 2>&1 | cut -d, -f1), $(go version | cut -d' ' -f3)"
