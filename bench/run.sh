@@ -439,7 +439,7 @@ commit=$(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)
 dirty=$({
 	git -C "$repo" status --porcelain --untracked-files=no -- . ':!bench'
 	git -C "$repo" ls-files --others --exclude-standard -- '*.go' ':!bench'
-} 2>/dev/null | head -n1)
+} 2>/dev/null | head -n1 || true) # head may close the pipe early: not a failure
 echo
 echo "postern bench  $(date -u +%Y-%m-%dT%H:%MZ)  commit $commit${dirty:+ plus uncommitted changes}"
 echo "$(nproc) cores, $(uname -sr), $(ssh -V 2>&1 | cut -d, -f1), $(go version | cut -d' ' -f3)"
