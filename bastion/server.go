@@ -366,7 +366,9 @@ func (ac *agentConn) setGrants(g []store.Grant) {
 
 func (s *Server) serveConn(nc net.Conn, deadline time.Time) {
 	_ = nc.SetDeadline(deadline)
-	sconn, chans, reqs, err := ssh.NewServerConn(nc, s.ssh)
+	bc := newBatchConn(nc)
+	defer bc.Close()
+	sconn, chans, reqs, err := ssh.NewServerConn(bc, s.ssh)
 	s.authenticated(nc)
 	if err != nil {
 		s.log.Debug().Str("source", sourceOf(nc)).Err(err).Msg("handshake failed")

@@ -541,6 +541,7 @@ func (p *Pool) handshake(c *store.Connection) (*client, error) {
 	// ClientConfig.Timeout covers only the TCP connect: bound the SSH
 	// handshake with a deadline on the connection, and let Close or the
 	// context cut it short.
+	conn = newBatchConn(conn)
 	deadline, _ := ctx.Deadline()
 	conn.SetDeadline(deadline)
 	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
