@@ -254,21 +254,9 @@ func (s *Server) run(ac *agentConn, ch ssh.Channel, reqs <-chan *ssh.Request, st
 	}
 	log := s.log.With().Str("conn_id", ac.id).Str("agent_id", ac.agentID).Str("alias", conn.Alias).Str("class", string(class)).Logger()
 
-	// The agent's requests (window-change, signal) are held while it waits
-	// for an approval; relay takes them over afterwards. The goroutine ends
-	// when the channel closes.
-	waitCtx, stopWait := context.WithCancel(ctx)
-	defer stopWait()
-	defer context.AfterFunc(s.waits, stopWait)()
-	auth, err := s.cfg.Policy.Authorize(waitCtx, op, func(a policy.Approval) {
-		fmt.Fprintf(stderr, "postern: waiting for approval %s: %s on %s: %s; decide with `%s`; expires %s\r\n",
-			a.ID, class, conn.Alias, reasons, s.cfg.ApproveHint(a.ID), a.ExpiresAt.UTC().Format(time.RFC3339))
-		log.Info().Str("decision", "asked").Str("approval", a.ID).Msg("waiting for approval")
-	})
-	rec := auth.Record(op)
-	if auth.Approval != nil {
-		rec.ApprovalID = auth.Approval.ID
-	}
+	// The agent's requests (window-change, signal) stay queued in reqs
+	// while it waits for an approval; relay takes them over afterwards.
+	auth, rec, err := s.authorize(ctx, op, stderr, reasons)
 	if err != nil {
 		go discard(reqs)
 		rec.Reason = err.Error()
@@ -325,6 +313,28 @@ func (s *Server) run(ac *agentConn, ch ssh.Channel, reqs <-chan *ssh.Request, st
 		rec.Reason = res.Err.Error()
 	}
 	s.audit(rec, start)
+}
+
+// authorize decides op with the policy, waiting for an approval on ask
+// (the wait ends early when postern shuts down; the request stays pending
+// for a retry). While it waits, the agent reads one line on stderr: what
+// waits, its class and reasons, the approval id, how to decide it, and when
+// it expires. It returns the audit record to complete.
+func (s *Server) authorize(ctx context.Context, op policy.Operation, stderr io.Writer, reasons string) (policy.Authorization, policy.Record, error) {
+	waitCtx, stopWait := context.WithCancel(ctx)
+	defer stopWait()
+	defer context.AfterFunc(s.waits, stopWait)()
+	auth, err := s.cfg.Policy.Authorize(waitCtx, op, func(a policy.Approval) {
+		fmt.Fprintf(stderr, "postern: waiting for approval %s: %s on %s: %s; decide with `%s`; expires %s\r\n",
+			a.ID, op.Class, op.ConnectionAlias, reasons, s.cfg.ApproveHint(a.ID), a.ExpiresAt.UTC().Format(time.RFC3339))
+		s.log.Info().Str("agent_id", op.AgentID).Str("alias", op.ConnectionAlias).Str("class", string(op.Class)).
+			Str("decision", "asked").Str("approval", a.ID).Msg("waiting for approval")
+	})
+	rec := auth.Record(op)
+	if auth.Approval != nil {
+		rec.ApprovalID = auth.Approval.ID
+	}
+	return auth, rec, err
 }
 
 // classify returns the operation's class and the reasons in one line.

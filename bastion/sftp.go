@@ -7,7 +7,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/pkg/sftp"
 	"github.com/postern/postern/policy"
@@ -75,17 +74,7 @@ func (s *Server) decideSFTP(ctx context.Context, ac *agentConn, ch ssh.Channel, 
 		Kind:            policy.SFTP,
 		Text:            sftpText(op),
 	}
-	waitCtx, stopWait := context.WithCancel(ctx)
-	defer stopWait()
-	defer context.AfterFunc(s.waits, stopWait)()
-	auth, err := s.cfg.Policy.Authorize(waitCtx, pop, func(a policy.Approval) {
-		fmt.Fprintf(ch.Stderr(), "postern: waiting for approval %s: %s %s on %s; decide with `%s`; expires %s\r\n",
-			a.ID, op.Class, pop.Text, conn.Alias, s.cfg.ApproveHint(a.ID), a.ExpiresAt.UTC().Format(time.RFC3339))
-	})
-	rec := auth.Record(pop)
-	if auth.Approval != nil {
-		rec.ApprovalID = auth.Approval.ID
-	}
+	_, rec, err := s.authorize(ctx, pop, ch.Stderr(), pop.Text)
 	if err != nil {
 		rec.Reason = err.Error()
 		s.audit(rec, start)
