@@ -94,12 +94,19 @@ const (
 	Bash Dialect = iota
 	// POSIX is a plain POSIX sh (dash, ash, BusyBox).
 	POSIX
+	// None is a target without a shell (network gear, git hosting): the
+	// string is not shell code, nothing in it is read by the built-in
+	// rules, and only a recipe's exact read commands make it read.
+	None
 )
 
-// String returns "bash" or "posix".
+// String returns "bash", "posix" or "none".
 func (d Dialect) String() string {
-	if d == POSIX {
+	switch d {
+	case POSIX:
 		return "posix"
+	case None:
+		return "none"
 	}
 	return "bash"
 }
@@ -111,8 +118,10 @@ func ParseDialect(s string) (Dialect, error) {
 		return Bash, nil
 	case "posix", "sh", "dash", "ash":
 		return POSIX, nil
+	case "none":
+		return None, nil
 	}
-	return Bash, fmt.Errorf("shellclass: unknown shell dialect %q (want bash or posix)", s)
+	return Bash, fmt.Errorf("shellclass: unknown shell dialect %q (want bash, posix or none)", s)
 }
 
 // Defaults for Options fields left zero.

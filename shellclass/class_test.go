@@ -189,3 +189,27 @@ func TestConcurrent(t *testing.T) {
 		t.Errorf("concurrent Classify(%q) differed from the sequential result", cmd)
 	}
 }
+
+func TestNoShellDialect(t *testing.T) {
+	tests := []struct {
+		cmd  string
+		hook Hook
+		want Class
+	}{
+		{"show version", fakeHook{}, Read},
+		{"show   version", fakeHook{}, Read},
+		{"show version\nreload", fakeHook{}, Write},
+		{"configure terminal", fakeHook{}, Write},
+		{"ls -la", nil, Write},   // no shell: nothing is read by the built-in rules
+		{"rm -rf /", nil, Write}, // nor destructive: there is no rm
+		{"show\x00version", fakeHook{}, Destructive},
+	}
+	for _, tt := range tests {
+		if got := Classify(tt.cmd, Options{Dialect: None, Hook: tt.hook}).Class; got != tt.want {
+			t.Errorf("Classify(%q, none) = %v; want %v", tt.cmd, got, tt.want)
+		}
+	}
+	if d, err := ParseDialect("none"); err != nil || d != None || d.String() != "none" {
+		t.Errorf("ParseDialect(none) = %v, %v; want None", d, err)
+	}
+}

@@ -97,6 +97,10 @@ func (c *classifier) run() {
 		c.raiseAt("", 0, Destructive, fmt.Sprintf("command is %d bytes, longer than the limit of %d", len(c.top), c.opts.maxLength()))
 		return
 	}
+	if c.opts.Dialect == None {
+		c.noShell()
+		return
+	}
 	sc := &scope{src: c.top, top: true}
 	f, ok := c.parse(sc)
 	if !ok {
@@ -216,6 +220,17 @@ func (c *classifier) result() Result {
 	}
 	sort.SliceStable(r.Reasons, func(i, j int) bool { return r.Reasons[i].Offset < r.Reasons[j].Offset })
 	return r
+}
+
+// noShell classifies a command for a target without a shell: it is write
+// (the built-in rules know nothing of it) unless it is one of the recipe's
+// exact read commands, compared word by word. Control characters never
+// make an exact read.
+func (c *classifier) noShell() {
+	c.raiseAt(c.top, 0, Write, "the target has no shell: only the recipe's exact read commands are read")
+	if strings.IndexFunc(c.top, func(r rune) bool { return r < 0x20 && r != ' ' || r == 0x7f }) < 0 {
+		c.single = strings.Fields(c.top)
+	}
 }
 
 // singleCommand returns the words of f when f is exactly one simple command
