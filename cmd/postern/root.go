@@ -29,6 +29,7 @@ func newRootCmd() *cobra.Command {
 		newGrantCmd(),
 		newServeCmd(),
 		newDemoCmd(),
+		newRecipesCmd(),
 	)
 	return root
 }
