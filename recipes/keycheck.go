@@ -1,0 +1,231 @@
+package recipes
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/postern/postern/store"
+)
+
+// Status is what a key check proved.
+type Status string
+
+// Key check outcomes. Only OK and Rejected are worth recording; Unknown
+// means the check proved nothing and the stored status must stay as it was.
+const (
+	StatusOK       Status = "ok"       // the target accepted the key (and ran the read)
+	StatusRejected Status = "rejected" // the target refused the key
+	StatusUnknown  Status = "unknown"  // timeout, network error, failed read: nothing proved
+)
+
+// Result is the outcome of one key check.
+type Result struct {
+	Status Status
+	// Message says what happened in words for the admin: for a rejected key
+	// the target's own words (its banner and the authentication error), for
+	// an unknown result why nothing was proved.
+	Message string
+}
+
+// KeyStatus maps the result to the status to record, and false when
+// nothing should be recorded (an unknown result).
+func (r Result) KeyStatus() (store.KeyStatus, bool) {
+	switch r.Status {
+	case StatusOK:
+		return store.KeyOK, true
+	case StatusRejected:
+		return store.KeyRejected, true
+	}
+	return store.KeyUnknown, false
+}
+
+// DefaultCheckTimeout bounds a whole key check: dial, handshake,
+// authentication and the read. A target that is up answers in a second or
+// two; one that takes longer proves nothing either way.
+const DefaultCheckTimeout = 15 * time.Second
+
+// maxCheckOutput bounds what is kept of the read's output for the message;
+// the output itself proves nothing, the exit status does.
+const maxCheckOutput = 4 << 10
+
+// Checker runs key checks. The zero value dials with net.Dialer and the
+// default timeout.
+type Checker struct {
+	// Dial opens the TCP connection; net.Dialer.DialContext if nil. Tests
+	// and the bastion's upstream pool pass their own.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// Timeout bounds the whole check; DefaultCheckTimeout if zero.
+	Timeout time.Duration
+}
+
+// Check runs a key check with the zero Checker.
+func Check(ctx context.Context, conn *store.Connection, signer ssh.Signer, r *Recipe) Result {
+	return Checker{}.Check(ctx, conn, signer, r)
+}
+
+// Check connects to conn's target with signer, accepting only its pinned
+// host keys, and proves the key: with the recipe's harmless read, or for a
+// recipe whose key check is auth_only by authentication alone (git hosting
+// answers every session with a greeting and exit status 1, so running
+// anything proves no more). Without a recipe, `true` is run: every shell
+// has it and it changes nothing.
+func (k Checker) Check(ctx context.Context, conn *store.Connection, signer ssh.Signer, r *Recipe) Result {
+	timeout := k.Timeout
+	if timeout <= 0 {
+		timeout = DefaultCheckTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+
+	hostKeys, err := conn.HostKeyCallback()
+	if err != nil {
+		return Result{StatusUnknown, err.Error()}
+	}
+	dial := k.Dial
+	if dial == nil {
+		dial = (&net.Dialer{}).DialContext
+	}
+	addr := conn.Addr()
+	nc, err := dial(ctx, "tcp", addr)
+	if err != nil {
+		return Result{StatusUnknown, fmt.Sprintf("cannot reach %s: %v", addr, err)}
+	}
+	// Closing the connection when the context ends unblocks the handshake
+	// and the session alike; the deadline covers a dialer that ignores ctx.
+	stop := context.AfterFunc(ctx, func() { nc.Close() })
+	defer stop()
+	defer nc.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = nc.SetDeadline(dl)
+	}
+
+	var banner strings.Builder
+	cfg := &ssh.ClientConfig{
+		User:            conn.User,
+		Auth:            []ssh.AuthMethod{ssh.PublicKeys(signer)},
+		HostKeyCallback: hostKeys,
+		BannerCallback: func(msg string) error {
+			if banner.Len() < maxCheckOutput {
+				banner.WriteString(msg)
+			}
+			return nil
+		},
+	}
+	c, chans, reqs, err := ssh.NewClientConn(nc, addr, cfg)
+	if err != nil {
+		var mismatch *store.HostKeyMismatchError
+		switch {
+		case ctx.Err() != nil || errors.Is(err, os.ErrDeadlineExceeded):
+			return Result{StatusUnknown, fmt.Sprintf("%s did not finish the handshake within %v", addr, timeout)}
+		case errors.As(err, &mismatch):
+			// Nothing about the key is known, and the admin must look.
+			return Result{StatusUnknown, mismatch.Error()}
+		case isAuthFailure(err):
+			return Result{StatusRejected, rejectedMessage(banner.String(), err)}
+		}
+		return Result{StatusUnknown, fmt.Sprintf("handshake with %s: %v", addr, err)}
+	}
+	client := ssh.NewClient(c, chans, reqs)
+	defer client.Close()
+
+	if r != nil && r.KeyCheck.AuthOnly {
+		return Result{StatusOK, "the target accepted the key (authentication only)"}
+	}
+	command := "true"
+	if r != nil {
+		command = r.KeyCheck.Command
+	}
+	return runRead(ctx, client, command, timeout)
+}
+
+// runRead runs the check's read. Authentication has already succeeded, but
+// a read that fails proves nothing about the key's use (a restricted
+// account, a missing permission), so only exit status 0 is ok.
+func runRead(ctx context.Context, client *ssh.Client, command string, timeout time.Duration) Result {
+	sess, err := client.NewSession()
+	if err != nil {
+		return Result{StatusUnknown, fmt.Sprintf("the key was accepted but no session opened: %v", err)}
+	}
+	defer sess.Close()
+	var out limitedBuffer
+	sess.Stdout, sess.Stderr = &out, &out
+	err = sess.Run(command)
+	var exit *ssh.ExitError
+	switch {
+	case err == nil:
+		return Result{StatusOK, fmt.Sprintf("the target accepted the key and ran %q", command)}
+	case ctx.Err() != nil:
+		return Result{StatusUnknown, fmt.Sprintf("the key was accepted but %q did not finish within %v", command, timeout)}
+	case errors.As(err, &exit):
+		return Result{StatusUnknown, fmt.Sprintf("the key was accepted but %q exited with status %d: %s",
+			command, exit.ExitStatus(), oneLine(out.String()))}
+	}
+	return Result{StatusUnknown, fmt.Sprintf("the key was accepted but %q failed: %v", command, err)}
+}
+
+// isAuthFailure tells a refused key from other handshake errors. x/crypto
+// has no typed error for it, so the text it has used since 2014 is matched;
+// a disconnect with "no more authentication methods" is the same refusal
+// from the server's side.
+func isAuthFailure(err error) bool {
+	s := err.Error()
+	return strings.Contains(s, "ssh: unable to authenticate") ||
+		strings.Contains(s, "reason 14:") // SSH_DISCONNECT_NO_MORE_AUTH_METHODS_AVAILABLE
+}
+
+// rejectedMessage keeps the target's words: its banner, if it sent one, and
+// the authentication error.
+func rejectedMessage(banner string, err error) string {
+	msg := "the target refused the key: " + strings.TrimPrefix(err.Error(), "ssh: handshake failed: ")
+	if b := oneLine(banner); b != "" {
+		msg = b + " (" + msg + ")"
+	}
+	return msg
+}
+
+// oneLine folds text to one trimmed line of bounded length for a stored
+// message.
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	const max = 300
+	if len(s) > max {
+		s = s[:max] + "…"
+	}
+	return s
+}
+
+// limitedBuffer keeps the first maxCheckOutput bytes written and discards
+// the rest, so a chatty read cannot grow memory. The session writes stdout
+// and stderr from two goroutines, hence the mutex.
+type limitedBuffer struct {
+	// mu protects buf.
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *limitedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if room := maxCheckOutput - b.buf.Len(); room > 0 {
+		b.buf.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
+}
+
+func (b *limitedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+var _ io.Writer = (*limitedBuffer)(nil)
