@@ -29,6 +29,7 @@ func newConnCmd() *cobra.Command {
 		newConnAddCmd(data),
 		newConnListCmd(data),
 		newConnRemoveCmd(data),
+		newConnCheckCmd(data),
 	)
 	return cmd
 }

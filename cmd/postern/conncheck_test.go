@@ -1,0 +1,91 @@
+package main
+
+import (
+	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/postern/postern/internal/testsshd"
+)
+
+// TestConnCheck runs conn check against a real sshd: an accepted key is
+// recorded ok, a refused one rejected with the target's words, and an
+// unreachable target leaves the recorded status as it was.
+func TestConnCheck(t *testing.T) {
+	sshd := testsshd.Start(t, testsshd.Options{})
+	c := newCLI(t)
+	good := filepath.Join(t.TempDir(), "id")
+	if err := os.WriteFile(good, sshd.UserKeyPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bad := writeKeyFiles(t, "stranger", "")
+	// A port that was just closed: nothing listens there.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	hostKey := strings.Fields(sshd.KnownHostsLine)
+	pin := strings.Join(hostKey[1:], " ") // the bare key: the pin is the connection's, not the name's
+
+	add := func(alias, keyFile string, port int) {
+		c.ok("", "conn", "add", alias, "--host", sshd.Host, "--port", itoa(port), "--user", sshd.User,
+			"--key-file", keyFile, "--host-key", pin, "--recipe", "linux")
+	}
+	add("good", good, sshd.Port)
+	add("bad", bad.priv, sshd.Port)
+	add("gone", good, closed)
+
+	tests := []struct {
+		alias, status, msg string
+		code               int
+		recorded           bool
+	}{
+		{"good", "ok", "accepted the key", 0, true},
+		{"bad", "rejected", "unable to authenticate", 1, true},
+		{"gone", "unknown", "cannot reach", 1, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.alias, func(t *testing.T) {
+			r := c.run("", "conn", "check", tt.alias, "-o", "json", "--timeout", "5s")
+			var got connCheckJSON
+			if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
+				t.Fatalf("conn check %s: %v\nstdout: %s\nstderr: %s", tt.alias, err, r.stdout, r.stderr)
+			}
+			if r.code != tt.code || got.Status != tt.status || got.Recorded != tt.recorded || !strings.Contains(got.Message, tt.msg) {
+				t.Errorf("conn check %s: got exit %d, %+v; want exit %d, %s (recorded %v) with %q",
+					tt.alias, r.code, got, tt.code, tt.status, tt.recorded, tt.msg)
+			}
+		})
+	}
+
+	var conns []connJSON
+	if err := json.Unmarshal([]byte(c.ok("", "conn", "list", "-o", "json")), &conns); err != nil {
+		t.Fatal(err)
+	}
+	byAlias := map[string]connJSON{}
+	for _, cj := range conns {
+		byAlias[cj.Alias] = cj
+	}
+	for alias, want := range map[string]string{"good": "ok", "bad": "rejected", "gone": "unknown"} {
+		got := byAlias[alias]
+		if got.KeyStatus != want || (want == "unknown") != (got.KeyCheckedAt == "") {
+			t.Errorf("conn list %s: got status %q checked %q; want %q (checked only if recorded)", alias, got.KeyStatus, got.KeyCheckedAt, want)
+		}
+	}
+	if !strings.Contains(byAlias["bad"].KeyMessage, "unable to authenticate") {
+		t.Errorf("conn list bad: key_message %q; want the target's refusal", byAlias["bad"].KeyMessage)
+	}
+
+	text := c.run("", "conn", "check", "good")
+	if text.code != 0 || !strings.HasPrefix(text.stdout, "good: ok: ") {
+		t.Errorf("conn check good: got exit %d, %q; want 0 and good: ok", text.code, text.stdout)
+	}
+	if r := c.run("", "conn", "check", "nobody"); r.code != 2 {
+		t.Errorf("conn check nobody: got exit %d; want 2 (unknown alias)", r.code)
+	}
+}
