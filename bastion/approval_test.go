@@ -175,3 +175,17 @@ func TestGrantChangesOnOpenConnection(t *testing.T) {
 		t.Errorf("new grant on the open connection: %q, %v; want three", out, err)
 	}
 }
+
+// TestRecipeClassifies: a connection made from a recipe classifies by it.
+// cisco-ios has no shell: its exact `show version` is read (and reaches the
+// target, whose sh has no such command), while `ls`, read for a shell, is
+// write there and denied by the default grant.
+func TestRecipeClassifies(t *testing.T) {
+	h := newHarness(t, harnessOpts{recipe: "cisco-ios"})
+	if got := h.ssh("", "127.0.0.1", "web", "show version"); got.code != 127 {
+		t.Errorf("show version: exit %d stderr %q; want 127 (allowed as read, not found on this target)", got.code, got.stderr)
+	}
+	if got := h.ssh("", "127.0.0.1", "web", "ls"); got.code != ExitRefused {
+		t.Errorf("ls: exit %d stderr %q; want %d (write on a target without a shell)", got.code, got.stderr, ExitRefused)
+	}
+}

@@ -49,6 +49,7 @@ type harnessOpts struct {
 	target   testsshd.Options
 	lifetime time.Duration // approval lifetime; 20 s if zero
 	config   func(*Config) // adjusts the server's Config
+	recipe   string        // the connection's recipe key
 }
 
 func newHarness(t testing.TB, o harnessOpts) *harness {
@@ -98,7 +99,7 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 	}
 	if _, err := st.CreateConnection(ctx, store.NewConnection{
 		Alias: "web", Host: target.Host, Port: port, User: target.User,
-		PrivateKey: target.UserKeyPEM, HostKeys: hostKeys, Env: env,
+		PrivateKey: target.UserKeyPEM, HostKeys: hostKeys, Env: env, Recipe: o.recipe,
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/postern/postern/policy"
+	"github.com/postern/postern/recipes"
 	"github.com/postern/postern/store"
 	"github.com/rs/zerolog"
 	"golang.org/x/crypto/ssh"
@@ -107,6 +108,9 @@ type Server struct {
 	log  zerolog.Logger
 	ssh  *ssh.ServerConfig
 	pool *Pool
+	// recipes is the catalog, loaded once: it says how each connection's
+	// commands classify.
+	recipes *recipes.Catalog
 
 	// ctx ends when the server is closed for good; every session derives
 	// from it, so a hard close ends waits and relays.
@@ -148,7 +152,12 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.New("bastion: Config needs Store, Policy and HostKey")
 	}
 	cfg.setDefaults()
+	cat, err := recipes.Load()
+	if err != nil {
+		return nil, fmt.Errorf("bastion: %w", err)
+	}
 	s := &Server{
+		recipes:     cat,
 		cfg:         cfg,
 		listeners:   map[net.Listener]struct{}{},
 		conns:       map[net.Conn]struct{}{},

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/postern/postern/policy"
+	"github.com/postern/postern/recipes"
 	"github.com/postern/postern/shellclass"
 	"github.com/postern/postern/store"
 	"golang.org/x/crypto/ssh"
@@ -228,7 +229,7 @@ func (s *Server) run(ac *agentConn, ch ssh.Channel, reqs <-chan *ssh.Request, st
 		} else {
 			_, _ = io.WriteString(stderr, crlf(msg, st.ptyReq != nil))
 			// An unknown alias is an outcome too: audit what was asked.
-			class, _ := s.classify(route{command: cmd, shell: shell})
+			class, _ := s.classify(route{command: cmd, shell: shell}, nil)
 			s.audit(policy.Record{AgentID: ac.agentID, Class: class, Kind: policy.Exec, Outcome: policy.Denied,
 				Reason: strings.TrimSpace(strings.TrimPrefix(msg, "postern: ")), Operation: cmd}, start)
 		}
@@ -243,7 +244,7 @@ func (s *Server) run(ac *agentConn, ch ssh.Channel, reqs <-chan *ssh.Request, st
 		return
 	}
 
-	class, reasons := s.classify(r)
+	class, reasons := s.classify(r, conn)
 	op := policy.Operation{
 		AgentID:         ac.agentID,
 		ConnectionID:    conn.ID,
@@ -338,11 +339,15 @@ func (s *Server) authorize(ctx context.Context, op policy.Operation, stderr io.W
 }
 
 // classify returns the operation's class and the reasons in one line.
-func (s *Server) classify(r route) (policy.Class, string) {
+//
+// The connection's recipe (the one it was made from, else the one whose
+// host pattern matches most specifically) gives the shell dialect and its
+// rules; with none, the built-in bash rules apply.
+func (s *Server) classify(r route, conn *store.Connection) (policy.Class, string) {
 	if r.shell {
 		return policy.Destructive, "an interactive shell cannot be classified"
 	}
-	res := shellclass.Classify(r.command, shellclass.Options{Dialect: shellclass.Bash})
+	res := shellclass.Classify(r.command, s.recipeFor(conn).Options())
 	c, err := policy.ParseClass(res.Class.String())
 	if err != nil {
 		return policy.Destructive, "unknown class"
@@ -358,6 +363,19 @@ func (s *Server) classify(r route) (policy.Class, string) {
 		return c, "read-only command"
 	}
 	return c, strings.Join(why, "; ")
+}
+
+// recipeFor returns the recipe of conn, or nil for the built-in rules.
+func (s *Server) recipeFor(conn *store.Connection) *recipes.Recipe {
+	if conn == nil {
+		return nil
+	}
+	if conn.Recipe != "" {
+		if r := s.recipes.Get(conn.Recipe); r != nil {
+			return r
+		}
+	}
+	return s.recipes.Match(conn.Host)
 }
 
 // opText is the operation as audited and approved.
