@@ -110,7 +110,7 @@ func TestInitMasterKeyFile(t *testing.T) {
 		t.Errorf("master.key created in the data directory too: %v", err)
 	}
 	k := writeKeyFiles(t, "target", "")
-	add := []string{"conn", "add", "web", "--host", "h", "--user", "u", "--key-file", k.priv, "--host-key", hostLine(t, "h"), "--data", data}
+	add := []string{"conn", "add", "--no-check", "web", "--host", "h", "--user", "u", "--key-file", k.priv, "--host-key", hostLine(t, "h"), "--data", data}
 	// Without the variable there is no master key: a clear error, exit 1.
 	r := runCLI(t, "", nil, add...)
 	if r.code != 1 || !strings.Contains(r.stderr, "no master key") {
@@ -177,12 +177,12 @@ func TestAgentCommands(t *testing.T) {
 func TestConnCommands(t *testing.T) {
 	c := newCLI(t)
 	k := writeKeyFiles(t, "target", "")
-	out := c.ok("", "conn", "add", "prod-web", "--host", "10.0.0.5", "--port", "2222", "--user", "deploy",
+	out := c.ok("", "conn", "add", "--no-check", "prod-web", "--host", "10.0.0.5", "--port", "2222", "--user", "deploy",
 		"--key-file", k.priv, "--host-key", hostLine(t, "10.0.0.5"), "--env", "production", "--recipe", "linux")
 	if !strings.Contains(out, "added connection prod-web") || !strings.Contains(out, "deploy@10.0.0.5:2222") {
 		t.Errorf("conn add output: %q", out)
 	}
-	c.ok(string(k.privPEM), "conn", "add", "dev-db", "--host", "db", "--user", "u", "--key-file", "-", "--host-key", hostLine(t, "db"))
+	c.ok(string(k.privPEM), "conn", "add", "--no-check", "dev-db", "--host", "db", "--user", "u", "--key-file", "-", "--host-key", hostLine(t, "db"))
 
 	raw := c.ok("", "conn", "list", "-o", "json")
 	var conns []connJSON
@@ -216,7 +216,7 @@ func TestGrantCommands(t *testing.T) {
 	k := writeKeyFiles(t, "bot", "")
 	c.ok("", "agent", "add", "bot", "--key", k.pub)
 	for _, env := range []string{"dev", "production"} {
-		c.ok("", "conn", "add", env+"-web", "--host", "h", "--user", "u", "--key-file", k.priv, "--host-key", hostLine(t, "h"), "--env", env)
+		c.ok("", "conn", "add", "--no-check", env+"-web", "--host", "h", "--user", "u", "--key-file", k.priv, "--host-key", hostLine(t, "h"), "--env", env)
 	}
 	out := c.ok("", "grant", "bot", "dev-web")
 	if !strings.Contains(out, "read=allow write=deny destructive=deny") {
@@ -258,8 +258,8 @@ func TestBadInput(t *testing.T) {
 	k := writeKeyFiles(t, "bot", "")
 	locked := writeKeyFiles(t, "locked", "hunter2")
 	c.ok("", "agent", "add", "bot", "--key", k.pub)
-	c.ok("", "conn", "add", "web", "--host", "h", "--user", "u", "--key-file", k.priv, "--host-key", hostLine(t, "h"))
-	c.ok("", "conn", "add", "prod", "--host", "h", "--user", "u", "--key-file", k.priv, "--host-key", hostLine(t, "h"), "--env", "production")
+	c.ok("", "conn", "add", "--no-check", "web", "--host", "h", "--user", "u", "--key-file", k.priv, "--host-key", hostLine(t, "h"))
+	c.ok("", "conn", "add", "--no-check", "prod", "--host", "h", "--user", "u", "--key-file", k.priv, "--host-key", hostLine(t, "h"), "--env", "production")
 	c.ok("", "grant", "bot", "prod")
 	garbage := filepath.Join(t.TempDir(), "garbage.pub")
 	os.WriteFile(garbage, []byte("ssh-ed25519 !!!not-base64\n"), 0o644)
@@ -285,16 +285,16 @@ func TestBadInput(t *testing.T) {
 		{"last key", "", []string{"agent", "key", "remove", "bot", k.fingerprint}, "last key"},
 		{"unknown flag", "", []string{"agent", "list", "--frob"}, "unknown flag"},
 		{"bad output format", "", []string{"agent", "list", "-o", "yaml"}, "unknown output format"},
-		{"duplicate alias", "", []string{"conn", "add", "web", "--host", "h", "--user", "u", "--key-file", k.priv, "--host-key", hostLine(t, "h")}, "connection web already exists"},
-		{"passphrase key", "", []string{"conn", "add", "new", "--host", "h", "--user", "u", "--key-file", locked.priv, "--host-key", hostLine(t, "h")}, "passphrase"},
-		{"public key as private", "", []string{"conn", "add", "new", "--host", "h", "--user", "u", "--key-file", k.pub, "--host-key", hostLine(t, "h")}, "private key does not parse"},
-		{"bad host key", "", []string{"conn", "add", "new", "--host", "h", "--user", "u", "--key-file", k.priv, "--host-key", "h ssh-ed25519 zzz"}, "malformed host key"},
-		{"no host key", "", []string{"conn", "add", "new", "--host", "h", "--user", "u", "--key-file", k.priv}, "--accept-new-host-key"},
-		{"both host key flags", "", []string{"conn", "add", "new", "--host", "h", "--user", "u", "--key-file", k.priv, "--host-key", hostLine(t, "h"), "--accept-new-host-key"}, "not both"},
-		{"bad env", "", []string{"conn", "add", "new", "--host", "h", "--user", "u", "--key-file", k.priv, "--host-key", hostLine(t, "h"), "--env", "prod"}, `environment "prod"`},
-		{"no host", "", []string{"conn", "add", "new", "--user", "u", "--key-file", k.priv, "--host-key", hostLine(t, "h")}, "--host is required"},
-		{"bad port", "", []string{"conn", "add", "new", "--host", "h", "--port", "0", "--user", "u", "--key-file", k.priv, "--host-key", hostLine(t, "h")}, "out of range"},
-		{"port not a number", "", []string{"conn", "add", "new", "--host", "h", "--port", "ssh", "--user", "u", "--key-file", k.priv, "--host-key", hostLine(t, "h")}, "invalid argument"},
+		{"duplicate alias", "", []string{"conn", "add", "--no-check", "web", "--host", "h", "--user", "u", "--key-file", k.priv, "--host-key", hostLine(t, "h")}, "connection web already exists"},
+		{"passphrase key", "", []string{"conn", "add", "--no-check", "new", "--host", "h", "--user", "u", "--key-file", locked.priv, "--host-key", hostLine(t, "h")}, "passphrase"},
+		{"public key as private", "", []string{"conn", "add", "--no-check", "new", "--host", "h", "--user", "u", "--key-file", k.pub, "--host-key", hostLine(t, "h")}, "private key does not parse"},
+		{"bad host key", "", []string{"conn", "add", "--no-check", "new", "--host", "h", "--user", "u", "--key-file", k.priv, "--host-key", "h ssh-ed25519 zzz"}, "malformed host key"},
+		{"no host key", "", []string{"conn", "add", "--no-check", "new", "--host", "h", "--user", "u", "--key-file", k.priv}, "--accept-new-host-key"},
+		{"both host key flags", "", []string{"conn", "add", "--no-check", "new", "--host", "h", "--user", "u", "--key-file", k.priv, "--host-key", hostLine(t, "h"), "--accept-new-host-key"}, "not both"},
+		{"bad env", "", []string{"conn", "add", "--no-check", "new", "--host", "h", "--user", "u", "--key-file", k.priv, "--host-key", hostLine(t, "h"), "--env", "prod"}, `environment "prod"`},
+		{"no host", "", []string{"conn", "add", "--no-check", "new", "--user", "u", "--key-file", k.priv, "--host-key", hostLine(t, "h")}, "--host is required"},
+		{"bad port", "", []string{"conn", "add", "--no-check", "new", "--host", "h", "--port", "0", "--user", "u", "--key-file", k.priv, "--host-key", hostLine(t, "h")}, "out of range"},
+		{"port not a number", "", []string{"conn", "add", "--no-check", "new", "--host", "h", "--port", "ssh", "--user", "u", "--key-file", k.priv, "--host-key", hostLine(t, "h")}, "invalid argument"},
 		{"unknown conn remove", "", []string{"conn", "remove", "nowhere"}, `connection "nowhere" not found`},
 		{"grant unknown agent", "", []string{"grant", "nobody", "web"}, `agent "nobody" not found`},
 		{"grant unknown alias", "", []string{"grant", "bot", "nowhere"}, `connection "nowhere" not found`},
@@ -335,7 +335,7 @@ func TestConnAddAcceptNewHostKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := ssh.FingerprintSHA256(sshd.HostKey)
-	out := c.ok("", "conn", "add", "local", "--host", sshd.Host, "--port", itoa(sshd.Port), "--user", sshd.User,
+	out := c.ok("", "conn", "add", "--no-check", "local", "--host", sshd.Host, "--port", itoa(sshd.Port), "--user", sshd.User,
 		"--key-file", keyFile, "--accept-new-host-key")
 	if !strings.Contains(out, want) || !strings.Contains(out, "ssh-ed25519") {
 		t.Errorf("conn add output %q; want the host key fingerprint %s", out, want)
@@ -353,7 +353,7 @@ func TestConnAddAcceptNewHostKey(t *testing.T) {
 
 	// Nothing listening: a clear error and nothing stored.
 	sshd.Stop()
-	r := c.run("", "conn", "add", "gone", "--host", sshd.Host, "--port", itoa(sshd.Port), "--user", sshd.User,
+	r := c.run("", "conn", "add", "--no-check", "gone", "--host", sshd.Host, "--port", itoa(sshd.Port), "--user", sshd.User,
 		"--key-file", keyFile, "--accept-new-host-key", "--scan-timeout", "2s")
 	if r.code == 0 || !strings.Contains(r.stderr, "fetch host key") {
 		t.Errorf("scan of a stopped sshd: exit %d, stderr %q; want a fetch host key error", r.code, r.stderr)

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/crypto/ssh/knownhosts"
 
 	"github.com/postern/postern/internal/hostkeyscan"
+	"github.com/postern/postern/recipes"
 	"github.com/postern/postern/store"
 )
 
@@ -45,6 +46,7 @@ type connAddFlags struct {
 	env         string
 	recipe      string
 	scanTimeout time.Duration
+	noCheck     bool
 }
 
 func newConnAddCmd(data *dataFlag) *cobra.Command {
@@ -57,7 +59,12 @@ func newConnAddCmd(data *dataFlag) *cobra.Command {
 again; it must not need a passphrase. The target's host key is pinned from
 --host-key (a known_hosts line or a bare public key; repeat for several
 keys) or, with --accept-new-host-key, fetched from the target now and
-printed so that you can compare its fingerprint.`,
+printed so that you can compare its fingerprint.
+
+After adding it, postern proves the key: it connects with the sealed key
+and the pinned host key and runs the recipe's harmless read (see
+postern conn check), recording ok or rejected. --no-check skips that, for
+a target not reachable yet.`,
 		Args: exactArgs(1, "the connection ALIAS"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runConnAdd(cmd, data, args[0], f)
@@ -73,6 +80,7 @@ printed so that you can compare its fingerprint.`,
 	fl.StringVar(&f.env, "env", string(store.EnvDev), "environment: dev, test, staging or production")
 	fl.StringVar(&f.recipe, "recipe", "", "recipe key; empty lets the host pick the recipe when the bastion connects")
 	fl.DurationVar(&f.scanTimeout, "scan-timeout", hostkeyscan.DefaultTimeout, "how long --accept-new-host-key waits for the target")
+	fl.BoolVar(&f.noCheck, "no-check", false, "do not connect to prove the key after adding the connection")
 	return cmd
 }
 
@@ -95,6 +103,13 @@ func runConnAdd(cmd *cobra.Command, data *dataFlag, alias string, f connAddFlags
 	env, err := store.ParseEnv(f.env)
 	if err != nil {
 		return storeErr(err)
+	}
+	cat, err := recipes.Load()
+	if err != nil {
+		return err
+	}
+	if f.recipe != "" && cat.Get(f.recipe) == nil {
+		return usagef("conn add: unknown recipe %q; see postern recipes list", f.recipe)
 	}
 	switch {
 	case len(f.hostKeys) > 0 && f.acceptNew:
@@ -155,8 +170,36 @@ func runConnAdd(cmd *cobra.Command, data *dataFlag, alias string, f connAddFlags
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "added connection %s (%s): %s@%s, env %s, pinned %s\n",
 		c.Alias, c.ID, c.User, c.Addr(), c.Env, strings.Join(fps, ", "))
+	if !f.noCheck {
+		checkNewConnection(cmd, s, cat, c)
+	}
 	fmt.Fprintf(cmd.OutOrStdout(), "next: postern grant AGENT %s\n", c.Alias)
 	return nil
+}
+
+// checkNewConnection proves a new connection's key and records the result.
+// The connection stays added whatever the check says: a rejected key is
+// marked rejected with the target's message, and a result that proves
+// nothing (unreachable, timeout) changes nothing.
+func checkNewConnection(cmd *cobra.Command, s *store.Store, cat *recipes.Catalog, c *store.Connection) {
+	ctx := cmd.Context()
+	r := cat.Match(c.Host)
+	if c.Recipe != "" {
+		r = cat.Get(c.Recipe)
+	}
+	signer, err := s.ConnectionSigner(ctx, c.ID)
+	if err != nil {
+		fmt.Fprintf(cmd.OutOrStdout(), "key check: skipped: %v\n", err)
+		return
+	}
+	res := recipes.Checker{}.Check(ctx, c, signer, r)
+	if status, record := res.KeyStatus(); record {
+		if _, err := s.SetKeyStatus(ctx, c.Alias, status, res.Message); err != nil {
+			fmt.Fprintf(cmd.OutOrStdout(), "key check: %s, not recorded: %v\n", res.Status, err)
+			return
+		}
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "key check: %s: %s\n", res.Status, res.Message)
 }
 
 // connJSON is a connection in `conn list -o json`. It has no field for the

@@ -33,7 +33,7 @@ func TestConnCheck(t *testing.T) {
 	pin := strings.Join(hostKey[1:], " ") // the bare key: the pin is the connection's, not the name's
 
 	add := func(alias, keyFile string, port int) {
-		c.ok("", "conn", "add", alias, "--host", sshd.Host, "--port", itoa(port), "--user", sshd.User,
+		c.ok("", "conn", "add", "--no-check", alias, "--host", sshd.Host, "--port", itoa(port), "--user", sshd.User,
 			"--key-file", keyFile, "--host-key", pin, "--recipe", "linux")
 	}
 	add("good", good, sshd.Port)
@@ -87,5 +87,33 @@ func TestConnCheck(t *testing.T) {
 	}
 	if r := c.run("", "conn", "check", "nobody"); r.code != 2 {
 		t.Errorf("conn check nobody: got exit %d; want 2 (unknown alias)", r.code)
+	}
+}
+
+// TestConnAddChecksKey: conn add proves the key right away and records the
+// result; an unknown recipe is refused before anything is written.
+func TestConnAddChecksKey(t *testing.T) {
+	sshd := testsshd.Start(t, testsshd.Options{})
+	c := newCLI(t)
+	good := filepath.Join(t.TempDir(), "id")
+	if err := os.WriteFile(good, sshd.UserKeyPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pin := strings.Join(strings.Fields(sshd.KnownHostsLine)[1:], " ")
+	out := c.ok("", "conn", "add", "web", "--host", sshd.Host, "--port", itoa(sshd.Port), "--user", sshd.User,
+		"--key-file", good, "--host-key", pin)
+	if !strings.Contains(out, "key check: ok") {
+		t.Errorf("conn add output %q; want the key check's ok", out)
+	}
+	if list := c.ok("", "conn", "list"); !strings.Contains(list, "ok") {
+		t.Errorf("conn list after add: %q; want the key status ok", list)
+	}
+	r := c.run("", "conn", "add", "--no-check", "other", "--host", sshd.Host, "--port", itoa(sshd.Port), "--user", sshd.User,
+		"--key-file", good, "--host-key", pin, "--recipe", "no-such-recipe")
+	if r.code != 2 || !strings.Contains(r.stderr, "unknown recipe") {
+		t.Errorf("conn add --recipe no-such-recipe: exit %d stderr %q; want 2 and unknown recipe", r.code, r.stderr)
+	}
+	if list := c.ok("", "conn", "list"); strings.Contains(list, "other") {
+		t.Errorf("conn list %q holds the refused connection", list)
 	}
 }
