@@ -11,6 +11,7 @@ import (
 
 	"github.com/postern/postern/policy"
 	"github.com/postern/postern/store"
+	"golang.org/x/crypto/ssh"
 )
 
 var writeAsk = store.Rules{Read: store.RuleAllow, Write: store.RuleAsk, Destructive: store.RuleDeny}
@@ -187,5 +188,50 @@ func TestRecipeClassifies(t *testing.T) {
 	}
 	if got := h.ssh("", "127.0.0.1", "web", "ls"); got.code != ExitRefused {
 		t.Errorf("ls: exit %d stderr %q; want %d (write on a target without a shell)", got.code, got.stderr, ExitRefused)
+	}
+}
+
+// TestWaitingSessionDoesNotStallConnection: while one session waits for an
+// approval and its agent keeps resizing the terminal, another session on
+// the same connection still runs.
+func TestWaitingSessionDoesNotStallConnection(t *testing.T) {
+	h := newHarness(t, harnessOpts{rules: writeAsk})
+	c := h.client()
+	defer c.Close()
+	waiting, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer waiting.Close()
+	if err := waiting.RequestPty("xterm", 24, 80, ssh.TerminalModes{}); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "made")
+	if err := waiting.Start("web touch " + file); err != nil {
+		t.Fatal(err)
+	}
+	id := h.waitPending()
+	for i := 0; i < 100; i++ {
+		if err := waiting.WindowChange(24+i%10, 80); err != nil {
+			t.Fatalf("window change %d: %v", i, err)
+		}
+	}
+	other, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := other.Output("web echo still-serving")
+	other.Close()
+	if err != nil || string(out) != "still-serving\n" {
+		t.Fatalf("second session while the first waits: %q, %v; want still-serving", out, err)
+	}
+	if _, err := h.eng.Approve(context.Background(), id, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if err := waiting.Wait(); err != nil {
+		t.Errorf("approved session: %v", err)
+	}
+	if _, err := os.Stat(file); err != nil {
+		t.Errorf("approved command did not run: %v", err)
 	}
 }

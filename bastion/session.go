@@ -211,6 +211,10 @@ func helpText(grants []store.Grant) string {
 // run routes, classifies, decides and relays one command (or an interactive
 // shell), and audits the outcome. It owns ch and closes it.
 func (s *Server) run(ac *agentConn, ch ssh.Channel, reqs <-chan *ssh.Request, st sessionState, cmd string, shell bool) {
+	// The agent's requests are taken off x/crypto's queue at once: left
+	// there during an approval wait, more than its 16 slots of them
+	// (window changes) would stall every channel of the agent's connection.
+	held := holdRequests(reqs)
 	ctx := ac.ctx
 	start := s.cfg.Now()
 	stderr := ch.Stderr()
@@ -218,12 +222,12 @@ func (s *Server) run(ac *agentConn, ch ssh.Channel, reqs <-chan *ssh.Request, st
 	if err != nil {
 		fmt.Fprintf(stderr, "postern: cannot read your grants; try again\r\n")
 		s.log.Error().Err(err).Str("conn_id", ac.id).Msg("grants")
-		go discard(reqs)
+		go discard(held.release())
 		exitWith(ch, ExitUnreachable)
 		return
 	}
 	if !ok {
-		go discard(reqs)
+		go discard(held.release())
 		if code == 0 {
 			_, _ = io.WriteString(ch, crlf(msg, st.ptyReq != nil))
 		} else {
@@ -238,7 +242,7 @@ func (s *Server) run(ac *agentConn, ch ssh.Channel, reqs <-chan *ssh.Request, st
 	}
 	conn, err := s.cfg.Store.ConnectionByID(ctx, r.grant.ConnectionID)
 	if err != nil {
-		go discard(reqs)
+		go discard(held.release())
 		fmt.Fprintf(stderr, "postern: unknown alias %q\r\n", r.grant.Alias)
 		exitWith(ch, ExitUsage)
 		return
@@ -255,11 +259,9 @@ func (s *Server) run(ac *agentConn, ch ssh.Channel, reqs <-chan *ssh.Request, st
 	}
 	log := s.log.With().Str("conn_id", ac.id).Str("agent_id", ac.agentID).Str("alias", conn.Alias).Str("class", string(class)).Logger()
 
-	// The agent's requests (window-change, signal) stay queued in reqs
-	// while it waits for an approval; relay takes them over afterwards.
 	auth, rec, err := s.authorize(ctx, op, stderr, reasons)
 	if err != nil {
-		go discard(reqs)
+		go discard(held.release())
 		rec.Reason = err.Error()
 		var de *policy.DeniedError
 		switch {
@@ -286,7 +288,7 @@ func (s *Server) run(ac *agentConn, ch ssh.Channel, reqs <-chan *ssh.Request, st
 
 	up, err := s.pool.Open(ctx, conn)
 	if err != nil {
-		go discard(reqs)
+		go discard(held.release())
 		s.unreachable(ch, conn.Alias, err)
 		rec.Outcome, rec.Reason = policy.Failed, err.Error()
 		s.audit(rec, start)
@@ -294,13 +296,13 @@ func (s *Server) run(ac *agentConn, ch ssh.Channel, reqs <-chan *ssh.Request, st
 	}
 	defer up.Close()
 	if err := startUpstream(up.Channel, upstreamStart{Env: st.env, PtyReq: st.ptyReq, Command: r.command}); err != nil {
-		go discard(reqs)
+		go discard(held.release())
 		s.unreachable(ch, conn.Alias, err)
 		rec.Outcome, rec.Reason = policy.Failed, err.Error()
 		s.audit(rec, start)
 		return
 	}
-	res := relay(ctx, ch, reqs, up.Channel, up.Requests)
+	res := relay(ctx, ch, held.release(), up.Channel, up.Requests)
 	rec.BytesIn, rec.BytesOut = res.BytesIn, res.BytesOut
 	if res.ExitStatus != nil {
 		code := int(*res.ExitStatus)
@@ -442,4 +444,83 @@ func printable(s string) string {
 		}
 		return r
 	}, s)
+}
+
+// maxHeldRequests bounds the requests kept while a session waits; beyond
+// it (and for window changes, all but the newest) they are answered no.
+const maxHeldRequests = 32
+
+// heldRequests drains a session's requests while it waits for a decision,
+// keeping the newest window change and the first few others, and hands
+// them, then the rest, to whoever takes over the session (relay).
+type heldRequests struct {
+	in   <-chan *ssh.Request
+	stop chan struct{}
+	done chan struct{}
+	// held and closed are written by the holding goroutine only, and read
+	// after done is closed.
+	held   []*ssh.Request
+	closed bool
+	// out is created by release; nil before.
+	out chan *ssh.Request
+}
+
+func holdRequests(in <-chan *ssh.Request) *heldRequests {
+	h := &heldRequests{in: in, stop: make(chan struct{}), done: make(chan struct{})}
+	go h.hold()
+	return h
+}
+
+func (h *heldRequests) hold() {
+	defer close(h.done)
+	for {
+		select {
+		case <-h.stop:
+			return
+		case req, ok := <-h.in:
+			if !ok {
+				h.closed = true
+				return
+			}
+			if req.Type == "window-change" {
+				for i, old := range h.held {
+					if old.Type == "window-change" {
+						h.held = append(h.held[:i], h.held[i+1:]...)
+						break
+					}
+				}
+			}
+			if len(h.held) >= maxHeldRequests {
+				replyIf(req, false)
+				continue
+			}
+			h.held = append(h.held, req)
+		}
+	}
+}
+
+// release stops holding and returns a channel that yields the held
+// requests, then the session's further ones, and closes with the session.
+// Only the first call stops the holder; later calls return the same
+// channel.
+func (h *heldRequests) release() <-chan *ssh.Request {
+	if h.out != nil {
+		return h.out
+	}
+	close(h.stop)
+	<-h.done
+	h.out = make(chan *ssh.Request)
+	go func() {
+		defer close(h.out)
+		for _, r := range h.held {
+			h.out <- r
+		}
+		if h.closed {
+			return
+		}
+		for r := range h.in {
+			h.out <- r
+		}
+	}()
+	return h.out
 }
