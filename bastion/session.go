@@ -372,12 +372,14 @@ func (s *Server) recipeFor(conn *store.Connection) *recipes.Recipe {
 	if conn == nil {
 		return nil
 	}
-	if conn.Recipe != "" {
-		if r := s.recipes.Get(conn.Recipe); r != nil {
-			return r
-		}
+	r, err := s.recipes.ForConnection(conn.Recipe, conn.Host)
+	if err != nil {
+		// Made with another catalog: classify as for a host no recipe
+		// claims, and say so in the log.
+		s.log.Warn().Str("alias", conn.Alias).Err(err).Msg("recipe unknown; classifying with the built-in rules")
+		return nil
 	}
-	return s.recipes.Match(conn.Host)
+	return r
 }
 
 // opText is the operation as audited and approved.

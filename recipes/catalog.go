@@ -397,6 +397,20 @@ func (c *Catalog) Match(host string) *Recipe {
 	return best
 }
 
+// ForConnection returns the recipe a connection uses (design §5): the one
+// it was made from (key), else the one whose host pattern matches host most
+// specifically, else nil for the built-in rules. A key the catalog does not
+// hold is an error: the connection was made with another catalog.
+func (c *Catalog) ForConnection(key, host string) (*Recipe, error) {
+	if key == "" {
+		return c.Match(host), nil
+	}
+	if r := c.Get(key); r != nil {
+		return r, nil
+	}
+	return nil, fmt.Errorf("recipes: recipe %q is not in this catalog", key)
+}
+
 // hostScore rates how specifically the recipe claims the normalised host h:
 // 0 for not at all, the suffix length for a wildcard, and above any suffix
 // length for an exact host.

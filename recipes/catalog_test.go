@@ -240,3 +240,30 @@ func TestList(t *testing.T) {
 		})
 	}
 }
+
+func TestForConnection(t *testing.T) {
+	cat, err := Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		key, host string
+		want      string // recipe key, "" for none
+		wantErr   bool
+	}{
+		{"", "github.com", "github", false},
+		{"linux", "github.com", "linux", false}, // the connection's own recipe wins
+		{"", "host.example.internal", "", false},
+		{"no-such", "github.com", "", true},
+	}
+	for _, tt := range tests {
+		r, err := cat.ForConnection(tt.key, tt.host)
+		got := ""
+		if r != nil {
+			got = r.Key
+		}
+		if got != tt.want || (err != nil) != tt.wantErr {
+			t.Errorf("ForConnection(%q, %q) = %q, %v; want %q, error %v", tt.key, tt.host, got, err, tt.want, tt.wantErr)
+		}
+	}
+}

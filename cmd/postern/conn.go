@@ -183,10 +183,7 @@ func runConnAdd(cmd *cobra.Command, data *dataFlag, alias string, f connAddFlags
 // nothing (unreachable, timeout) changes nothing.
 func checkNewConnection(cmd *cobra.Command, s *store.Store, cat *recipes.Catalog, c *store.Connection) {
 	ctx := cmd.Context()
-	r := cat.Match(c.Host)
-	if c.Recipe != "" {
-		r = cat.Get(c.Recipe)
-	}
+	r, _ := cat.ForConnection(c.Recipe, c.Host) // the recipe was checked above
 	signer, err := s.ConnectionSigner(ctx, c.ID)
 	if err != nil {
 		fmt.Fprintf(cmd.OutOrStdout(), "key check: skipped: %v\n", err)

@@ -68,11 +68,9 @@ the recorded status alone. check exits 0 only for ok.`,
 		if err != nil {
 			return err
 		}
-		r := cat.Match(c.Host)
-		if c.Recipe != "" {
-			if r = cat.Get(c.Recipe); r == nil {
-				return fmt.Errorf("conn check: connection %s names recipe %q, which is not in this postern's catalog", c.Alias, c.Recipe)
-			}
+		r, err := cat.ForConnection(c.Recipe, c.Host)
+		if err != nil {
+			return fmt.Errorf("conn check: connection %s: %w", c.Alias, err)
 		}
 		signer, err := s.ConnectionSigner(ctx, c.ID)
 		if err != nil {
