@@ -645,12 +645,9 @@ func (c *classifier) decl(sc *scope, d *syntax.DeclClause, depth int) {
 			}
 			continue
 		}
+		// export, readonly and declare change the environment of what
+		// runs later; assignments to special names are flagged in assign.
 		c.assign(sc, a, integer, depth)
-	}
-	if d.Variant.Value != "local" && len(d.Args) > 0 {
-		// export, readonly and declare change the environment of what runs
-		// later; assignments to special names are flagged in assign.
-		return
 	}
 }
 

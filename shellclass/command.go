@@ -226,7 +226,7 @@ func (c *classifier) readEntry(cl *cmdCall, base string, e readEntry, args []val
 }
 
 func checkRead(base string, e readEntry, args []value) (Class, string) {
-	p := getopt(specFor(base, e), args, e.posix)
+	p := getopt(spec(e.opts), args, e.posix)
 	if e.lenient {
 		// echo, test and friends print or test what they do not know.
 		p.bad = ""
@@ -251,11 +251,6 @@ func checkRead(base string, e readEntry, args []value) (Class, string) {
 		}
 	}
 	return Read, ""
-}
-
-// specFor returns an entry's parsed option list.
-func specFor(base string, e readEntry) optSpec {
-	return spec(e.opts)
 }
 
 // blockDeviceArgs raises a command that is not read to destructive when an

@@ -69,7 +69,7 @@ var readTable = map[string]readEntry{
 	"cmp":       {opts: "-b -i= -l -n= -s --print-bytes --ignore-initial= --verbose --bytes= --quiet --silent", maxOps: 4},
 	"comm":      {opts: "-1 -2 -3 -z --check-order --nocheck-order --output-delimiter= --total --zero-terminated", maxOps: 2},
 	"sed":       {opts: "-n -E -r -s -u -z -e= --quiet --silent --expression= --regexp-extended --separate --unbuffered --null-data --posix --debug --sandbox", maxOps: anyOps, ceiling: Destructive, check: sedCheck},
-	"jq":        {opts: "-c -r -j -a -s -n -e -S -C -M -R --tab --indent= --arg= --argjson= --slurp --null-input --raw-output --join-output --ascii-output --compact-output --sort-keys --color-output --monochrome-output --raw-input --exit-status --seq --stream --stream-errors --raw-output0 --unbuffered", maxOps: anyOps, check: jqCheck},
+	"jq":        {opts: "-c -r -j -a -s -n -e -S -C -M -R --tab --indent= --arg= --argjson= --slurp --null-input --raw-output --join-output --ascii-output --compact-output --sort-keys --color-output --monochrome-output --raw-input --exit-status --seq --stream --stream-errors --raw-output0 --unbuffered", maxOps: anyOps},
 	"basename":  {opts: "-a -s= -z --multiple --suffix= --zero", maxOps: anyOps},
 	"dirname":   {opts: "-z --zero", maxOps: anyOps},
 	"realpath":  {opts: "-e -m -L -P -q -s -z --canonicalize-existing --canonicalize-missing --logical --physical --quiet --relative-to= --relative-base= --strip --no-symlinks --zero", maxOps: anyOps},
@@ -78,12 +78,12 @@ var readTable = map[string]readEntry{
 	"printf":    {opts: "-v=", maxOps: anyOps, posix: true, ceiling: Write, check: printfCheck},
 	"true":      {maxOps: anyOps, posix: true, lenient: true},
 	"false":     {maxOps: anyOps, posix: true, lenient: true},
-	"test":      {maxOps: anyOps, posix: true, lenient: true, check: allOperands},
-	"[":         {maxOps: anyOps, posix: true, lenient: true, check: allOperands},
+	"test":      {maxOps: anyOps, posix: true, lenient: true},
+	"[":         {maxOps: anyOps, posix: true, lenient: true},
 	"pwd":       {opts: "-L -P --logical --physical", maxOps: 0},
 	"sleep":     {maxOps: anyOps},
-	"seq":       {opts: "-f= -s= -w --format= --separator= --equal-width", maxOps: 3, posix: true, lenient: true, check: allOperands},
-	"expr":      {maxOps: anyOps, posix: true, lenient: true, check: allOperands},
+	"seq":       {opts: "-f= -s= -w --format= --separator= --equal-width", maxOps: 3, posix: true, lenient: true},
+	"expr":      {maxOps: anyOps, posix: true, lenient: true},
 	"which":     {opts: "-a -s", maxOps: anyOps},
 	"type":      {opts: "-a -f -p -P -t", maxOps: anyOps},
 	"whoami":    {maxOps: 0},
@@ -149,8 +149,6 @@ var specialVars = map[string]bool{
 // there.
 var systemDirs = map[string]bool{"/bin": true, "/usr/bin": true, "/sbin": true, "/usr/sbin": true, "/usr/local/bin": false}
 
-func allOperands(p *parsed) (Class, string) { return Read, "" }
-
 // sedCheck accepts a sed program only when it cannot write or run anything:
 // no in-place edit, no script file, no e/w/W/r/R commands and no s///e or w
 // flags.
@@ -173,11 +171,6 @@ func sedCheck(p *parsed) (Class, string) {
 	}
 	return Read, ""
 }
-
-// jqCheck refuses jq programs that read the environment or files by
-// themselves; those are reads too, but $__loc__ and input_filename are
-// harmless, so only the `-f`/--from-file form is refused by the option list.
-func jqCheck(p *parsed) (Class, string) { return Read, "" }
 
 func printfCheck(p *parsed) (Class, string) {
 	if p.has("-v") {
@@ -224,8 +217,8 @@ func psCheck(p *parsed) (Class, string) {
 	return Read, ""
 }
 
-// dmesgCheck: -H pages its output unless told not to, and -w follows
-// forever, both of which -w's absence from the list already refuses.
+// dmesgCheck refuses -H without --nopager: the human format starts a pager.
+// (-w, which follows forever, is refused by its absence from the list.)
 func dmesgCheck(p *parsed) (Class, string) {
 	if p.has("-H", "--human") && !p.has("-P", "--nopager") {
 		return Write, "dmesg -H starts a pager; add --nopager"

@@ -22,10 +22,10 @@ type value struct {
 func wordValue(w *syntax.Word, d Dialect) value {
 	v := value{known: true, word: w}
 	var b strings.Builder
-	for i, part := range w.Parts {
+	for _, part := range w.Parts {
 		switch p := part.(type) {
 		case *syntax.Lit:
-			s, glob := unquoteLit(p.Value, i == 0)
+			s, glob := unquoteLit(p.Value)
 			b.WriteString(s)
 			if glob {
 				v.known, v.why = false, "glob pattern"
@@ -75,7 +75,7 @@ func dynamicWhy(p syntax.WordPart) string {
 // unquoteLit removes backslash escapes from an unquoted literal and reports
 // whether an unescaped glob character remains. A lone `[` with no closing
 // `]` is not a glob for bash (that is how the `[` command stays literal).
-func unquoteLit(raw string, first bool) (string, bool) {
+func unquoteLit(raw string) (string, bool) {
 	if !strings.ContainsAny(raw, "\\*?[") {
 		return raw, false
 	}
