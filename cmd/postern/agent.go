@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -154,61 +153,35 @@ type agentKeyJSON struct {
 }
 
 func newAgentListCmd(data *dataFlag) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "list",
-		Short: "List agents and their key fingerprints",
-		Args:  exactArgs(0, "no arguments"),
-	}
-	out := addOutputFlag(cmd)
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		asJSON, err := out.json()
-		if err != nil {
-			return err
-		}
-		s, err := data.open(cmd.Context())
-		if err != nil {
-			return storeErr(err)
-		}
-		defer s.Close()
-		agents, err := s.ListAgents(cmd.Context())
-		if err != nil {
-			return err
-		}
-		w := cmd.OutOrStdout()
-		if asJSON {
-			js := []agentJSON{}
-			for _, a := range agents {
-				j := agentJSON{ID: a.ID, Name: a.Name, Disabled: a.Disabled, Keys: []agentKeyJSON{},
-					CreatedAt: timeJSON(a.CreatedAt), ModifiedAt: timeJSON(a.ModifiedAt)}
-				for _, k := range a.Keys {
-					j.Keys = append(j.Keys, agentKeyJSON{Fingerprint: k.Fingerprint, AuthorizedKey: k.AuthorizedKey, CreatedAt: timeJSON(k.CreatedAt)})
-				}
-				js = append(js, j)
+	return newListCmd(data, listSpec[store.Agent]{
+		short: "List agents and their key fingerprints",
+		read:  (*store.Store).ListAgents,
+		json: func(a store.Agent) any {
+			j := agentJSON{ID: a.ID, Name: a.Name, Disabled: a.Disabled, Keys: []agentKeyJSON{},
+				CreatedAt: timeJSON(a.CreatedAt), ModifiedAt: timeJSON(a.ModifiedAt)}
+			for _, k := range a.Keys {
+				j.Keys = append(j.Keys, agentKeyJSON{Fingerprint: k.Fingerprint, AuthorizedKey: k.AuthorizedKey, CreatedAt: timeJSON(k.CreatedAt)})
 			}
-			return writeJSON(w, js)
-		}
-		if len(agents) == 0 {
-			fmt.Fprintln(w, "no agents; add one with: postern agent add NAME --key FILE")
-			return nil
-		}
-		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "NAME\tSTATUS\tKEY\tCREATED")
-		for _, a := range agents {
+			return j
+		},
+		empty:  "no agents; add one with: postern agent add NAME --key FILE",
+		header: []string{"NAME", "STATUS", "KEY", "CREATED"},
+		rows: func(a store.Agent) [][]string {
 			status := "enabled"
 			if a.Disabled {
 				status = "disabled"
 			}
+			var rows [][]string
 			for i, k := range a.Keys {
 				name, st, created := a.Name, status, timeText(a.CreatedAt)
 				if i > 0 {
-					name, st, created = "", "", ""
+					name, st, created = "", "", "" // one row per key, the agent named once
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", name, st, k.Fingerprint+" "+keyComment(k.AuthorizedKey), created)
+				rows = append(rows, []string{name, st, k.Fingerprint + " " + keyComment(k.AuthorizedKey), created})
 			}
-		}
-		return tw.Flush()
-	}
-	return cmd
+			return rows
+		},
+	})
 }
 
 // keyComment returns the key type and comment of an authorized_keys line,

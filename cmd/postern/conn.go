@@ -6,7 +6,6 @@ import (
 	"net"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -219,46 +218,20 @@ type connJSON struct {
 }
 
 func newConnListCmd(data *dataFlag) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "list",
-		Short: "List connections with their key status and last check",
-		Args:  exactArgs(0, "no arguments"),
-	}
-	out := addOutputFlag(cmd)
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		asJSON, err := out.json()
-		if err != nil {
-			return err
-		}
-		s, err := data.open(cmd.Context())
-		if err != nil {
-			return storeErr(err)
-		}
-		defer s.Close()
-		conns, err := s.ListConnections(cmd.Context())
-		if err != nil {
-			return err
-		}
-		w := cmd.OutOrStdout()
-		if asJSON {
-			js := []connJSON{}
-			for _, c := range conns {
-				js = append(js, connJSON{
-					ID: c.ID, Alias: c.Alias, Host: c.Host, Port: c.Port, User: c.User,
-					Env: string(c.Env), Recipe: c.Recipe, HostKeys: c.HostKeys, HostKeyFPs: hostKeyFPs(&c),
-					KeyStatus: string(c.KeyStatus), KeyMessage: c.KeyMessage, KeyCheckedAt: timeJSON(c.KeyCheckedAt),
-					CreatedAt: timeJSON(c.CreatedAt), ModifiedAt: timeJSON(c.ModifiedAt),
-				})
+	return newListCmd(data, listSpec[store.Connection]{
+		short: "List connections with their key status and last check",
+		read:  (*store.Store).ListConnections,
+		json: func(c store.Connection) any {
+			return connJSON{
+				ID: c.ID, Alias: c.Alias, Host: c.Host, Port: c.Port, User: c.User,
+				Env: string(c.Env), Recipe: c.Recipe, HostKeys: c.HostKeys, HostKeyFPs: hostKeyFPs(&c),
+				KeyStatus: string(c.KeyStatus), KeyMessage: c.KeyMessage, KeyCheckedAt: timeJSON(c.KeyCheckedAt),
+				CreatedAt: timeJSON(c.CreatedAt), ModifiedAt: timeJSON(c.ModifiedAt),
 			}
-			return writeJSON(w, js)
-		}
-		if len(conns) == 0 {
-			fmt.Fprintln(w, "no connections; add one with: postern conn add ALIAS --host H --user U --key-file FILE --accept-new-host-key")
-			return nil
-		}
-		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ALIAS\tTARGET\tENV\tRECIPE\tKEY\tLAST CHECK\tHOST KEY")
-		for _, c := range conns {
+		},
+		empty:  "no connections; add one with: postern conn add ALIAS --host H --user U --key-file FILE --accept-new-host-key",
+		header: []string{"ALIAS", "TARGET", "ENV", "RECIPE", "KEY", "LAST CHECK", "HOST KEY"},
+		rows: func(c store.Connection) [][]string {
 			recipe := c.Recipe
 			if recipe == "" {
 				recipe = "-"
@@ -267,12 +240,10 @@ func newConnListCmd(data *dataFlag) *cobra.Command {
 			if c.KeyMessage != "" {
 				status += " (" + oneLineText(c.KeyMessage, 40) + ")"
 			}
-			fmt.Fprintf(tw, "%s\t%s@%s\t%s\t%s\t%s\t%s\t%s\n", c.Alias, c.User, c.Addr(), c.Env, recipe,
-				status, timeText(c.KeyCheckedAt), strings.Join(hostKeyFPs(&c), ","))
-		}
-		return tw.Flush()
-	}
-	return cmd
+			return [][]string{{c.Alias, c.User + "@" + c.Addr(), string(c.Env), recipe,
+				status, timeText(c.KeyCheckedAt), strings.Join(hostKeyFPs(&c), ",")}}
+		},
+	})
 }
 
 // hostKeyFPs lists the SHA256 fingerprints of a connection's pinned keys.

@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -97,52 +96,24 @@ type grantJSON struct {
 }
 
 func newGrantListCmd(data *dataFlag) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "list",
-		Short: "List grants by agent and connection",
-		Args:  exactArgs(0, "no arguments"),
-	}
-	out := addOutputFlag(cmd)
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		asJSON, err := out.json()
-		if err != nil {
-			return err
-		}
-		s, err := data.open(cmd.Context())
-		if err != nil {
-			return storeErr(err)
-		}
-		defer s.Close()
-		grants, err := s.ListGrants(cmd.Context())
-		if err != nil {
-			return err
-		}
-		w := cmd.OutOrStdout()
-		if asJSON {
-			js := []grantJSON{}
-			for _, g := range grants {
-				js = append(js, grantJSON{
-					ID: g.ID, Agent: g.AgentName, AgentID: g.AgentID, Alias: g.Alias, ConnID: g.ConnectionID,
-					Env: string(g.Env), Read: string(g.Rules.Read), Write: string(g.Rules.Write),
-					Destructive: string(g.Rules.Destructive),
-					CreatedAt:   timeJSON(g.CreatedAt), ModifiedAt: timeJSON(g.ModifiedAt),
-				})
+	return newListCmd(data, listSpec[store.Grant]{
+		short: "List grants by agent and connection",
+		read:  (*store.Store).ListGrants,
+		json: func(g store.Grant) any {
+			return grantJSON{
+				ID: g.ID, Agent: g.AgentName, AgentID: g.AgentID, Alias: g.Alias, ConnID: g.ConnectionID,
+				Env: string(g.Env), Read: string(g.Rules.Read), Write: string(g.Rules.Write),
+				Destructive: string(g.Rules.Destructive),
+				CreatedAt:   timeJSON(g.CreatedAt), ModifiedAt: timeJSON(g.ModifiedAt),
 			}
-			return writeJSON(w, js)
-		}
-		if len(grants) == 0 {
-			fmt.Fprintln(w, "no grants; add one with: postern grant AGENT ALIAS")
-			return nil
-		}
-		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "AGENT\tALIAS\tENV\tREAD\tWRITE\tDESTRUCTIVE\tMODIFIED")
-		for _, g := range grants {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.AgentName, g.Alias, g.Env,
-				g.Rules.Read, g.Rules.Write, g.Rules.Destructive, timeText(g.ModifiedAt))
-		}
-		return tw.Flush()
-	}
-	return cmd
+		},
+		empty:  "no grants; add one with: postern grant AGENT ALIAS",
+		header: []string{"AGENT", "ALIAS", "ENV", "READ", "WRITE", "DESTRUCTIVE", "MODIFIED"},
+		rows: func(g store.Grant) [][]string {
+			return [][]string{{g.AgentName, g.Alias, string(g.Env), string(g.Rules.Read), string(g.Rules.Write),
+				string(g.Rules.Destructive), timeText(g.ModifiedAt)}}
+		},
+	})
 }
 
 func newGrantRevokeCmd(data *dataFlag) *cobra.Command {
