@@ -83,26 +83,13 @@ func load(fsys fs.FS, glob string) (*Catalog, error) {
 // file is a recipe file as written. Unknown fields are refused, so that a
 // misspelt field fails the tests instead of silently meaning nothing.
 type file struct {
-	Key               string            `json:"key"`
-	Name              string            `json:"name"`
-	Vendor            string            `json:"vendor"`
-	Version           int               `json:"version"`
-	Channel           string            `json:"channel"`
-	Adapter           string            `json:"adapter"`
-	Hosts             []string          `json:"hosts"`
-	ConnectionHosts   []string          `json:"connection_hosts"`
-	ConnectionDomains []string          `json:"connection_domains"`
-	CredentialFields  []CredentialField `json:"credential_fields"`
-	DocsURL           string            `json:"docs_url"`
-	CreateURL         string            `json:"create_url"`
-	RevokeURL         string            `json:"revoke_url"`
-	Notes             string            `json:"notes"`
-	Shell             string            `json:"shell"`
-	DefaultUser       string            `json:"default_user"`
-	DefaultPort       int               `json:"default_port"`
-	ExactReads        []string          `json:"exact_reads"`
-	Rules             []Rule            `json:"rules"`
-	KeyCheck          *KeyCheck         `json:"key_check"`
+	PublicRecipe
+	Shell       string    `json:"shell"`
+	DefaultUser string    `json:"default_user"`
+	DefaultPort int       `json:"default_port"`
+	ExactReads  []string  `json:"exact_reads"`
+	Rules       []Rule    `json:"rules"`
+	KeyCheck    *KeyCheck `json:"key_check"`
 }
 
 // keyRE is a recipe key: lower-case words joined by hyphens, as used in
@@ -138,13 +125,8 @@ func parse(b []byte) (*Recipe, error) {
 		return nil, errors.New("trailing data after the recipe object")
 	}
 	r := &Recipe{
-		Key: f.Key, Name: f.Name, Vendor: f.Vendor, Version: f.Version,
-		Channel: f.Channel, Adapter: f.Adapter,
-		Hosts: f.Hosts, ConnectionHosts: f.ConnectionHosts, ConnectionDomains: f.ConnectionDomains,
-		CredentialFields: f.CredentialFields,
-		DocsURL:          f.DocsURL, CreateURL: f.CreateURL, RevokeURL: f.RevokeURL,
-		Notes:       f.Notes,
-		DefaultUser: f.DefaultUser, DefaultPort: f.DefaultPort,
+		PublicRecipe: f.PublicRecipe,
+		DefaultUser:  f.DefaultUser, DefaultPort: f.DefaultPort,
 		ExactReads: f.ExactReads, Rules: f.Rules,
 		exact: map[string]bool{},
 	}

@@ -11,36 +11,41 @@ import (
 // and port, the exact reads, the rules and the key check: they stay inside
 // postern (see the package comment).
 type PublicRecipe struct {
-	Key               string            `json:"key"`
-	Name              string            `json:"name"`
-	Vendor            string            `json:"vendor"`
-	Version           int               `json:"version"`
-	Channel           string            `json:"channel"`
-	Adapter           string            `json:"adapter"`
-	Hosts             []string          `json:"hosts"`
-	ConnectionHosts   []string          `json:"connection_hosts"`
-	ConnectionDomains []string          `json:"connection_domains"`
-	CredentialFields  []CredentialField `json:"credential_fields"`
-	DocsURL           string            `json:"docs_url"`
-	CreateURL         string            `json:"create_url"`
-	RevokeURL         string            `json:"revoke_url"`
-	Notes             string            `json:"notes"`
+	Key     string `json:"key"`  // unique, equal to the file name without .json
+	Name    string `json:"name"` // for people: "Cisco IOS / IOS XE"
+	Vendor  string `json:"vendor"`
+	Version int    `json:"version"` // of the recipe, raised when its meaning changes
+
+	Channel string `json:"channel"` // "ssh", the only channel postern relays
+	Adapter string `json:"adapter"` // "ssh-key" or "ssh-cert": how the credential authenticates
+
+	// Hosts are the patterns the recipe claims: an exact host name or
+	// "*.suffix". Match picks the most specific one.
+	Hosts []string `json:"hosts"`
+	// ConnectionHosts and ConnectionDomains suggest where a connection made
+	// from the recipe points; they are advice for the admin and play no part
+	// in matching.
+	ConnectionHosts   []string `json:"connection_hosts"`
+	ConnectionDomains []string `json:"connection_domains"`
+
+	CredentialFields []CredentialField `json:"credential_fields"`
+
+	DocsURL   string `json:"docs_url"`   // how the target documents its SSH keys
+	CreateURL string `json:"create_url"` // where a key is added; "" if nowhere in particular
+	RevokeURL string `json:"revoke_url"` // where a key is removed; "" if nowhere in particular
+	Notes     string `json:"notes"`
 }
 
 // Public returns the public view of r. Lists are never nil, so that JSON
 // shows [] rather than null. The slices are copies: the caller may change
 // them.
 func (r *Recipe) Public() PublicRecipe {
-	return PublicRecipe{
-		Key: r.Key, Name: r.Name, Vendor: r.Vendor, Version: r.Version,
-		Channel: r.Channel, Adapter: r.Adapter,
-		Hosts:             clone(r.Hosts),
-		ConnectionHosts:   clone(r.ConnectionHosts),
-		ConnectionDomains: clone(r.ConnectionDomains),
-		CredentialFields:  clone(r.CredentialFields),
-		DocsURL:           r.DocsURL, CreateURL: r.CreateURL, RevokeURL: r.RevokeURL,
-		Notes: r.Notes,
-	}
+	p := r.PublicRecipe
+	p.Hosts = clone(r.Hosts)
+	p.ConnectionHosts = clone(r.ConnectionHosts)
+	p.ConnectionDomains = clone(r.ConnectionDomains)
+	p.CredentialFields = clone(r.CredentialFields)
+	return p
 }
 
 // PublicList is List in the public view: the data of GET /v1/recipes.

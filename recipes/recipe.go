@@ -12,29 +12,8 @@ import (
 // Its exported fields are read-only after Load: a Catalog hands out the same
 // *Recipe to every caller.
 type Recipe struct {
-	Key     string // unique, equal to the file name without .json
-	Name    string // for people: "Cisco IOS / IOS XE"
-	Vendor  string
-	Version int // of the recipe, raised when its meaning changes
-
-	Channel string // "ssh", the only channel postern relays
-	Adapter string // "ssh-key" or "ssh-cert": how the credential authenticates
-
-	// Hosts are the patterns the recipe claims: an exact host name or
-	// "*.suffix". Match picks the most specific one.
-	Hosts []string
-	// ConnectionHosts and ConnectionDomains suggest where a connection made
-	// from the recipe points; they are advice for the admin and play no part
-	// in matching.
-	ConnectionHosts   []string
-	ConnectionDomains []string
-
-	CredentialFields []CredentialField
-
-	DocsURL   string // how the target documents its SSH keys
-	CreateURL string // where a key is added; "" if nowhere in particular
-	RevokeURL string // where a key is removed; "" if nowhere in particular
-	Notes     string
+	// PublicRecipe holds what the CLI and the API show.
+	PublicRecipe
 
 	// The fields below stay inside postern (see the package comment).
 
