@@ -2,6 +2,7 @@ package shellclass
 
 import (
 	"path"
+	"strconv"
 	"strings"
 
 	"mvdan.cc/sh/v3/syntax"
@@ -16,7 +17,6 @@ type cmdCall struct {
 	// command; stdinKnown is false when there is none or it expands.
 	stdin      string
 	stdinKnown bool
-	stdinFed   bool // some here-doc/here-string or input redirect feeds stdin
 	depth      int
 }
 
@@ -63,7 +63,6 @@ func (c *classifier) stdinOf(cl *cmdCall, redirs []*syntax.Redirect) {
 		}
 		switch r.Op {
 		case syntax.Hdoc, syntax.DashHdoc:
-			cl.stdinFed = true
 			if r.Hdoc == nil {
 				cl.stdin, cl.stdinKnown = "", true
 				continue
@@ -73,11 +72,9 @@ func (c *classifier) stdinOf(cl *cmdCall, redirs []*syntax.Redirect) {
 			// expansion; only its expansions make it dynamic.
 			cl.stdin, cl.stdinKnown = v.s, !hasExpansion(r.Hdoc)
 		case syntax.WordHdoc:
-			cl.stdinFed = true
 			v := wordValue(r.Word, c.opts.Dialect)
 			cl.stdin, cl.stdinKnown = v.s+"\n", !hasExpansion(r.Word)
 		case syntax.RdrIn, syntax.RdrInOut, syntax.DplIn:
-			cl.stdinFed = true
 			cl.stdin, cl.stdinKnown = "", false
 		}
 	}
@@ -240,7 +237,7 @@ func checkRead(base string, e readEntry, args []value) (Class, string) {
 		return Write, "unknown option " + p.bad + " for " + base
 	}
 	if e.maxOps != anyOps && len(p.operands) > e.maxOps {
-		return Write, base + " with more than " + itoa(e.maxOps) + " operands may write a file"
+		return Write, base + " with more than " + strconv.Itoa(e.maxOps) + " operands may write a file"
 	}
 	if len(e.require) > 0 && !p.has(e.require...) {
 		return Write, base + " without " + strings.Join(e.require, " or ") + " may start a pager or run unbounded"
@@ -318,18 +315,6 @@ func strs(args []value) []string {
 		out[i] = a.s
 	}
 	return out
-}
-
-func itoa(n int) string {
-	if n == 0 {
-		return "0"
-	}
-	var b []byte
-	for n > 0 {
-		b = append([]byte{byte('0' + n%10)}, b...)
-		n /= 10
-	}
-	return string(b)
 }
 
 // syntaxQuote quotes s for re-parsing as one shell word.

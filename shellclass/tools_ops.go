@@ -221,7 +221,7 @@ func (c *classifier) containerCmd(cl *cmdCall, what, opts string, args []value, 
 	}
 	sub := *cl
 	sub.depth++
-	sub.stdinFed, sub.stdinKnown = true, false
+	sub.stdinKnown = false // the container or pod reads its own stdin
 	c.simple(&sub, inner)
 }
 
@@ -327,7 +327,7 @@ func (c *classifier) kubectl(cl *cmdCall, args []value) {
 		}
 		sub := *cl
 		sub.depth++
-		sub.stdinFed, sub.stdinKnown = true, false
+		sub.stdinKnown = false // the container or pod reads its own stdin
 		c.simple(&sub, inner)
 		if forbidden != "" {
 			c.raiseCall(cl, Write, "kubectl "+forbidden+" talks to another cluster or identity")

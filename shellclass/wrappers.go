@@ -105,16 +105,16 @@ func (c *classifier) runWrapper(cl *cmdCall, base string, w wrapper, args []valu
 			ops = p2.operands
 		}
 	}
-	strs := []string{}
+	var scripts []string // values of options that are shell strings (su -c, env -S)
 	for _, o := range w.stringOpts {
-		strs = append(strs, p.values(o)...)
+		scripts = append(scripts, p.values(o)...)
 	}
-	if len(strs) > 0 {
+	if len(scripts) > 0 {
 		if p.dynamic != "" {
 			c.raiseCall(cl, Destructive, base+" runs a string known only at run time ("+p.dynamic+")")
 			return
 		}
-		for _, s := range strs {
+		for _, s := range scripts {
 			if base == "env" {
 				// env -S splits the string into words; what follows the
 				// string is appended.
@@ -167,7 +167,7 @@ func (c *classifier) runWrapper(cl *cmdCall, base string, w wrapper, args []valu
 	inner := *cl
 	inner.depth++
 	if base == "xargs" {
-		inner.stdinFed, inner.stdinKnown = true, false // xargs consumes stdin
+		inner.stdinKnown = false // xargs consumes stdin
 	}
 	c.simple(&inner, ops)
 }
