@@ -34,9 +34,7 @@ func TestAskExpires(t *testing.T) {
 // startSSH starts the real ssh client in the background and returns it.
 func (h *harness) startSSH(args ...string) *exec.Cmd {
 	h.t.Helper()
-	base := []string{"-F", "/dev/null", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
-		"-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-o", "IdentitiesOnly=yes", "-i", h.keyPath, "-p", h.port}
-	cmd := exec.Command("ssh", append(base, args...)...)
+	cmd := exec.Command("ssh", append(h.clientOpts("-p"), args...)...)
 	if err := cmd.Start(); err != nil {
 		h.t.Fatal(err)
 	}

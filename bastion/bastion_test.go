@@ -185,12 +185,19 @@ type sshResult struct {
 	code           int
 }
 
-// ssh runs the real OpenSSH client against the bastion.
-func (h *harness) ssh(stdin string, args ...string) sshResult {
+// clientOpts are the options every OpenSSH client (ssh, sftp, scp) uses to
+// reach the bastion as the agent; portFlag is -p for ssh, -P for sftp and
+// scp.
+func (h *harness) clientOpts(portFlag string) []string {
+	return []string{"-F", "/dev/null", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+		"-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-o", "IdentitiesOnly=yes", "-i", h.keyPath, portFlag, h.port}
+}
+
+// runClient runs an OpenSSH client with stdin and returns its output and
+// exit status.
+func (h *harness) runClient(stdin, name string, args ...string) sshResult {
 	h.t.Helper()
-	base := []string{"-F", "/dev/null", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
-		"-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-o", "IdentitiesOnly=yes", "-i", h.keyPath, "-p", h.port}
-	cmd := exec.Command("ssh", append(base, args...)...)
+	cmd := exec.Command(name, args...)
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -200,9 +207,15 @@ func (h *harness) ssh(stdin string, args ...string) sshResult {
 	if errors.As(err, &ee) {
 		r.code = ee.ExitCode()
 	} else if err != nil {
-		h.t.Fatalf("ssh %v: %v", args, err)
+		h.t.Fatalf("%s %v: %v", name, args, err)
 	}
 	return r
+}
+
+// ssh runs the real OpenSSH client against the bastion.
+func (h *harness) ssh(stdin string, args ...string) sshResult {
+	h.t.Helper()
+	return h.runClient(stdin, "ssh", append(h.clientOpts("-p"), args...)...)
 }
 
 // auditCount counts audit rows with outcome. The row is written just after

@@ -7,7 +7,6 @@ import (
 	"crypto/sha256"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -27,35 +26,12 @@ func (h *harness) sftpBatch(user, batch string) sshResult {
 	if err := os.WriteFile(bf, []byte(batch), 0o600); err != nil {
 		h.t.Fatal(err)
 	}
-	cmd := exec.Command("sftp", "-F", "/dev/null", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
-		"-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-o", "IdentitiesOnly=yes", "-i", h.keyPath, "-P", h.port, "-b", bf, user+"@127.0.0.1")
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	r := sshResult{stdout: out.String(), stderr: errb.String()}
-	if ee, ok := err.(*exec.ExitError); ok {
-		r.code = ee.ExitCode()
-	} else if err != nil {
-		h.t.Fatalf("sftp: %v", err)
-	}
-	return r
+	return h.runClient("", "sftp", append(h.clientOpts("-P"), "-b", bf, user+"@127.0.0.1")...)
 }
 
 func (h *harness) scp(args ...string) sshResult {
 	h.t.Helper()
-	base := []string{"-F", "/dev/null", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
-		"-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-o", "IdentitiesOnly=yes", "-i", h.keyPath, "-P", h.port}
-	cmd := exec.Command("scp", append(base, args...)...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	r := sshResult{stdout: out.String(), stderr: errb.String()}
-	if ee, ok := err.(*exec.ExitError); ok {
-		r.code = ee.ExitCode()
-	} else if err != nil {
-		h.t.Fatalf("scp: %v", err)
-	}
-	return r
+	return h.runClient("", "scp", append(h.clientOpts("-P"), args...)...)
 }
 
 func writeFile(t *testing.T, path, content string) {

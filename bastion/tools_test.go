@@ -14,7 +14,7 @@ import (
 // sshCommand is the ssh client line git, rsync and scp use to reach the
 // bastion as alias web.
 func (h *harness) sshCommand() string {
-	return "ssh -F /dev/null -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes -o LogLevel=ERROR -o IdentitiesOnly=yes -i " + h.keyPath + " -p " + h.port
+	return "ssh " + strings.Join(h.clientOpts("-p"), " ")
 }
 
 func requireTool(t testing.TB, name, pkg string) {
@@ -132,7 +132,7 @@ func TestLegacySCPThroughBastion(t *testing.T) {
 		t.Fatal(err)
 	}
 	local := t.TempDir()
-	args := []string{"-O", "-F", "/dev/null", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-i", h.keyPath, "-P", h.port}
+	args := append([]string{"-O"}, h.clientOpts("-P")...)
 	mustRun(t, local, nil, "scp", append(args, "web@127.0.0.1:"+filepath.Join(remote, "r.txt"), local+"/")...)
 	if b, err := os.ReadFile(filepath.Join(local, "r.txt")); err != nil || string(b) != "remote\n" {
 		t.Fatalf("scp -O download = %q, %v; want remote", b, err)
