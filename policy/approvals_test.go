@@ -3,6 +3,7 @@ package policy
 import (
 	"context"
 	"errors"
+	"github.com/postern/postern/internal/fakeclock"
 	"slices"
 	"sync"
 	"testing"
@@ -152,7 +153,7 @@ func TestExpiry(t *testing.T) {
 // approve an overdue request, and an approved one is not used by a retry
 // after its lifetime.
 func TestExpiryWithClock(t *testing.T) {
-	clock := newFakeClock()
+	clock := fakeclock.New()
 	te := newTestEnv(t, clock.Now, Options{})
 	c := te.conn("web", store.EnvDev, askAll)
 	ctx := context.Background()

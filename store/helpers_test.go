@@ -5,36 +5,13 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/pem"
+	"github.com/postern/postern/internal/fakeclock"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"golang.org/x/crypto/ssh"
 )
-
-// fakeClock is a settable clock for Options.Now.
-type fakeClock struct {
-	mu sync.Mutex // protects t
-	t  time.Time
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 // testMasterKey is a fixed, recognisable master key for tests.
 func testMasterKey() []byte {
@@ -46,9 +23,9 @@ func testMasterKey() []byte {
 }
 
 // openTestStore opens a fresh store in a temporary directory.
-func openTestStore(t *testing.T) (*Store, *fakeClock, string) {
+func openTestStore(t *testing.T) (*Store, *fakeclock.Clock, string) {
 	t.Helper()
-	clock := newFakeClock()
+	clock := fakeclock.New()
 	path := filepath.Join(t.TempDir(), DatabaseFile)
 	s, err := Open(context.Background(), path, Options{Now: clock.Now, MasterKey: testMasterKey()})
 	if err != nil {
