@@ -179,6 +179,11 @@ type AuditFilter struct {
 	Agent      string    // agent name or id
 	Connection string    // connection alias or id
 	Since      time.Time // rows at or after this time
+	Until      time.Time // rows before this time
+	Class      string    // read, write or destructive
+	Kind       string    // exec or sftp
+	Decision   string    // allowed, approved, denied, ...
+	BeforeSeq  int64     // rows with a smaller seq (a page of older rows)
 	Limit      int       // at most this many rows, the newest; all if zero
 }
 
@@ -226,6 +231,22 @@ func (s *Store) ListAudit(ctx context.Context, f AuditFilter) ([]AuditRow, error
 	if !f.Since.IsZero() {
 		where = append(where, `time >= ?`)
 		args = append(args, formatTime(f.Since))
+	}
+	if !f.Until.IsZero() {
+		where = append(where, `time < ?`)
+		args = append(args, formatTime(f.Until))
+	}
+	for _, eq := range []struct{ col, val string }{
+		{"class", f.Class}, {"kind", f.Kind}, {"decision", f.Decision},
+	} {
+		if eq.val != "" {
+			where = append(where, eq.col+` = ?`)
+			args = append(args, eq.val)
+		}
+	}
+	if f.BeforeSeq > 0 {
+		where = append(where, `seq < ?`)
+		args = append(args, f.BeforeSeq)
 	}
 	q := `SELECT ` + auditColumns + ` FROM audit`
 	if len(where) > 0 {

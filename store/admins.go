@@ -1,0 +1,368 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Prefixes of the web records' ids.
+const (
+	prefixAdmin        = "adm"
+	prefixAdminSession = "ses"
+	prefixConsoleToken = "tok"
+)
+
+// Admin is a person who decides approvals and edits grants on the web page.
+// PasswordHash is an argon2id PHC string made by package web; the store
+// never sees a password.
+type Admin struct {
+	ID           string
+	Name         string
+	PasswordHash string
+	Disabled     bool
+	CreatedAt    time.Time
+	ModifiedAt   time.Time
+}
+
+// AdminSession is one logged-in browser. Only the SHA-256 of its cookie
+// value is stored, so a copy of the database logs nobody in.
+type AdminSession struct {
+	ID          string
+	TokenSHA256 string
+	AdminID     string
+	AdminName   string
+	CSRFToken   string
+	CreatedAt   time.Time
+	ExpiresAt   time.Time
+}
+
+// ConsoleToken is a bearer token for the REST API. Only its SHA-256 is
+// stored; the token itself is shown once, when it is made.
+type ConsoleToken struct {
+	ID          string
+	Name        string
+	TokenSHA256 string
+	CreatedAt   time.Time
+	ModifiedAt  time.Time
+	LastUsedAt  time.Time // zero until first used
+}
+
+// IdempotentResponse is the remembered first answer to a state-changing API
+// call made with an Idempotency-Key.
+type IdempotentResponse struct {
+	RequestSHA256 string
+	Status        int
+	Body          []byte
+	CreatedAt     time.Time
+}
+
+// CreateAdmin adds an admin account with an already hashed password.
+func (s *Store) CreateAdmin(ctx context.Context, name, passwordHash string) (*Admin, error) {
+	if err := ValidateName("admin", name); err != nil {
+		return nil, err
+	}
+	if passwordHash == "" {
+		return nil, invalid("admin %s: empty password hash", name)
+	}
+	now := formatTime(s.nowUTC())
+	id := newID(prefixAdmin)
+	_, err := s.db.ExecContext(ctx, `INSERT INTO admins (id, name, password_hash, disabled, created_at, modified_at)
+		VALUES (?, ?, ?, 0, ?, ?)`, id, name, passwordHash, now, now)
+	if err != nil {
+		if isUniqueViolation(err) {
+			return nil, &ConflictError{Kind: "admin", Value: name}
+		}
+		return nil, fmt.Errorf("store: add admin %s: %w", name, err)
+	}
+	return s.AdminByName(ctx, name)
+}
+
+// SetAdminPassword replaces an admin's password hash and ends all of the
+// admin's sessions, as a password change should.
+func (s *Store) SetAdminPassword(ctx context.Context, name, passwordHash string) (*Admin, error) {
+	if passwordHash == "" {
+		return nil, invalid("admin %s: empty password hash", name)
+	}
+	now := formatTime(s.nowUTC())
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		var id string
+		err := tx.QueryRowContext(ctx, `SELECT id FROM admins WHERE name = ?`, name).Scan(&id)
+		if errors.Is(err, sql.ErrNoRows) {
+			return notFound("admin", name)
+		} else if err != nil {
+			return fmt.Errorf("store: admin %s: %w", name, err)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE admins SET password_hash = ?, modified_at = ? WHERE id = ?`,
+			passwordHash, now, id); err != nil {
+			return fmt.Errorf("store: admin %s: %w", name, err)
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM admin_sessions WHERE admin_id = ?`, id); err != nil {
+			return fmt.Errorf("store: admin %s: %w", name, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s.AdminByName(ctx, name)
+}
+
+const adminColumns = `id, name, password_hash, disabled, created_at, modified_at`
+
+func scanAdmin(r rowScanner) (*Admin, error) {
+	var a Admin
+	var created, modified string
+	if err := r.Scan(&a.ID, &a.Name, &a.PasswordHash, &a.Disabled, &created, &modified); err != nil {
+		return nil, err
+	}
+	var err error
+	if a.CreatedAt, err = parseTime(created); err != nil {
+		return nil, err
+	}
+	if a.ModifiedAt, err = parseTime(modified); err != nil {
+		return nil, err
+	}
+	return &a, nil
+}
+
+// AdminByName returns the named admin, or an error wrapping ErrNotFound.
+func (s *Store) AdminByName(ctx context.Context, name string) (*Admin, error) {
+	a, err := scanAdmin(s.db.QueryRowContext(ctx, `SELECT `+adminColumns+` FROM admins WHERE name = ?`, name))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, notFound("admin", name)
+	} else if err != nil {
+		return nil, fmt.Errorf("store: admin %s: %w", name, err)
+	}
+	return a, nil
+}
+
+// ListAdmins returns every admin, ordered by name.
+func (s *Store) ListAdmins(ctx context.Context) ([]Admin, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+adminColumns+` FROM admins ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("store: list admins: %w", err)
+	}
+	defer rows.Close()
+	var out []Admin
+	for rows.Next() {
+		a, err := scanAdmin(rows)
+		if err != nil {
+			return nil, fmt.Errorf("store: list admins: %w", err)
+		}
+		out = append(out, *a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: list admins: %w", err)
+	}
+	return out, nil
+}
+
+// CreateAdminSession stores a new session for admin adminID. tokenSHA256 is
+// the hex SHA-256 of the cookie value.
+func (s *Store) CreateAdminSession(ctx context.Context, adminID, tokenSHA256, csrfToken string, expires time.Time) (*AdminSession, error) {
+	if len(tokenSHA256) != 64 || csrfToken == "" {
+		return nil, invalid("admin session: want a 64-digit token hash and a CSRF token")
+	}
+	now := s.nowUTC()
+	id := newID(prefixAdminSession)
+	_, err := s.db.ExecContext(ctx, `INSERT INTO admin_sessions (id, token_sha256, admin_id, csrf_token, created_at, expires_at)
+		VALUES (?, ?, ?, ?, ?, ?)`, id, tokenSHA256, adminID, csrfToken, formatTime(now), formatTime(expires))
+	if err != nil {
+		return nil, fmt.Errorf("store: add admin session: %w", err)
+	}
+	return s.AdminSessionByToken(ctx, tokenSHA256)
+}
+
+// AdminSessionByToken returns the unexpired session whose token hashes to
+// tokenSHA256, for an admin who is not disabled; otherwise an error wrapping
+// ErrNotFound.
+func (s *Store) AdminSessionByToken(ctx context.Context, tokenSHA256 string) (*AdminSession, error) {
+	var ss AdminSession
+	var created, expires string
+	err := s.db.QueryRowContext(ctx, `
+		SELECT s.id, s.token_sha256, s.admin_id, a.name, s.csrf_token, s.created_at, s.expires_at
+		FROM admin_sessions s JOIN admins a ON a.id = s.admin_id
+		WHERE s.token_sha256 = ? AND s.expires_at > ? AND a.disabled = 0`,
+		tokenSHA256, formatTime(s.nowUTC())).Scan(&ss.ID, &ss.TokenSHA256, &ss.AdminID, &ss.AdminName,
+		&ss.CSRFToken, &created, &expires)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("store: admin session %w", ErrNotFound)
+	} else if err != nil {
+		return nil, fmt.Errorf("store: admin session: %w", err)
+	}
+	if ss.CreatedAt, err = parseTime(created); err != nil {
+		return nil, err
+	}
+	if ss.ExpiresAt, err = parseTime(expires); err != nil {
+		return nil, err
+	}
+	return &ss, nil
+}
+
+// DeleteAdminSession ends the session whose token hashes to tokenSHA256 (a
+// logout). Deleting a session that does not exist is not an error.
+func (s *Store) DeleteAdminSession(ctx context.Context, tokenSHA256 string) error {
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM admin_sessions WHERE token_sha256 = ?`, tokenSHA256); err != nil {
+		return fmt.Errorf("store: delete admin session: %w", err)
+	}
+	return nil
+}
+
+// DeleteExpiredWebRecords removes expired sessions and idempotency answers
+// older than keepIdempotency, and returns how many rows went.
+func (s *Store) DeleteExpiredWebRecords(ctx context.Context, keepIdempotency time.Duration) (int64, error) {
+	now := s.nowUTC()
+	var n int64
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		r, err := tx.ExecContext(ctx, `DELETE FROM admin_sessions WHERE expires_at <= ?`, formatTime(now))
+		if err != nil {
+			return fmt.Errorf("store: expire sessions: %w", err)
+		}
+		a, _ := r.RowsAffected()
+		r, err = tx.ExecContext(ctx, `DELETE FROM idempotency_keys WHERE created_at < ?`, formatTime(now.Add(-keepIdempotency)))
+		if err != nil {
+			return fmt.Errorf("store: expire idempotency keys: %w", err)
+		}
+		b, _ := r.RowsAffected()
+		n = a + b
+		return nil
+	})
+	return n, err
+}
+
+// CreateConsoleToken stores a console token by the hex SHA-256 of its value.
+func (s *Store) CreateConsoleToken(ctx context.Context, name, tokenSHA256 string) (*ConsoleToken, error) {
+	if err := ValidateName("token", name); err != nil {
+		return nil, err
+	}
+	if len(tokenSHA256) != 64 {
+		return nil, invalid("token %s: want a 64-digit token hash", name)
+	}
+	now := formatTime(s.nowUTC())
+	_, err := s.db.ExecContext(ctx, `INSERT INTO console_tokens (id, name, token_sha256, created_at, modified_at)
+		VALUES (?, ?, ?, ?, ?)`, newID(prefixConsoleToken), name, tokenSHA256, now, now)
+	if err != nil {
+		if isUniqueViolation(err) {
+			return nil, &ConflictError{Kind: "token", Value: name}
+		}
+		return nil, fmt.Errorf("store: add token %s: %w", name, err)
+	}
+	return s.consoleToken(ctx, `name = ?`, name)
+}
+
+// ConsoleTokenByHash returns the token whose value hashes to tokenSHA256 and
+// records that it was used; an unknown hash is an error wrapping ErrNotFound.
+func (s *Store) ConsoleTokenByHash(ctx context.Context, tokenSHA256 string) (*ConsoleToken, error) {
+	t, err := s.consoleToken(ctx, `token_sha256 = ?`, tokenSHA256)
+	if err != nil {
+		return nil, err
+	}
+	now := s.nowUTC()
+	// Best effort: a failure to note the use must not refuse the call.
+	if _, err := s.db.ExecContext(ctx, `UPDATE console_tokens SET last_used_at = ? WHERE id = ?`, formatTime(now), t.ID); err == nil {
+		t.LastUsedAt = now
+	}
+	return t, nil
+}
+
+// RemoveConsoleToken deletes the named token; its bearer is refused at once.
+func (s *Store) RemoveConsoleToken(ctx context.Context, name string) error {
+	r, err := s.db.ExecContext(ctx, `DELETE FROM console_tokens WHERE name = ?`, name)
+	if err != nil {
+		return fmt.Errorf("store: remove token %s: %w", name, err)
+	}
+	if n, _ := r.RowsAffected(); n == 0 {
+		return notFound("token", name)
+	}
+	return nil
+}
+
+// ListConsoleTokens returns every console token (hashes only), by name.
+func (s *Store) ListConsoleTokens(ctx context.Context) ([]ConsoleToken, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+tokenColumns+` FROM console_tokens ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("store: list tokens: %w", err)
+	}
+	defer rows.Close()
+	var out []ConsoleToken
+	for rows.Next() {
+		t, err := scanToken(rows)
+		if err != nil {
+			return nil, fmt.Errorf("store: list tokens: %w", err)
+		}
+		out = append(out, *t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: list tokens: %w", err)
+	}
+	return out, nil
+}
+
+const tokenColumns = `id, name, token_sha256, created_at, modified_at, last_used_at`
+
+func scanToken(r rowScanner) (*ConsoleToken, error) {
+	var t ConsoleToken
+	var created, modified, used string
+	if err := r.Scan(&t.ID, &t.Name, &t.TokenSHA256, &created, &modified, &used); err != nil {
+		return nil, err
+	}
+	var err error
+	if t.CreatedAt, err = parseTime(created); err != nil {
+		return nil, err
+	}
+	if t.ModifiedAt, err = parseTime(modified); err != nil {
+		return nil, err
+	}
+	if t.LastUsedAt, err = parseTime(used); err != nil {
+		return nil, err
+	}
+	return &t, nil
+}
+
+func (s *Store) consoleToken(ctx context.Context, where string, arg string) (*ConsoleToken, error) {
+	t, err := scanToken(s.db.QueryRowContext(ctx, `SELECT `+tokenColumns+` FROM console_tokens WHERE `+where, arg))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("store: token %w", ErrNotFound)
+	} else if err != nil {
+		return nil, fmt.Errorf("store: token: %w", err)
+	}
+	return t, nil
+}
+
+// IdempotentResponse returns the remembered answer for (principal, key), or
+// an error wrapping ErrNotFound when there is none.
+func (s *Store) IdempotentResponse(ctx context.Context, principal, key string) (*IdempotentResponse, error) {
+	var r IdempotentResponse
+	var created string
+	err := s.db.QueryRowContext(ctx, `SELECT request_sha256, status, body, created_at FROM idempotency_keys
+		WHERE principal = ? AND key = ?`, principal, key).Scan(&r.RequestSHA256, &r.Status, &r.Body, &created)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("store: idempotency key %w", ErrNotFound)
+	} else if err != nil {
+		return nil, fmt.Errorf("store: idempotency key: %w", err)
+	}
+	if r.CreatedAt, err = parseTime(created); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// PutIdempotentResponse remembers the first answer for (principal, key). If
+// an answer is already stored (a concurrent retry won), it returns that one
+// and false; otherwise r and true.
+func (s *Store) PutIdempotentResponse(ctx context.Context, principal, key string, r IdempotentResponse) (*IdempotentResponse, bool, error) {
+	res, err := s.db.ExecContext(ctx, `INSERT INTO idempotency_keys (principal, key, request_sha256, status, body, created_at)
+		VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (principal, key) DO NOTHING`,
+		principal, key, r.RequestSHA256, r.Status, r.Body, formatTime(s.nowUTC()))
+	if err != nil {
+		return nil, false, fmt.Errorf("store: idempotency key: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		prev, err := s.IdempotentResponse(ctx, principal, key)
+		return prev, false, err
+	}
+	return &r, true, nil
+}
