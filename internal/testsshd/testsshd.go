@@ -57,6 +57,9 @@ type Server struct {
 	Dir        string // holds sshd_config, keys and authorized_keys
 	ConfigPath string
 
+	sshd        string // path of the sshd binary
+	hostKeyPath string
+
 	cmd  *exec.Cmd
 	done chan struct{} // closed when sshd has exited
 
@@ -111,6 +114,7 @@ func Start(t testing.TB, opts Options) *Server {
 	s := &Server{Host: "127.0.0.1", User: u.Username, Dir: dir, ConfigPath: filepath.Join(dir, "sshd_config")}
 
 	hostKeyPath := filepath.Join(dir, "ssh_host_ed25519_key")
+	s.sshd, s.hostKeyPath = sshd, hostKeyPath
 	hostSigner, _ := writeKey(t, hostKeyPath, "testsshd host key")
 	s.HostKey = hostSigner.PublicKey()
 	s.UserKey, s.UserKeyPEM = writeKey(t, filepath.Join(dir, "id_ed25519"), "testsshd user key")
@@ -155,6 +159,9 @@ func Start(t testing.TB, opts Options) *Server {
 		if err := os.WriteFile(s.ConfigPath, []byte(strings.Join(cfg, "\n")+"\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
+		s.logMu.Lock()
+		s.log.Reset() // a failed attempt's log is in lastErr
+		s.logMu.Unlock()
 		if lastErr = s.run(sshd); lastErr == nil {
 			break
 		}
@@ -162,7 +169,7 @@ func Start(t testing.TB, opts Options) *Server {
 	if lastErr != nil {
 		t.Fatalf("testsshd: %v", lastErr)
 	}
-	s.KnownHostsLine = fmt.Sprintf("[%s]:%d %s", s.Host, s.Port, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(s.HostKey))))
+	s.setKnownHostsLine()
 	t.Cleanup(func() {
 		s.Stop()
 		if t.Failed() {
@@ -172,11 +179,12 @@ func Start(t testing.TB, opts Options) *Server {
 	return s
 }
 
+func (s *Server) setKnownHostsLine() {
+	s.KnownHostsLine = fmt.Sprintf("[%s]:%d %s", s.Host, s.Port, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(s.HostKey))))
+}
+
 // run starts sshd and waits for its banner.
 func (s *Server) run(sshd string) error {
-	s.logMu.Lock()
-	s.log.Reset()
-	s.logMu.Unlock()
 	cmd := exec.Command(sshd, "-D", "-e", "-f", s.ConfigPath)
 	cmd.Stdout = logWriter{s}
 	cmd.Stderr = logWriter{s}
@@ -227,6 +235,95 @@ func (s *Server) Stop() {
 	}
 	s.cmd.Process.Kill()
 	<-s.done
+}
+
+// Kill ends sshd the hard way: SIGKILL to the listener and to every
+// process it started (the per-connection sshd processes and the commands
+// they run), as when a target crashes or is power-cycled. Connections to
+// it drop at once, sessions included; Stop alone would leave the
+// per-connection processes running. It is safe to call more than once.
+func (s *Server) Kill() {
+	if s.cmd == nil {
+		return
+	}
+	// Collect the tree before killing: orphans are re-parented to init,
+	// which would hide them. Per-connection sshd processes call setsid, so
+	// a process group kill would not reach them either.
+	tree := descendants(s.cmd.Process.Pid)
+	s.cmd.Process.Kill()
+	for _, pid := range tree {
+		if p, err := os.FindProcess(pid); err == nil {
+			p.Kill()
+		}
+	}
+	<-s.done
+}
+
+// Restart starts sshd again on the same port with the same configuration
+// and host key (after Kill or Stop, or to pick up a host key from
+// NewHostKey). It fails t if sshd does not answer within StartTimeout.
+func (s *Server) Restart(t testing.TB) {
+	t.Helper()
+	s.Kill()
+	if err := s.run(s.sshd); err != nil {
+		t.Fatalf("testsshd: restart: %v", err)
+	}
+}
+
+// NewHostKey gives the server a new host key, as a rebuilt machine has,
+// and updates HostKey and KnownHostsLine. A running sshd keeps serving the
+// old key until Restart.
+func (s *Server) NewHostKey(t testing.TB) {
+	t.Helper()
+	signer, _ := writeKey(t, s.hostKeyPath, "testsshd new host key")
+	s.HostKey = signer.PublicKey()
+	s.setKnownHostsLine()
+}
+
+// descendants lists the processes below pid, read from /proc (Linux); it
+// returns nil where /proc is absent.
+func descendants(pid int) []int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	children := map[int][]int{}
+	for _, e := range entries {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// The command name in parentheses may hold spaces: the fields
+		// after its closing parenthesis are state, then ppid.
+		i := bytes.LastIndexByte(stat, ')')
+		if i < 0 {
+			continue
+		}
+		fields := strings.Fields(string(stat[i+1:]))
+		if len(fields) < 2 {
+			continue
+		}
+		ppid, err := strconv.Atoi(fields[1])
+		if err != nil {
+			continue
+		}
+		children[ppid] = append(children[ppid], child)
+	}
+	var out []int
+	queue := []int{pid}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		for _, c := range children[p] {
+			out = append(out, c)
+			queue = append(queue, c)
+		}
+	}
+	return out
 }
 
 // Log returns what sshd has written so far.
