@@ -68,6 +68,7 @@ func (e *Engine) Authorize(ctx context.Context, op Operation, onWait func(Approv
 		Class:           string(op.Class),
 		Kind:            string(op.Kind),
 		Operation:       Redact(op.Text),
+		Reasons:         Redact(op.Reasons),
 		OperationSHA256: OperationHash(op.Text),
 		ApprovalsNeeded: d.ApprovalsNeeded,
 	}, e.lifetime)

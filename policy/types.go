@@ -118,4 +118,8 @@ type Operation struct {
 	// and paths for SFTP ("remove /srv/a"). Approvals bind to its SHA-256;
 	// the audit log keeps it redacted.
 	Text string
+	// Reasons says why Text is in Class (the classifier's reasons in one
+	// line). It is shown to the admin who decides an approval, redacted;
+	// it is not part of what the approval binds to.
+	Reasons string
 }

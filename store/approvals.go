@@ -31,6 +31,7 @@ type Approval struct {
 	Class           string // read, write or destructive
 	Kind            string // exec or sftp
 	Operation       string // the operation with secrets redacted, for display
+	Reasons         string // why it is in its class, redacted like Operation; "" if not given
 	OperationSHA256 string // hex SHA-256 of the exact operation text
 	ApprovalsNeeded int    // 1, or 2 for two different admins
 	Status          string // ApprovalPending, ...
@@ -47,6 +48,7 @@ type Approval struct {
 	// Read from the agents and connections tables for display.
 	AgentName       string
 	ConnectionAlias string
+	ConnectionEnv   Env // "" when the connection was removed
 }
 
 // Deciders lists who approved or denied, in order.
@@ -78,7 +80,7 @@ const (
 const approvalColumns = `p.id, p.agent_id, p.connection_id, p.class, p.kind, p.operation,
 	p.operation_sha256, p.approvals_needed, p.status, p.first_approver, p.first_approved_at,
 	p.decided_by, p.decided_at, p.reason, p.expires_at, p.consumed_at, p.created_at,
-	p.modified_at, COALESCE(a.name, ''), COALESCE(c.alias, '')`
+	p.modified_at, COALESCE(a.name, ''), COALESCE(c.alias, ''), COALESCE(c.env, ''), p.reasons`
 
 const approvalFrom = ` FROM approvals p
 	LEFT JOIN agents a ON a.id = p.agent_id
@@ -92,7 +94,7 @@ func scanApproval(r rowScanner) (Approval, error) {
 	err := r.Scan(&a.ID, &a.AgentID, &a.ConnectionID, &a.Class, &a.Kind, &a.Operation,
 		&a.OperationSHA256, &a.ApprovalsNeeded, &a.Status, &a.FirstApprover, &firstAt,
 		&a.DecidedBy, &decidedAt, &a.Reason, &expires, &consumed, &created, &modified,
-		&a.AgentName, &a.ConnectionAlias)
+		&a.AgentName, &a.ConnectionAlias, &a.ConnectionEnv, &a.Reasons)
 	if err != nil {
 		return Approval{}, err
 	}
@@ -198,6 +200,7 @@ func (s *Store) RequestApproval(ctx context.Context, req Approval, lifetime time
 			Class:           req.Class,
 			Kind:            req.Kind,
 			Operation:       req.Operation,
+			Reasons:         req.Reasons,
 			OperationSHA256: req.OperationSHA256,
 			ApprovalsNeeded: req.ApprovalsNeeded,
 			Status:          ApprovalPending,
@@ -206,9 +209,9 @@ func (s *Store) RequestApproval(ctx context.Context, req Approval, lifetime time
 			ModifiedAt:      now,
 		}
 		_, err = tx.ExecContext(ctx, `INSERT INTO approvals (id, agent_id, connection_id, class, kind,
-			operation, operation_sha256, approvals_needed, status, expires_at, created_at, modified_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?)`,
-			out.ID, out.AgentID, out.ConnectionID, out.Class, out.Kind, out.Operation,
+			operation, reasons, operation_sha256, approvals_needed, status, expires_at, created_at, modified_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?)`,
+			out.ID, out.AgentID, out.ConnectionID, out.Class, out.Kind, out.Operation, out.Reasons,
 			out.OperationSHA256, out.ApprovalsNeeded, formatTime(out.ExpiresAt),
 			formatTime(now), formatTime(now))
 		if err != nil {

@@ -50,3 +50,7 @@ CREATE TABLE idempotency_keys (
     PRIMARY KEY (principal, key)
 ) STRICT;
 CREATE INDEX idempotency_keys_created ON idempotency_keys(created_at);
+
+-- Why the classifier put an approval's operation in its class, redacted like
+-- the operation: the web page shows it to the admin who decides.
+ALTER TABLE approvals ADD COLUMN reasons TEXT NOT NULL DEFAULT '';
