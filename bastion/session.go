@@ -309,11 +309,14 @@ func (s *Server) run(ac *agentConn, ch ssh.Channel, reqs <-chan *ssh.Request, st
 		rec.ExitStatus = &code
 	}
 	if res.Err != nil {
+		// The command was cut short (the target or its connection was
+		// lost, or the agent went away): the row says failed, so that an
+		// admin reading the audit does not take it for a run that ended.
 		fmt.Fprintf(stderr, "postern: lost connection to %s: %v\r\n", conn.Alias, res.Err)
 		exitWith(ch, ExitUnreachable)
 		lost := ExitUnreachable
 		rec.ExitStatus = &lost
-		rec.Reason = res.Err.Error()
+		rec.Outcome, rec.Reason = policy.Failed, res.Err.Error()
 	}
 	s.audit(rec, start)
 }
@@ -392,9 +395,14 @@ func opText(r route) string {
 
 func (s *Server) unreachable(ch ssh.Channel, alias string, err error) {
 	var hk *HostKeyChangedError
-	if errors.As(err, &hk) {
+	var ue *UnreachableError
+	switch {
+	case errors.As(err, &hk):
 		fmt.Fprintf(ch.Stderr(), "postern: host key of %s changed; refusing to connect (an admin must re-pin it)\r\n", alias)
-	} else {
+	case errors.As(err, &ue):
+		// Its own message already says "ALIAS unreachable"; say it once.
+		fmt.Fprintf(ch.Stderr(), "postern: %s unreachable: %v\r\n", alias, ue.Err)
+	default:
 		fmt.Fprintf(ch.Stderr(), "postern: %s unreachable: %v\r\n", alias, err)
 	}
 	exitWith(ch, ExitUnreachable)
