@@ -109,6 +109,10 @@ func TestTargetLostMidCommand(t *testing.T) {
 	if !strings.Contains(got.stderr, "lost") {
 		t.Errorf("stderr %q; want the reason the target was lost", got.stderr)
 	}
+	if row := h.lastAudit("web", 1); row.Decision != string(policy.Failed) {
+		t.Errorf("audit row: decision %q; want failed", row.Decision)
+	}
+	h.waitPoolClients(h.connection("web"), 0) // the session's sshd took the connection with it
 }
 
 // TestManySessionsOneConnection: one agent connection carries 32 sessions

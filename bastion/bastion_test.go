@@ -38,6 +38,7 @@ type harness struct {
 	dir      string
 	lifetime time.Duration
 	config   func(*Config)
+	server   func(*Server)
 	served   chan error
 }
 
@@ -49,6 +50,7 @@ type harnessOpts struct {
 	target   testsshd.Options
 	lifetime time.Duration // approval lifetime; 20 s if zero
 	config   func(*Config) // adjusts the server's Config
+	server   func(*Server) // adjusts the server before it serves (test hooks)
 	recipe   string        // the connection's recipe key
 }
 
@@ -71,18 +73,8 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
-	block, err := ssh.MarshalPrivateKey(priv, "agent")
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyPath := filepath.Join(dir, "agent_ed25519")
-	if err := os.WriteFile(keyPath, pem.EncodeToMemory(block), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	sshPub, _ := ssh.NewPublicKey(pub)
-	signer, _ := ssh.NewSignerFromKey(priv)
-	if _, err := st.CreateAgent(ctx, "agent1", string(ssh.MarshalAuthorizedKey(sshPub))); err != nil {
+	keyPath, signer := newAgentKey(t, dir, "agent")
+	if _, err := st.CreateAgent(ctx, "agent1", string(ssh.MarshalAuthorizedKey(signer.PublicKey()))); err != nil {
 		t.Fatal(err)
 	}
 	env := o.env
@@ -117,7 +109,7 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, target: target, st: st, keyPath: keyPath, signer: signer, dir: dir, lifetime: o.lifetime, config: o.config}
+	h := &harness{t: t, target: target, st: st, keyPath: keyPath, signer: signer, dir: dir, lifetime: o.lifetime, config: o.config, server: o.server}
 	if h.lifetime == 0 {
 		h.lifetime = 20 * time.Second
 	}
@@ -127,6 +119,29 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 		st.Close()
 	})
 	return h
+}
+
+// newAgentKey writes a new ed25519 key for an agent as dir/NAME_ed25519 and
+// returns its path and signer.
+func newAgentKey(t testing.TB, dir, name string) (string, ssh.Signer) {
+	t.Helper()
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, err := ssh.MarshalPrivateKey(priv, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyPath := filepath.Join(dir, name+"_ed25519")
+	if err := os.WriteFile(keyPath, pem.EncodeToMemory(block), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	signer, err := ssh.NewSignerFromKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keyPath, signer
 }
 
 // start runs a policy engine and a bastion on the harness's store, as a
@@ -148,6 +163,9 @@ func (h *harness) start() {
 	srv, err := New(cfg)
 	if err != nil {
 		h.t.Fatal(err)
+	}
+	if h.server != nil {
+		h.server(srv)
 	}
 	addr := "127.0.0.1:0"
 	if h.addr != "" {

@@ -61,6 +61,16 @@ type Config struct {
 	KeepaliveMax                int           // DefaultKeepaliveMax unanswered keepalives before closing
 	MaxSessionsPerConn          int           // DefaultMaxSessionsPerConn if zero; Ansible multiplexes
 
+	// CommandRate is how many commands (exec and shell sessions, SFTP
+	// sessions) one agent may start per second over all its connections:
+	// DefaultCommandRate if zero, no limit if negative. CommandBurst is how
+	// many it may start at once: DefaultCommandBurst if zero. Past the
+	// limit the agent reads "postern: rate limited" on stderr, the session
+	// ends with ExitRefused (126: nothing ran) and the audit says denied,
+	// "rate limited".
+	CommandRate  float64
+	CommandBurst int
+
 	// ApproveHint tells an agent how an admin decides approval id; the
 	// default names `postern approvals approve ID`.
 	ApproveHint func(id string) string
@@ -97,6 +107,12 @@ func (c *Config) setDefaults() {
 	if c.MaxSessionsPerConn <= 0 {
 		c.MaxSessionsPerConn = DefaultMaxSessionsPerConn
 	}
+	if c.CommandRate == 0 {
+		c.CommandRate = DefaultCommandRate
+	}
+	if c.CommandBurst <= 0 {
+		c.CommandBurst = DefaultCommandBurst
+	}
 	if c.ApproveHint == nil {
 		c.ApproveHint = func(id string) string { return "postern approvals approve " + id }
 	}
@@ -111,6 +127,11 @@ type Server struct {
 	// recipes is the catalog, loaded once: it says how each connection's
 	// commands classify.
 	recipes *recipes.Catalog
+	// limits holds the per-agent command rate and denial streaks.
+	limits *limiter
+	// sleep waits before deciding a request an agent keeps repeating
+	// after denials; sleepCtx, replaced by tests so that they do not wait.
+	sleep func(ctx context.Context, d time.Duration) error
 
 	// ctx ends when the server is closed for good; every session derives
 	// from it, so a hard close ends waits and relays.
@@ -159,6 +180,8 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		recipes:     cat,
 		cfg:         cfg,
+		limits:      newLimiter(cfg.CommandRate, cfg.CommandBurst, cfg.Now),
+		sleep:       sleepCtx,
 		listeners:   map[net.Listener]struct{}{},
 		conns:       map[net.Conn]struct{}{},
 		unauthBySrc: map[string]int{},

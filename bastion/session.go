@@ -86,6 +86,11 @@ func (s *Server) session(ac *agentConn, nch ssh.NewChannel) {
 			name, _ := parseSubsystem(req.Payload)
 			if name == "sftp" {
 				replyIf(req, true)
+				if ok, retry := s.limits.allow(ac.agentID); !ok {
+					go discard(reqs)
+					s.refuseRateLimited(ac, ch, policy.SFTP, "sftp session", false, retry, s.cfg.Now())
+					return
+				}
 				s.serveSFTP(ac, ch, reqs)
 				return
 			}
@@ -218,6 +223,11 @@ func (s *Server) run(ac *agentConn, ch ssh.Channel, reqs <-chan *ssh.Request, st
 	ctx := ac.ctx
 	start := s.cfg.Now()
 	stderr := ch.Stderr()
+	key := requestKey(ac.user, cmd, shell)
+	if !s.admitCommand(ac, ch, policy.Exec, cmd, shell, key, start) {
+		go discard(held.release())
+		return
+	}
 	r, msg, code, ok, err := s.route(ac, cmd, shell)
 	if err != nil {
 		fmt.Fprintf(stderr, "postern: cannot read your grants; try again\r\n")
@@ -228,6 +238,7 @@ func (s *Server) run(ac *agentConn, ch ssh.Channel, reqs <-chan *ssh.Request, st
 	}
 	if !ok {
 		go discard(held.release())
+		s.limits.record(ac.agentID, key, code != 0)
 		if code == 0 {
 			_, _ = io.WriteString(ch, crlf(msg, st.ptyReq != nil))
 		} else {
@@ -266,6 +277,7 @@ func (s *Server) run(ac *agentConn, ch ssh.Channel, reqs <-chan *ssh.Request, st
 		var de *policy.DeniedError
 		switch {
 		case errors.As(err, &de) && de.NoGrant:
+			s.limits.record(ac.agentID, key, true)
 			fmt.Fprintf(stderr, "postern: unknown alias %q\r\n", conn.Alias)
 			s.audit(rec, start)
 			exitWith(ch, ExitUsage)
@@ -275,6 +287,7 @@ func (s *Server) run(ac *agentConn, ch ssh.Channel, reqs <-chan *ssh.Request, st
 		case s.waits.Err() != nil && auth.Approval != nil:
 			fmt.Fprintf(stderr, "postern: shutting down; nothing ran. Request %s stays pending: once it is approved, send the same command again\r\n", auth.Approval.ID)
 		case errors.Is(err, policy.ErrDenied):
+			s.limits.record(ac.agentID, key, true)
 			fmt.Fprintf(stderr, "postern: denied, nothing ran: %s on %s (%s): %s\r\n", class, conn.Alias, reasons, denialReason(err))
 		default:
 			fmt.Fprintf(stderr, "postern: refused, nothing ran: %s on %s: %v\r\n", class, conn.Alias, err)
@@ -285,6 +298,7 @@ func (s *Server) run(ac *agentConn, ch ssh.Channel, reqs <-chan *ssh.Request, st
 		return
 	}
 	log.Info().Str("decision", string(auth.Outcome)).Msg("allowed")
+	s.limits.record(ac.agentID, key, false)
 
 	up, err := s.pool.Open(ctx, conn)
 	if err != nil {
@@ -319,6 +333,56 @@ func (s *Server) run(ac *agentConn, ch ssh.Channel, reqs <-chan *ssh.Request, st
 		rec.Outcome, rec.Reason = policy.Failed, res.Err.Error()
 	}
 	s.audit(rec, start)
+}
+
+// admitCommand applies the agent's limits before a command is routed and
+// decided: over the command rate it refuses the session (stderr line,
+// ExitRefused, a denied audit row); after RepeatDeniedStreak identical
+// denials it makes the agent wait, saying so on stderr. It reports whether
+// the command goes on; if not, it has ended ch.
+func (s *Server) admitCommand(ac *agentConn, ch ssh.Channel, kind policy.Kind, cmd string, shell bool, key string, start time.Time) bool {
+	if ok, retry := s.limits.allow(ac.agentID); !ok {
+		s.limits.record(ac.agentID, key, true)
+		s.refuseRateLimited(ac, ch, kind, cmd, shell, retry, start)
+		return false
+	}
+	delay, streak := s.limits.penalty(ac.agentID, key)
+	if delay <= 0 {
+		return true
+	}
+	fmt.Fprintf(ch.Stderr(), "postern: this request was denied %d times in a row; slowing you down: waiting %v before deciding it again (change the request or ask an admin for a grant)\r\n", streak, delay)
+	s.log.Info().Str("conn_id", ac.id).Str("agent_id", ac.agentID).Int("streak", streak).Dur("delay", delay).Msg("repeated denied request slowed down")
+	waitCtx, stop := context.WithCancel(ac.ctx)
+	defer stop()
+	defer context.AfterFunc(s.waits, stop)()
+	if err := s.sleep(waitCtx, delay); err != nil {
+		// The agent left, or postern is shutting down: nothing was decided.
+		fmt.Fprintf(ch.Stderr(), "postern: stopped waiting; nothing ran\r\n")
+		exitWith(ch, ExitRefused)
+		return false
+	}
+	return true
+}
+
+// refuseRateLimited ends a session its agent started over the command rate:
+// one line on stderr, ExitRefused, and a denied audit row with reason "rate
+// limited". The row names the alias and class when the connection's cached
+// grants route the command (read once per connection, as for any command).
+func (s *Server) refuseRateLimited(ac *agentConn, ch ssh.Channel, kind policy.Kind, cmd string, shell bool, retry time.Duration, start time.Time) {
+	fmt.Fprintf(ch.Stderr(), "postern: rate limited: an agent may start %g commands per second (%d at once); nothing ran; retry in %v\r\n",
+		s.cfg.CommandRate, s.cfg.CommandBurst, retry.Round(time.Millisecond))
+	s.log.Info().Str("conn_id", ac.id).Str("agent_id", ac.agentID).Str("decision", string(policy.Denied)).Msg("rate limited")
+	rec := policy.Record{AgentID: ac.agentID, Class: policy.Read, Kind: kind, Outcome: policy.Denied, Reason: "rate limited", Operation: cmd}
+	if kind == policy.Exec {
+		r := route{command: cmd, shell: shell}
+		if rr, _, _, found, err := s.route(ac, cmd, shell); err == nil && found {
+			r = rr
+			rec.ConnectionID, rec.ConnectionAlias, rec.Operation = rr.grant.ConnectionID, rr.grant.Alias, opText(rr)
+		}
+		rec.Class, _ = s.classify(r, nil)
+	}
+	s.audit(rec, start)
+	exitWith(ch, ExitRefused)
 }
 
 // authorize decides op with the policy, waiting for an approval on ask
