@@ -1,22 +1,29 @@
 package bastion
 
 import (
+	"context"
+	"encoding/binary"
 	"errors"
 	"io"
 	"net"
+	"os/exec"
+	"runtime"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 )
 
 // TestUnauthenticatedLimits: handshakes in progress are bounded per source;
-// excess connections queue for a slot (bounded too, beyond which they are
-// dropped); the handshake deadline closes connections that never finish;
-// and a real agent still logs in afterwards.
+// excess connections queue for a slot, and a full queue drops its oldest
+// connection rather than the newest; the handshake deadline closes
+// connections that never finish; and a real agent still logs in afterwards.
 func TestUnauthenticatedLimits(t *testing.T) {
 	h := newHarness(t, harnessOpts{config: func(c *Config) {
 		c.MaxUnauthenticatedPerSource = 3
 		c.MaxQueuedHandshakes = 1
 		c.HandshakeTimeout = 3 * time.Second
+		c.HandshakeLease = time.Minute // no slot is taken back in this test
 	}})
 	dial := func() net.Conn {
 		t.Helper()
@@ -40,18 +47,18 @@ func TestUnauthenticatedLimits(t *testing.T) {
 		}
 		idle = append(idle, c)
 	}
-	queued := dial() // waits for a slot: no banner yet
-	time.Sleep(100 * time.Millisecond)
-	dropped := dial() // the queue (1) is full: closed at once
-	if err := banner(dropped); !errors.Is(err, io.EOF) {
-		t.Errorf("connection past the queue: read err %v; want it closed (EOF)", err)
+	older := dial() // waits for a slot: no banner yet
+	h.waitAdmission(3, 1)
+	newer := dial() // the queue (1) is full: the older one makes room
+	if err := banner(older); !errors.Is(err, io.EOF) {
+		t.Errorf("oldest waiting connection when the queue overflowed: read err %v; want it closed (EOF)", err)
 	}
-	idle[0].Close() // frees a slot: the queued connection gets its turn
-	if err := banner(queued); err != nil {
-		t.Errorf("queued connection: read banner after a slot freed: %v", err)
+	idle[0].Close() // frees a slot: the waiting connection gets its turn
+	if err := banner(newer); err != nil {
+		t.Errorf("waiting connection: read banner after a slot freed: %v", err)
 	}
 	// The handshake deadline closes the ones that never authenticate.
-	for i, c := range append(idle[1:], queued) {
+	for i, c := range append(idle[1:], newer) {
 		c.SetReadDeadline(time.Now().Add(15 * time.Second))
 		if _, err := io.Copy(io.Discard, c); err != nil {
 			t.Errorf("idle connection %d: %v; want the server to close it at the handshake deadline", i, err)
@@ -60,6 +67,19 @@ func TestUnauthenticatedLimits(t *testing.T) {
 	if got := h.ssh("", "127.0.0.1", "web", "echo ok"); got.code != 0 || got.stdout != "ok\n" {
 		t.Errorf("agent after the flood: exit %d stdout %q stderr %q; want 0 and ok", got.code, got.stdout, got.stderr)
 	}
+}
+
+// waitAdmission waits until holding connections are in a handshake and
+// waiting ones wait for a slot.
+func (h *harness) waitAdmission(holding, waiting int) {
+	h.t.Helper()
+	var st admissionStats
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if st = h.srv.adm.stats(); st.holding == holding && st.waiting == waiting {
+			return
+		}
+	}
+	h.t.Fatalf("handshakes holding %d, waiting %d; want %d and %d", st.holding, st.waiting, holding, waiting)
 }
 
 // TestConcurrentBurstOneSource: 50 agents from one address at once all get
@@ -81,4 +101,131 @@ func TestConcurrentBurstOneSource(t *testing.T) {
 	if failed != 0 {
 		t.Errorf("%d of %d concurrent agents failed; want 0", failed, n)
 	}
+	t.Logf("handshake slots taken back: %d", h.srv.adm.stats().preemptions)
+}
+
+// floodResult is what floodLogin measured.
+type floodResult struct {
+	login       time.Duration // the real agent's ssh, from start to exit
+	heapPerConn float64       // heap growth per flood connection, in bytes
+}
+
+// floodLogin opens idle TCP connections that never speak and drip
+// connections that send a handshake one byte at a time, all from the
+// agent's own address, against the bastion with its default limits; then
+// the real ssh client logs in as the agent and runs a command. It returns
+// the login's duration and the heap growth per flood connection, measured
+// while the flood is up.
+func floodLogin(tb testing.TB, h *harness, idle, drip int) floodResult {
+	tb.Helper()
+	runtime.GC()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+
+	var conns []net.Conn
+	tb.Cleanup(func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	for i := 0; i < idle+drip; i++ {
+		c, err := net.Dial("tcp", h.addr)
+		if err != nil {
+			tb.Fatalf("flood connection %d: %v", i, err)
+		}
+		conns = append(conns, c)
+	}
+	// The drip: a version line, then the start of a binary packet that
+	// claims 32 KiB, one byte per connection in turn, so that each handshake
+	// is always just about to make progress.
+	stream := []byte("SSH-2.0-drip\r\n")
+	stream = binary.BigEndian.AppendUint32(stream, 32<<10)
+	stream = append(stream, make([]byte, 4096)...)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	tb.Cleanup(func() { cancel(); wg.Wait() })
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(2 * time.Millisecond)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			c := conns[idle+i%drip]
+			pos := i / drip
+			if pos >= len(stream) {
+				pos = len(stream) - 1
+			}
+			c.SetWriteDeadline(time.Now().Add(time.Second))
+			c.Write(stream[pos : pos+1]) // a dropped connection fails; the drip goes on
+		}
+	}()
+	// Every flood connection has been accepted when the slots of the
+	// source and the whole queue are taken.
+	h.waitAdmission(DefaultMaxUnauthenticatedPerSource, DefaultMaxQueuedHandshakes)
+
+	runtime.GC()
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+	growth := float64(after.HeapAlloc) - float64(before.HeapAlloc)
+	res := floodResult{heapPerConn: max(growth, 0) / float64(idle+drip)}
+
+	ctx30, cancel30 := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel30()
+	cmd := exec.CommandContext(ctx30, "ssh", append(h.clientOpts("-p"), "127.0.0.1", "web", "echo in")...)
+	start := time.Now()
+	out, err := cmd.Output()
+	res.login = time.Since(start)
+	if err != nil || string(out) != "in\n" {
+		var stderr string
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			stderr = string(ee.Stderr)
+		}
+		tb.Fatalf("agent under the flood: %v, stdout %q, stderr %q; want in", err, out, strings.TrimSpace(stderr))
+	}
+	return res
+}
+
+// TestLoginUnderFlood: 500 idle TCP connections and 20 slow-drip handshakes
+// from the agent's own address, against the default limits; a real agent
+// still logs in and runs a command, and the flood costs a bounded amount of
+// memory per connection. The login time is logged, not asserted (see
+// BenchmarkLoginUnderFlood for the measurement).
+func TestLoginUnderFlood(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	res := floodLogin(t, h, 500, 20)
+	t.Logf("login under the flood: %v; heap growth per flood connection: %.0f B", res.login, res.heapPerConn)
+	// A handshake in progress costs x/crypto's transport state; a waiting
+	// connection a goroutine and its timers. 64 KiB each is far above
+	// either, and far below what an unbounded buffer would cost.
+	if res.heapPerConn > 64<<10 {
+		t.Errorf("heap growth per flood connection = %.0f B; want at most %d", res.heapPerConn, 64<<10)
+	}
+	if got := h.ssh("", "127.0.0.1", "web", "echo again"); got.code != 0 {
+		t.Errorf("second login under the flood: exit %d stderr %q; want 0", got.code, got.stderr)
+	}
+}
+
+// BenchmarkLoginUnderFlood reports a real agent's login-and-command time
+// under 500 idle and 20 slow-drip connections, and the heap per flood
+// connection. Run it with -benchtime 1x: each iteration builds its own
+// bastion and flood.
+func BenchmarkLoginUnderFlood(b *testing.B) {
+	var login time.Duration
+	var heap float64
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		h := newHarness(b, harnessOpts{})
+		b.StartTimer()
+		res := floodLogin(b, h, 500, 20)
+		login += res.login
+		heap += res.heapPerConn
+	}
+	b.ReportMetric(float64(login.Milliseconds())/float64(b.N), "ms/login")
+	b.ReportMetric(heap/float64(b.N), "B/flood-conn")
 }

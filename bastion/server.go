@@ -28,8 +28,15 @@ const (
 	DefaultMaxUnauthenticatedPerSource = 16
 	// DefaultMaxQueuedHandshakes bounds connections waiting for a
 	// handshake slot. A burst from one CI host (50 concurrent ssh) waits
-	// its turn instead of failing; past this bound, new ones are dropped.
+	// its turn instead of failing; past this bound, the oldest waiting
+	// connection is dropped (see admission).
 	DefaultMaxQueuedHandshakes = 4 * DefaultMaxUnauthenticated
+	// DefaultHandshakeLease is how long a handshake keeps its slot for
+	// sure while other connections wait; past it, the slot may go to one
+	// of them (see admission). An honest handshake is about six round
+	// trips: 2 s covers them at 300 ms each, while a flood of idle or
+	// slow-drip connections cannot hold a slot for longer.
+	DefaultHandshakeLease = 2 * time.Second
 	// DefaultMaxAuthTries matches OpenSSH's MaxAuthTries.
 	DefaultMaxAuthTries = 6
 	// DefaultKeepaliveInterval and DefaultKeepaliveMax evict an agent that
@@ -56,6 +63,7 @@ type Config struct {
 	MaxUnauthenticated          int           // DefaultMaxUnauthenticated if zero
 	MaxUnauthenticatedPerSource int           // DefaultMaxUnauthenticatedPerSource if zero
 	MaxQueuedHandshakes         int           // DefaultMaxQueuedHandshakes if zero; waiting within the handshake deadline
+	HandshakeLease              time.Duration // DefaultHandshakeLease if zero; a slot's sure time while others wait
 	MaxAuthTries                int           // DefaultMaxAuthTries if zero
 	KeepaliveInterval           time.Duration // DefaultKeepaliveInterval if zero; to agents
 	KeepaliveMax                int           // DefaultKeepaliveMax unanswered keepalives before closing
@@ -94,6 +102,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxQueuedHandshakes <= 0 {
 		c.MaxQueuedHandshakes = DefaultMaxQueuedHandshakes
+	}
+	if c.HandshakeLease <= 0 {
+		c.HandshakeLease = DefaultHandshakeLease
 	}
 	if c.MaxAuthTries <= 0 {
 		c.MaxAuthTries = DefaultMaxAuthTries
@@ -143,16 +154,13 @@ type Server struct {
 	waits     context.Context
 	stopWaits context.CancelFunc
 
+	// adm admits unauthenticated connections to their handshake.
+	adm *admission
+
 	// mu guards the fields below. Lock order: mu before nothing else.
-	mu          sync.Mutex
-	listeners   map[net.Listener]struct{}
-	conns       map[net.Conn]struct{}
-	unauth      int
-	unauthBySrc map[string]int
-	queued      int
-	// slotFreed is closed and replaced whenever a handshake slot frees, to
-	// wake queued connections.
-	slotFreed chan struct{}
+	mu        sync.Mutex
+	listeners map[net.Listener]struct{}
+	conns     map[net.Conn]struct{}
 	shutting  bool
 
 	// conns and sessions in flight; Shutdown waits for them.
@@ -184,10 +192,9 @@ func New(cfg Config) (*Server, error) {
 		sleep:       sleepCtx,
 		listeners:   map[net.Listener]struct{}{},
 		conns:       map[net.Conn]struct{}{},
-		unauthBySrc: map[string]int{},
-		slotFreed:   make(chan struct{}),
 	}
 	s.log = cfg.Logger.With().Str("component", "bastion").Logger()
+	s.adm = newAdmission(cfg.MaxUnauthenticated, cfg.MaxUnauthenticatedPerSource, cfg.MaxQueuedHandshakes, cfg.HandshakeLease, cfg.Now, s.log)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.waits, s.stopWaits = context.WithCancel(s.ctx)
 	up := cfg.Upstream
@@ -274,29 +281,32 @@ func (s *Server) Serve(ln net.Listener) error {
 			nc.Close()
 			continue
 		}
+		hs := s.adm.enqueue(nc)
+		if hs == nil {
+			s.untrack(nc)
+			continue
+		}
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
 			defer s.untrack(nc)
 			deadline := s.cfg.Now().Add(s.cfg.HandshakeTimeout)
-			if !s.admit(nc, deadline) {
+			if !s.adm.wait(s.ctx, hs, deadline) {
 				return
 			}
-			s.serveConn(nc, deadline)
+			s.serveConn(nc, hs, deadline)
 		}()
 	}
 }
 
-// track registers a new connection for Shutdown, refusing it when too many
-// are already queued for a handshake slot.
+// track registers a new connection for Shutdown; it refuses it once
+// Shutdown has begun.
 func (s *Server) track(nc net.Conn) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.shutting || s.queued >= s.cfg.MaxQueuedHandshakes {
-		s.log.Warn().Str("source", sourceOf(nc)).Int("queued", s.queued).Msg("connection dropped: handshake queue full")
+	if s.shutting {
 		return false
 	}
-	s.queued++
 	s.conns[nc] = struct{}{}
 	return true
 }
@@ -306,56 +316,6 @@ func (s *Server) untrack(nc net.Conn) {
 	delete(s.conns, nc)
 	s.mu.Unlock()
 	nc.Close()
-}
-
-// admit waits, until deadline, for a handshake slot within the total and
-// per-source limits of unauthenticated connections.
-func (s *Server) admit(nc net.Conn, deadline time.Time) bool {
-	src := sourceOf(nc)
-	timer := time.NewTimer(deadline.Sub(s.cfg.Now()))
-	defer timer.Stop()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for {
-		if s.shutting {
-			s.queued--
-			return false
-		}
-		if s.unauth < s.cfg.MaxUnauthenticated && s.unauthBySrc[src] < s.cfg.MaxUnauthenticatedPerSource {
-			s.queued--
-			s.unauth++
-			s.unauthBySrc[src]++
-			return true
-		}
-		wake := s.slotFreed
-		s.mu.Unlock()
-		select {
-		case <-wake:
-			s.mu.Lock()
-		case <-timer.C:
-			s.mu.Lock()
-			s.queued--
-			s.log.Warn().Str("source", src).Msg("connection dropped: no handshake slot before the deadline")
-			return false
-		case <-s.ctx.Done():
-			s.mu.Lock()
-			s.queued--
-			return false
-		}
-	}
-}
-
-// authenticated frees the connection's handshake slot.
-func (s *Server) authenticated(nc net.Conn) {
-	src := sourceOf(nc)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.unauth--
-	if s.unauthBySrc[src]--; s.unauthBySrc[src] <= 0 {
-		delete(s.unauthBySrc, src)
-	}
-	close(s.slotFreed)
-	s.slotFreed = make(chan struct{})
 }
 
 func sourceOf(nc net.Conn) string {
@@ -396,12 +356,12 @@ func (ac *agentConn) setGrants(g []store.Grant) {
 	ac.grants, ac.loaded = g, true
 }
 
-func (s *Server) serveConn(nc net.Conn, deadline time.Time) {
+func (s *Server) serveConn(nc net.Conn, hs *handshake, deadline time.Time) {
 	_ = nc.SetDeadline(deadline)
 	bc := newBatchConn(nc)
 	defer bc.Close()
 	sconn, chans, reqs, err := ssh.NewServerConn(bc, s.ssh)
-	s.authenticated(nc)
+	s.adm.done(hs)
 	if err != nil {
 		s.log.Debug().Str("source", sourceOf(nc)).Err(err).Msg("handshake failed")
 		return
@@ -532,9 +492,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	for ln := range s.listeners {
 		ln.Close()
 	}
-	close(s.slotFreed) // queued connections see shutting and leave
-	s.slotFreed = make(chan struct{})
 	s.mu.Unlock()
+	s.adm.close() // queued connections leave
 	done := make(chan struct{})
 	go func() {
 		s.sessions.Wait()
