@@ -186,12 +186,12 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("bastion: %w", err)
 	}
 	s := &Server{
-		recipes:     cat,
-		cfg:         cfg,
-		limits:      newLimiter(cfg.CommandRate, cfg.CommandBurst, cfg.Now),
-		sleep:       sleepCtx,
-		listeners:   map[net.Listener]struct{}{},
-		conns:       map[net.Conn]struct{}{},
+		recipes:   cat,
+		cfg:       cfg,
+		limits:    newLimiter(cfg.CommandRate, cfg.CommandBurst, cfg.Now),
+		sleep:     sleepCtx,
+		listeners: map[net.Listener]struct{}{},
+		conns:     map[net.Conn]struct{}{},
 	}
 	s.log = cfg.Logger.With().Str("component", "bastion").Logger()
 	s.adm = newAdmission(cfg.MaxUnauthenticated, cfg.MaxUnauthenticatedPerSource, cfg.MaxQueuedHandshakes, cfg.HandshakeLease, cfg.Now, s.log)
