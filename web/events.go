@@ -2,6 +2,10 @@ package web
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
 	"sync"
 	"time"
 
@@ -79,6 +83,65 @@ func (h *eventHub) run(ctx context.Context) {
 		if v != last {
 			last = v
 			h.notify()
+		}
+	}
+}
+
+// heartbeatEvery is how often an idle event stream sends a comment, so that
+// proxies and browsers keep it open and a dead peer is noticed.
+const heartbeatEvery = 15 * time.Second
+
+// eventRetry is the reconnect delay the stream asks browsers to use.
+const eventRetry = 3 * time.Second
+
+// eventStream answers GET /events with server-sent events: "event:
+// approvals" after each change to the database, which tells the approvals
+// page to fetch its list again, and a comment every heartbeatEvery. It
+// returns when the client goes away or the server shuts down (Serve cancels
+// every request's context), so the stream needs no goroutine of its own.
+func (s *Server) eventStream(w http.ResponseWriter, r *http.Request) {
+	rc := http.NewResponseController(w)
+	// The server's ReadTimeout would otherwise end a long-lived stream:
+	// net/http cancels a request's context when the connection's read
+	// deadline passes while it waits for the next request.
+	if err := rc.SetReadDeadline(time.Time{}); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		s.cfg.Logger.Debug().Err(err).Msg("web: events: clearing the read deadline")
+	}
+	if err := rc.SetWriteDeadline(time.Time{}); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		s.cfg.Logger.Debug().Err(err).Msg("web: events: clearing the write deadline")
+	}
+	changes, unsubscribe := s.events.subscribe()
+	defer unsubscribe()
+
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	send := func(msg string) bool {
+		if _, err := io.WriteString(w, msg); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
+	if !send(fmt.Sprintf("retry: %d\n: connected\n\n", eventRetry.Milliseconds())) {
+		return
+	}
+	beat := time.NewTicker(heartbeatEvery)
+	defer beat.Stop()
+	ctx := r.Context()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-changes:
+			if !send("event: approvals\ndata: changed\n\n") {
+				return
+			}
+		case <-beat.C:
+			if !send(": heartbeat\n\n") {
+				return
+			}
 		}
 	}
 }

@@ -1,8 +1,149 @@
 package web
 
-import "net/http"
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
 
-// pageRoutes registers the admin pages (filled in by the pages work).
+	"github.com/postern/postern/store"
+)
+
+// pageRoutes registers the admin pages. Every page and every form needs an
+// admin session (requireAdmin); forms are POSTs that carry the session's
+// CSRF token and answer with a 303 back to the page they came from, with the
+// result in a flash message, so that a reload never posts twice.
 func (s *Server) pageRoutes(mux *http.ServeMux) {
 	mux.Handle("GET /static/", staticHandler())
+	mux.HandleFunc("GET /{$}", s.requireAdmin(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/approvals", http.StatusSeeOther)
+	}))
+
+	mux.HandleFunc("GET /approvals", s.requireAdmin(s.approvalsPage))
+	mux.HandleFunc("GET /approvals/list", s.requireAdmin(s.approvalsFragment))
+	mux.HandleFunc("GET /approvals/{id}", s.requireAdmin(s.approvalPage))
+	mux.HandleFunc("POST /approvals/{id}/approve", s.requireAdmin(s.approveForm))
+	mux.HandleFunc("POST /approvals/{id}/deny", s.requireAdmin(s.denyForm))
+	mux.HandleFunc("GET /events", s.requireAdmin(s.eventStream))
+}
+
+// flash is the one-line result of a form post, shown at the top of the page
+// the post redirects to.
+type flash struct {
+	Kind string // "ok" or "error": the page styles them apart
+	Text string
+}
+
+// Flash kinds.
+const (
+	flashOK    = "ok"
+	flashError = "error"
+)
+
+// Query parameters that carry a flash across a redirect.
+const (
+	flashParam    = "flash"
+	flashKindParm = "flash_kind"
+	flashSigParam = "flash_sig"
+)
+
+// flashSig signs a flash with the session's CSRF token. A flash travels in
+// the redirect's query string; without the signature anyone could send an
+// admin a link to the real site that shows a message of their choosing
+// ("postern moved to ...") in the page's trusted status line.
+func flashSig(csrf, kind, text string) string {
+	m := hmac.New(sha256.New, []byte(csrf))
+	m.Write([]byte("postern flash\x00" + kind + "\x00" + text))
+	return hex.EncodeToString(m.Sum(nil)[:16])
+}
+
+// flashFrom returns the request's flash if its signature matches the
+// session, else nil.
+func flashFrom(r *http.Request) *flash {
+	q := r.URL.Query()
+	text, kind, sig := q.Get(flashParam), q.Get(flashKindParm), q.Get(flashSigParam)
+	sess := sessionFrom(r.Context())
+	if text == "" || sess == nil || (kind != flashOK && kind != flashError) {
+		return nil
+	}
+	if !hmac.Equal([]byte(sig), []byte(flashSig(sess.CSRFToken, kind, text))) {
+		return nil
+	}
+	return &flash{Kind: kind, Text: text}
+}
+
+// redirectFlash answers a form post with a 303 to next (a path on this
+// site; "/" otherwise) carrying a signed flash.
+func (s *Server) redirectFlash(w http.ResponseWriter, r *http.Request, next, kind, text string) {
+	u, err := url.Parse(safeNext(next))
+	if err != nil {
+		u = &url.URL{Path: "/"}
+	}
+	q := u.Query()
+	q.Del(flashParam)
+	q.Del(flashKindParm)
+	q.Del(flashSigParam)
+	if sess := sessionFrom(r.Context()); sess != nil && text != "" {
+		q.Set(flashKindParm, kind)
+		q.Set(flashParam, text)
+		q.Set(flashSigParam, flashSig(sess.CSRFToken, kind, text))
+	}
+	u.RawQuery = q.Encode()
+	http.Redirect(w, r, u.String(), http.StatusSeeOther)
+}
+
+// page wraps a page's own data for the layout.
+func page(title, nav, script string, data any) pageData {
+	return pageData{Title: title, Nav: nav, Script: script, Page: data}
+}
+
+// renderFragment executes one named template of page file, without the
+// layout, for the parts of a page that scripts fetch and swap in. Like
+// render it executes into a buffer first, so an error gives a clean 500.
+func (s *Server) renderFragment(w http.ResponseWriter, r *http.Request, file, name string, data any) {
+	t, ok := s.pages.pages[file]
+	if !ok {
+		s.cfg.Logger.Error().Str("template", file).Msg("web: no such template")
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	var buf bytes.Buffer
+	if err := t.ExecuteTemplate(&buf, name, data); err != nil {
+		s.cfg.Logger.Error().Err(err).Str("template", file+"/"+name).Str("request_id", requestID(r.Context())).Msg("web: render")
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set(fragmentHeader, name)
+	_, _ = buf.WriteTo(w)
+}
+
+// fragmentHeader names the fragment in a fragment's answer. A script that
+// fetched a fragment checks it: an expired session answers with the login
+// page instead (after a redirect), which must not be pasted into the page.
+const fragmentHeader = "X-Postern-Fragment"
+
+// serverError logs err and answers 500 (503 when the database may just be
+// busy) without showing the error, which may name internals.
+func (s *Server) serverError(w http.ResponseWriter, r *http.Request, what string, err error) {
+	if r.Context().Err() != nil {
+		return // the client went away; nobody reads the answer
+	}
+	s.cfg.Logger.Error().Err(err).Str("request_id", requestID(r.Context())).Msg("web: " + what)
+	http.Error(w, what+" failed; try again (request "+requestID(r.Context())+")", http.StatusInternalServerError)
+}
+
+// userMessage turns a store error into words for the flash: the store's
+// validation and not-found messages are written for people, without the
+// package prefix; anything else is not shown.
+func userMessage(err error) (string, bool) {
+	if errors.Is(err, store.ErrInvalid) || errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrDuplicate) {
+		msg := strings.TrimPrefix(err.Error(), "store: ")
+		return strings.ToUpper(msg[:1]) + msg[1:], true
+	}
+	return "", false
 }

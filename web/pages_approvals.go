@@ -1,0 +1,249 @@
+package web
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/postern/postern/policy"
+	"github.com/postern/postern/store"
+)
+
+// Approvals page limits.
+const (
+	// recentDecided is how many decided requests the approvals page lists
+	// below the pending ones; ?all=1 lists up to maxDecided.
+	recentDecided = 20
+	maxDecided    = 500
+	// maxNoteLen bounds a denial's note, which the agent sees.
+	maxNoteLen = 1000
+)
+
+// approvalCard is one approval request as the page shows it.
+type approvalCard struct {
+	store.Approval
+	Pending   bool
+	Approvers string // "0 of 1", "1 of 2: alice"
+	Remaining int    // whole seconds until expiry, when the page was made
+	Deciders  string // who decided, "alice and bob"
+
+	// What the decision forms and the countdown need, copied into each
+	// view because a nested template sees only its own data.
+	CSRF string
+	Next string    // where the decision forms return to
+	Now  time.Time // the server's clock, from which the countdown starts
+}
+
+// approvalCards is the data of the live part of the approvals page: the
+// inside of <section id="approvals">, which approvals.js fetches from
+// /approvals/list and swaps in after each change.
+type approvalCards struct {
+	Pending []approvalCard
+	// One is set on a single request's page: the request itself, shown as
+	// a pending article or, once decided, by its status.
+	One *approvalCard
+}
+
+// approvalsData is the approvals page.
+type approvalsData struct {
+	Flash  *flash
+	List   approvalCards
+	Recent []approvalCard // decided requests, newest first
+	All    bool           // Recent is every decided request (up to maxDecided)
+	More   bool           // there are decided requests not in Recent
+	// Missing is set on the page of an unknown request.
+	Missing bool
+}
+
+// newApprovalCard prepares a for the page; csrf and next are for its decision
+// forms.
+func newApprovalCard(a store.Approval, now time.Time, csrf, next string) approvalCard {
+	v := approvalCard{Approval: a, Pending: a.Status == store.ApprovalPending, CSRF: csrf, Next: next, Now: now}
+	got := 0
+	if a.FirstApprover != "" {
+		got = 1
+	}
+	v.Approvers = fmt.Sprintf("%d of %d", got, max(a.ApprovalsNeeded, 1))
+	if a.FirstApprover != "" {
+		v.Approvers += ": " + a.FirstApprover
+	}
+	v.Remaining = int(a.ExpiresAt.Sub(now).Round(time.Second) / time.Second)
+	if v.Remaining < 0 {
+		v.Remaining = 0
+	}
+	v.Deciders = strings.Join(a.Deciders(), " and ")
+	return v
+}
+
+// pendingList reads the pending requests into the live list's data.
+func (s *Server) pendingList(r *http.Request) (approvalCards, error) {
+	now := s.cfg.Now()
+	list, err := s.cfg.Engine.Approvals(r.Context(), false)
+	if err != nil {
+		return approvalCards{}, fmt.Errorf("web: approvals: %w", err)
+	}
+	csrf := sessionFrom(r.Context()).CSRFToken
+	var out approvalCards
+	for _, a := range list {
+		out.Pending = append(out.Pending, newApprovalCard(a, now, csrf, "/approvals"))
+	}
+	return out, nil
+}
+
+// oneList reads one request into the live list's data, for its own page.
+func (s *Server) oneList(r *http.Request, id string) (approvalCards, error) {
+	now := s.cfg.Now()
+	// Approvals marks overdue requests expired, so an old page tells the
+	// truth about a request nobody waited on.
+	if _, err := s.cfg.Engine.Approvals(r.Context(), false); err != nil {
+		return approvalCards{}, fmt.Errorf("web: approvals: %w", err)
+	}
+	a, err := s.cfg.Store.GetApproval(r.Context(), id)
+	if err != nil {
+		return approvalCards{}, fmt.Errorf("web: approval %s: %w", id, err)
+	}
+	v := newApprovalCard(a, now, sessionFrom(r.Context()).CSRFToken, "/approvals/"+a.ID)
+	return approvalCards{One: &v}, nil
+}
+
+func (s *Server) approvalsPage(w http.ResponseWriter, r *http.Request) {
+	list, err := s.pendingList(r)
+	if err != nil {
+		s.serverError(w, r, "listing approvals", err)
+		return
+	}
+	now := s.cfg.Now()
+	d := approvalsData{Flash: flashFrom(r), List: list, All: r.URL.Query().Get("all") == "1"}
+	all, err := s.cfg.Store.ListApprovals(r.Context(), true)
+	if err != nil {
+		s.serverError(w, r, "listing approvals", err)
+		return
+	}
+	limit := recentDecided
+	if d.All {
+		limit = maxDecided
+	}
+	// ListApprovals is oldest first; the page wants the newest decisions.
+	for _, a := range slices.Backward(all) {
+		if a.Status == store.ApprovalPending {
+			continue
+		}
+		if len(d.Recent) == limit {
+			d.More = true
+			break
+		}
+		d.Recent = append(d.Recent, newApprovalCard(a, now, "", ""))
+	}
+	s.render(w, r, http.StatusOK, "approvals.html", page("Approvals", "approvals", "approvals.js", d))
+}
+
+func (s *Server) approvalPage(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	list, err := s.oneList(r, id)
+	if errors.Is(err, store.ErrNotFound) {
+		s.render(w, r, http.StatusNotFound, "approvals.html", page("Approval", "approvals", "",
+			approvalsData{Missing: true, Flash: &flash{Kind: flashError, Text: "There is no approval request " + id + "."}}))
+		return
+	}
+	if err != nil {
+		s.serverError(w, r, "reading the approval", err)
+		return
+	}
+	d := approvalsData{Flash: flashFrom(r), List: list}
+	s.render(w, r, http.StatusOK, "approvals.html", page("Approval "+list.One.ID, "approvals", "approvals.js", d))
+}
+
+// approvalsFragment answers /approvals/list (the pending requests) and
+// /approvals/list?id=ID (one request): the inside of the page's
+// <section id="approvals">, for approvals.js.
+func (s *Server) approvalsFragment(w http.ResponseWriter, r *http.Request) {
+	var list approvalCards
+	var err error
+	if id := r.URL.Query().Get("id"); id != "" {
+		list, err = s.oneList(r, id)
+	} else {
+		list, err = s.pendingList(r)
+	}
+	if errors.Is(err, store.ErrNotFound) {
+		http.Error(w, "no such approval request", http.StatusNotFound)
+		return
+	}
+	if err != nil {
+		s.serverError(w, r, "listing approvals", err)
+		return
+	}
+	s.renderFragment(w, r, "approvals.html", "approval-list", list)
+}
+
+func (s *Server) approveForm(w http.ResponseWriter, r *http.Request) {
+	s.decideForm(w, r, true)
+}
+
+func (s *Server) denyForm(w http.ResponseWriter, r *http.Request) {
+	s.decideForm(w, r, false)
+}
+
+// decideForm records the logged-in admin's decision through the policy
+// engine, which enforces the two-person rule and lets exactly one of
+// concurrent decisions win, and tells the admin what happened.
+func (s *Server) decideForm(w http.ResponseWriter, r *http.Request, approve bool) {
+	id := r.PathValue("id")
+	admin := sessionFrom(r.Context()).AdminName
+	next := r.PostFormValue("next")
+	if next == "" {
+		next = "/approvals"
+	}
+	note := strings.TrimSpace(r.PostFormValue("note"))
+	if len(note) > maxNoteLen {
+		s.redirectFlash(w, r, next, flashError, "The note is too long: at most "+strconv.Itoa(maxNoteLen)+" bytes.")
+		return
+	}
+	var a store.Approval
+	var err error
+	if approve {
+		a, err = s.cfg.Engine.Approve(r.Context(), id, admin)
+	} else {
+		a, err = s.cfg.Engine.Deny(r.Context(), id, admin, note)
+	}
+	kind, msg := decisionMessage(id, admin, a, err)
+	if kind == "" {
+		s.serverError(w, r, "recording the decision", err)
+		return
+	}
+	s.cfg.Logger.Info().Str("approval", id).Str("admin", admin).Bool("approve", approve).
+		Str("result", msg).Msg("web: approval decision")
+	s.redirectFlash(w, r, next, kind, msg)
+}
+
+// decisionMessage says what a decision did, in the admin's words; kind ""
+// means err is not one to explain (a database failure).
+func decisionMessage(id, admin string, a store.Approval, err error) (kind, msg string) {
+	var already *policy.AlreadyDecidedError
+	switch {
+	case err == nil && a.Status == store.ApprovalPending:
+		return flashOK, "Your approval of " + id + " is recorded (1 of 2); a second admin must approve it too."
+	case err == nil && a.Status == store.ApprovalApproved:
+		return flashOK, "Approved " + id + "."
+	case err == nil:
+		return flashOK, "Denied " + id + "."
+	case errors.As(err, &already):
+		msg = id + " was already " + already.Status
+		if len(already.Deciders) > 0 {
+			msg += " by " + strings.Join(already.Deciders, " and ")
+		}
+		return flashError, msg + "; your decision was not recorded."
+	case errors.Is(err, policy.ErrSameApprover):
+		return flashError, "You (" + admin + ") gave the first approval of " + id + "; the second must come from a different admin."
+	case errors.Is(err, policy.ErrExpired):
+		return flashError, id + " expired before it was decided; nothing ran."
+	case errors.Is(err, policy.ErrInvalidAdmin):
+		return flashError, "Your admin name cannot be recorded as a decider: " + err.Error()
+	case errors.Is(err, store.ErrNotFound):
+		return flashError, "There is no approval request " + id + "."
+	}
+	return "", ""
+}

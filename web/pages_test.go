@@ -1,0 +1,548 @@
+package web
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/pem"
+	"html"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"golang.org/x/crypto/ssh"
+
+	"github.com/postern/postern/internal/fakeclock"
+	"github.com/postern/postern/policy"
+	"github.com/postern/postern/recipes"
+	"github.com/postern/postern/store"
+)
+
+// pageSite is a web server over a fresh store, served by an httptest TLS
+// server (the cookies are __Host- cookies, which need https), with one
+// agent "bot" and one dev connection "web1".
+type pageSite struct {
+	t     *testing.T
+	clock *fakeclock.Clock
+	st    *store.Store
+	eng   *policy.Engine
+	srv   *Server
+	ts    *httptest.Server
+	agent *store.Agent
+	conn  *store.Connection
+	// connKey is web1's private key file: no page may show it.
+	connKey []byte
+}
+
+// pagePassword is every test admin's password.
+const pagePassword = "correct horse battery staple"
+
+// newPageSite builds the site; edit, if not nil, changes the Config before
+// New.
+func newPageSite(t *testing.T, edit func(*Config)) *pageSite {
+	t.Helper()
+	ctx := context.Background()
+	// The clock starts at the real time: the browser's cookie jar judges
+	// the session cookie's expiry by it.
+	clock := fakeclock.New()
+	clock.Advance(time.Since(clock.Now()))
+	mk := make([]byte, store.MasterKeySize)
+	for i := range mk {
+		mk[i] = byte(0xA0 + i)
+	}
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), store.DatabaseFile), store.Options{Now: clock.Now, MasterKey: mk})
+	if err != nil {
+		t.Fatalf("store.Open: %v", err)
+	}
+	eng, err := policy.New(policy.Options{Store: st, Now: clock.Now})
+	if err != nil {
+		t.Fatalf("policy.New: %v", err)
+	}
+	cat, err := recipes.Load()
+	if err != nil {
+		t.Fatalf("recipes.Load: %v", err)
+	}
+	cfg := Config{Store: st, Engine: eng, Catalog: cat, Now: clock.Now, Logger: zerolog.Nop()}
+	if edit != nil {
+		edit(&cfg)
+	}
+	srv, err := New(cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	ts := httptest.NewTLSServer(srv.Handler())
+	t.Cleanup(func() {
+		ts.Close()
+		eng.Close()
+		st.Close()
+	})
+	ps := &pageSite{t: t, clock: clock, st: st, eng: eng, srv: srv, ts: ts}
+	agentKey := pageKeyPair(t)
+	if ps.agent, err = st.CreateAgent(ctx, "bot", agentKey.authorized); err != nil {
+		t.Fatalf("CreateAgent: %v", err)
+	}
+	ps.conn, ps.connKey = ps.addConnection("web1", store.EnvDev)
+	if _, err := st.SetGrant(ctx, "bot", "web1", store.Rules{Read: store.RuleAllow, Write: store.RuleAsk, Destructive: store.RuleAsk}); err != nil {
+		t.Fatalf("SetGrant: %v", err)
+	}
+	return ps
+}
+
+// addConnection creates a connection with a real ed25519 key and returns
+// it with its private key file.
+func (ps *pageSite) addConnection(alias string, env store.Env) (*store.Connection, []byte) {
+	ps.t.Helper()
+	key, host := pageKeyPair(ps.t), pageKeyPair(ps.t)
+	c, err := ps.st.CreateConnection(context.Background(), store.NewConnection{
+		Alias: alias, Host: "127.0.0.1", Port: 2022, User: "deploy", PrivateKey: key.privatePEM,
+		HostKeys: []string{"127.0.0.1 " + host.authorized}, Env: env,
+	})
+	if err != nil {
+		ps.t.Fatalf("CreateConnection(%s): %v", alias, err)
+	}
+	return c, key.privatePEM
+}
+
+type pageKeys struct {
+	privatePEM []byte
+	authorized string
+	public     ssh.PublicKey
+}
+
+func pageKeyPair(t *testing.T) pageKeys {
+	t.Helper()
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, err := ssh.MarshalPrivateKey(priv, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := ssh.NewSignerFromKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pageKeys{
+		privatePEM: pem.EncodeToMemory(block),
+		authorized: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(signer.PublicKey()))),
+		public:     signer.PublicKey(),
+	}
+}
+
+// addAdmin creates an admin with pagePassword.
+func (ps *pageSite) addAdmin(name string) {
+	ps.t.Helper()
+	h, err := HashPassword(pagePassword)
+	if err != nil {
+		ps.t.Fatal(err)
+	}
+	if _, err := ps.st.CreateAdmin(context.Background(), name, h); err != nil {
+		ps.t.Fatalf("CreateAdmin(%s): %v", name, err)
+	}
+}
+
+// ask stores a pending approval request of "bot" on conn, as the bastion
+// would, and returns it.
+func (ps *pageSite) ask(conn *store.Connection, class, text string, needed int) store.Approval {
+	ps.t.Helper()
+	a, _, err := ps.st.RequestApproval(context.Background(), store.Approval{
+		AgentID: ps.agent.ID, ConnectionID: conn.ID, Class: class, Kind: "exec",
+		Operation: text, Reasons: "rm deletes files", OperationSHA256: policy.OperationHash(text), ApprovalsNeeded: needed,
+	}, 2*time.Minute)
+	if err != nil {
+		ps.t.Fatalf("RequestApproval: %v", err)
+	}
+	return a
+}
+
+// pageClient is a browser: a cookie jar, and redirects not followed, so
+// that tests see each 303.
+type pageClient struct {
+	ps   *pageSite
+	c    *http.Client
+	csrf string // the session's CSRF token, read from a page
+}
+
+func (ps *pageSite) client() *pageClient {
+	ps.t.Helper()
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		ps.t.Fatal(err)
+	}
+	c := *ps.ts.Client() // a copy: the server's client is shared
+	c.Jar = jar
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &pageClient{ps: ps, c: &c}
+}
+
+// get fetches path and returns the status, the Location and the body.
+func (pc *pageClient) get(path string) (int, http.Header, string) {
+	pc.ps.t.Helper()
+	resp, err := pc.c.Get(pc.ps.ts.URL + path)
+	if err != nil {
+		pc.ps.t.Fatalf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		pc.ps.t.Fatalf("GET %s: %v", path, err)
+	}
+	return resp.StatusCode, resp.Header, string(b)
+}
+
+// post posts form to path and returns the status, headers and body.
+func (pc *pageClient) post(path string, form url.Values) (int, http.Header, string) {
+	pc.ps.t.Helper()
+	resp, err := pc.c.PostForm(pc.ps.ts.URL+path, form)
+	if err != nil {
+		pc.ps.t.Fatalf("POST %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		pc.ps.t.Fatalf("POST %s: %v", path, err)
+	}
+	return resp.StatusCode, resp.Header, string(b)
+}
+
+var (
+	loginCSRFPattern = regexp.MustCompile(`name="csrf_token" value="([^"]+)"`)
+	metaCSRFPattern  = regexp.MustCompile(`<meta name="csrf-token" content="([^"]+)">`)
+)
+
+// loginAs logs in through the login form and remembers the session's CSRF
+// token.
+func (pc *pageClient) loginAs(name string) {
+	pc.ps.t.Helper()
+	status, _, body := pc.tryLogin(name, pagePassword)
+	if status != http.StatusSeeOther {
+		pc.ps.t.Fatalf("login as %s: got status %d; want 303\n%s", name, status, body)
+	}
+	_, _, body = pc.get("/approvals")
+	m := metaCSRFPattern.FindStringSubmatch(body)
+	if m == nil {
+		pc.ps.t.Fatalf("no csrf-token meta on /approvals after login:\n%s", body)
+	}
+	pc.csrf = m[1]
+}
+
+// tryLogin fetches the login page for its CSRF value and posts the form.
+func (pc *pageClient) tryLogin(name, password string) (int, http.Header, string) {
+	pc.ps.t.Helper()
+	_, _, page := pc.get("/login")
+	m := loginCSRFPattern.FindStringSubmatch(page)
+	if m == nil {
+		pc.ps.t.Fatalf("no csrf_token on the login page:\n%s", page)
+	}
+	return pc.post("/login", url.Values{"csrf_token": {m[1]}, "name": {name}, "password": {password}, "next": {"/approvals"}})
+}
+
+// form is a page form's fields with the session's CSRF token.
+func (pc *pageClient) form(kv ...string) url.Values {
+	v := url.Values{"csrf_token": {pc.csrf}}
+	for i := 0; i+1 < len(kv); i += 2 {
+		v.Set(kv[i], kv[i+1])
+	}
+	return v
+}
+
+// follow fetches the page a 303 points to and returns its body.
+func (pc *pageClient) follow(h http.Header) string {
+	pc.ps.t.Helper()
+	loc := h.Get("Location")
+	if loc == "" {
+		pc.ps.t.Fatalf("no Location to follow")
+	}
+	status, _, body := pc.get(loc)
+	if status != http.StatusOK {
+		pc.ps.t.Fatalf("GET %s: got status %d; want 200", loc, status)
+	}
+	return body
+}
+
+// flashText is the text of the page's #flash, or "".
+func flashText(body string) string {
+	m := regexp.MustCompile(`(?s)<p id="flash" role="status"[^>]*>(.*?)</p>`).FindStringSubmatch(body)
+	if m == nil {
+		return ""
+	}
+	return html.UnescapeString(m[1])
+}
+
+func (ps *pageSite) approval(id string) store.Approval {
+	ps.t.Helper()
+	a, err := ps.st.GetApproval(context.Background(), id)
+	if err != nil {
+		ps.t.Fatalf("GetApproval(%s): %v", id, err)
+	}
+	return a
+}
+
+func TestApprovalsPageShowsPendingRequests(t *testing.T) {
+	ps := newPageSite(t, nil)
+	ps.addAdmin("alice")
+	pc := ps.client()
+	pc.loginAs("alice")
+	_, _, empty := pc.get("/approvals")
+	if !strings.Contains(empty, `<section id="approvals"`) || !strings.Contains(empty, `id="no-approvals"`) {
+		t.Errorf("empty approvals page: want section#approvals with p#no-approvals\n%s", empty)
+	}
+	a := ps.ask(ps.conn, "destructive", "rm -rf /srv/cache", 1)
+	status, _, body := pc.get("/approvals")
+	if status != http.StatusOK {
+		t.Fatalf("got status %d; want 200", status)
+	}
+	for _, want := range []string{
+		`<article class="approval class-destructive" id="approval-` + a.ID + `" data-id="` + a.ID + `">`,
+		`<dd class="agent">bot</dd>`,
+		`<dd class="alias">web1</dd>`,
+		`<dd class="env env-dev">dev</dd>`,
+		`<dd class="class class-destructive">destructive</dd>`,
+		`<dd class="kind">exec</dd>`,
+		`<pre class="command">rm -rf /srv/cache</pre>`,
+		`<p class="reasons">rm deletes files</p>`,
+		`class="countdown" data-expires="` + a.ExpiresAt.UTC().Format(time.RFC3339) + `"`,
+		`>120 s<`,
+		`<dd class="approvers">0 of 1</dd>`,
+		`<form class="approve" method="post" action="/approvals/` + a.ID + `/approve">`,
+		`<button type="submit" class="approve">Approve</button>`,
+		`<form class="deny" method="post" action="/approvals/` + a.ID + `/deny">`,
+		`<input name="note" class="note"`,
+		`<button type="submit" class="deny">Deny</button>`,
+		`<script src="/static/approvals.js" defer></script>`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("approvals page lacks %s", want)
+		}
+	}
+	if strings.Contains(body, `id="no-approvals"`) {
+		t.Errorf("approvals page with a pending request shows #no-approvals")
+	}
+	// The fragment the script swaps in is the same markup, without the
+	// layout.
+	status, h, frag := pc.get("/approvals/list")
+	if status != http.StatusOK || h.Get(fragmentHeader) != "approval-list" {
+		t.Fatalf("GET /approvals/list: got status %d, %s %q; want 200 and approval-list", status, fragmentHeader, h.Get(fragmentHeader))
+	}
+	if strings.Contains(frag, "<html") || !strings.Contains(frag, `id="approval-`+a.ID+`"`) {
+		t.Errorf("fragment: want the article without the layout\n%s", frag)
+	}
+}
+
+func TestApproveAndDenyForms(t *testing.T) {
+	ps := newPageSite(t, nil)
+	ps.addAdmin("alice")
+	pc := ps.client()
+	pc.loginAs("alice")
+	for _, tc := range []struct {
+		name       string
+		action     string
+		note       string
+		wantStatus string
+		wantFlash  string
+	}{
+		{"approve", "approve", "", store.ApprovalApproved, "Approved "},
+		{"deny with note", "deny", "not on a Friday", store.ApprovalDenied, "Denied "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := ps.ask(ps.conn, "write", "touch /srv/"+tc.action, 1)
+			status, h, _ := pc.post("/approvals/"+a.ID+"/"+tc.action, pc.form("note", tc.note, "next", "/approvals"))
+			if status != http.StatusSeeOther {
+				t.Fatalf("got status %d; want 303", status)
+			}
+			got := ps.approval(a.ID)
+			if got.Status != tc.wantStatus || got.DecidedBy != "alice" || got.Reason != tc.note {
+				t.Errorf("got status %s by %q reason %q; want %s by alice reason %q", got.Status, got.DecidedBy, got.Reason, tc.wantStatus, tc.note)
+			}
+			body := pc.follow(h)
+			if f := flashText(body); !strings.HasPrefix(f, tc.wantFlash+a.ID) {
+				t.Errorf("got flash %q; want %q", f, tc.wantFlash+a.ID+".")
+			}
+			if strings.Contains(body, `id="approval-`+a.ID+`"`) {
+				t.Errorf("decided request still shown as pending")
+			}
+			// A second decision is told who won.
+			_, h, _ = pc.post("/approvals/"+a.ID+"/approve", pc.form())
+			if f := flashText(pc.follow(h)); !strings.Contains(f, "was already "+tc.wantStatus+" by alice") {
+				t.Errorf("second decision: got flash %q; want it to say already %s by alice", f, tc.wantStatus)
+			}
+			// Its own page shows the final status.
+			_, _, one := pc.get("/approvals/" + a.ID)
+			if !strings.Contains(one, `id="approval-status"`) || !strings.Contains(one, `data-status="`+tc.wantStatus+`"`) {
+				t.Errorf("request page: want #approval-status %s\n%s", tc.wantStatus, one)
+			}
+		})
+	}
+}
+
+func TestApprovalExpiredDecision(t *testing.T) {
+	ps := newPageSite(t, nil)
+	ps.addAdmin("alice")
+	pc := ps.client()
+	pc.loginAs("alice")
+	a := ps.ask(ps.conn, "write", "touch /srv/late", 1)
+	ps.clock.Advance(3 * time.Minute)
+	_, h, _ := pc.post("/approvals/"+a.ID+"/approve", pc.form())
+	if f := flashText(pc.follow(h)); !strings.Contains(f, "expired") {
+		t.Errorf("got flash %q; want it to say the request expired", f)
+	}
+	if got := ps.approval(a.ID).Status; got != store.ApprovalExpired {
+		t.Errorf("got status %s; want expired", got)
+	}
+}
+
+func TestTwoPersonApproval(t *testing.T) {
+	ps := newPageSite(t, nil)
+	prod, _ := ps.addConnection("prod1", store.EnvProduction)
+	ps.addAdmin("alice")
+	ps.addAdmin("bob")
+	alice, bob := ps.client(), ps.client()
+	alice.loginAs("alice")
+	bob.loginAs("bob")
+	a := ps.ask(prod, "destructive", "rm -rf /srv/old", 2)
+
+	_, h, _ := alice.post("/approvals/"+a.ID+"/approve", alice.form("next", "/approvals/"+a.ID))
+	if got := h.Get("Location"); !strings.HasPrefix(got, "/approvals/"+a.ID+"?") {
+		t.Errorf("got Location %q; want the request's own page", got)
+	}
+	body := alice.follow(h)
+	if f := flashText(body); !strings.Contains(f, "1 of 2") {
+		t.Errorf("first approval: got flash %q; want 1 of 2", f)
+	}
+	if !strings.Contains(body, `<dd class="approvers">1 of 2: alice</dd>`) {
+		t.Errorf("request page after the first approval lacks approvers 1 of 2: alice\n%s", body)
+	}
+	if got := ps.approval(a.ID).Status; got != store.ApprovalPending {
+		t.Errorf("after one of two approvals: got status %s; want pending", got)
+	}
+	_, h, _ = alice.post("/approvals/"+a.ID+"/approve", alice.form())
+	if f := flashText(alice.follow(h)); !strings.Contains(f, "different admin") {
+		t.Errorf("same approver twice: got flash %q; want it to ask for a different admin", f)
+	}
+	_, h, _ = bob.post("/approvals/"+a.ID+"/approve", bob.form())
+	if f := flashText(bob.follow(h)); !strings.HasPrefix(f, "Approved") {
+		t.Errorf("second approver: got flash %q; want Approved", f)
+	}
+	got := ps.approval(a.ID)
+	if got.Status != store.ApprovalApproved || got.FirstApprover != "alice" || got.DecidedBy != "bob" {
+		t.Errorf("got %s, first %q, decided by %q; want approved by alice then bob", got.Status, got.FirstApprover, got.DecidedBy)
+	}
+}
+
+func TestCommandMarkupIsEscaped(t *testing.T) {
+	ps := newPageSite(t, nil)
+	ps.addAdmin("alice")
+	pc := ps.client()
+	pc.loginAs("alice")
+	a := ps.ask(ps.conn, "write", `echo "<script>alert(1)</script>" > /tmp/x`, 1)
+	for _, path := range []string{"/approvals", "/approvals/list", "/approvals/" + a.ID} {
+		_, _, body := pc.get(path)
+		if strings.Contains(body, "<script>alert") {
+			t.Errorf("%s contains the raw <script>alert", path)
+		}
+		if !strings.Contains(body, "&lt;script&gt;alert(1)&lt;/script&gt;") {
+			t.Errorf("%s lacks the escaped command", path)
+		}
+	}
+}
+
+func TestFlashNeedsSignature(t *testing.T) {
+	ps := newPageSite(t, nil)
+	ps.addAdmin("alice")
+	pc := ps.client()
+	pc.loginAs("alice")
+	_, _, body := pc.get("/approvals?flash=postern+moved+to+evil.example&flash_kind=ok&flash_sig=00")
+	if f := flashText(body); f != "" {
+		t.Errorf("forged flash shown: %q; want none", f)
+	}
+}
+
+func TestEventStreamAnnouncesApprovals(t *testing.T) {
+	ps := newPageSite(t, func(c *Config) { c.EventPoll = 5 * time.Millisecond })
+	ps.addAdmin("alice")
+	pc := ps.client()
+	pc.loginAs("alice")
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan struct{})
+	go func() {
+		defer close(ran)
+		ps.srv.Run(ctx)
+	}()
+	defer func() {
+		cancel()
+		<-ran
+	}()
+
+	reqCtx, reqCancel := context.WithCancel(context.Background())
+	defer reqCancel()
+	req, err := http.NewRequestWithContext(reqCtx, http.MethodGet, ps.ts.URL+"/events", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := pc.c.Do(req)
+	if err != nil {
+		t.Fatalf("GET /events: %v", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		t.Fatalf("GET /events: got %d %q; want 200 text/event-stream", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		b := make([]byte, 4096)
+		var buf string
+		for {
+			n, err := resp.Body.Read(b)
+			buf += string(b[:n])
+			for {
+				i := strings.IndexByte(buf, '\n')
+				if i < 0 {
+					break
+				}
+				select {
+				case lines <- buf[:i]:
+				case <-reqCtx.Done():
+					return
+				}
+				buf = buf[i+1:]
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	// The stream opens with a comment; only then is the subscription
+	// certain to be in place.
+	if !waitLine(t, lines, ": connected") {
+		t.Fatal("stream ended before its first comment")
+	}
+	ps.ask(ps.conn, "write", "touch /srv/live", 1)
+	if !waitLine(t, lines, "event: approvals") {
+		t.Fatal("stream ended before event: approvals")
+	}
+	reqCancel()
+	for range lines {
+	}
+}
+
+// waitLine reads lines until want; false if the stream ended first. The
+// test's deadline bounds it.
+func waitLine(t *testing.T, lines <-chan string, want string) bool {
+	t.Helper()
+	for l := range lines {
+		if l == want {
+			return true
+		}
+	}
+	return false
+}
