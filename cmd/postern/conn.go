@@ -181,21 +181,15 @@ func runConnAdd(cmd *cobra.Command, data *dataFlag, alias string, f connAddFlags
 // marked rejected with the target's message, and a result that proves
 // nothing (unreachable, timeout) changes nothing.
 func checkNewConnection(cmd *cobra.Command, s *store.Store, cat *recipes.Catalog, c *store.Connection) {
-	ctx := cmd.Context()
-	r, _ := cat.ForConnection(c.Recipe, c.Host) // the recipe was checked above
-	signer, err := s.ConnectionSigner(ctx, c.ID)
-	if err != nil {
+	kc, err := checkConnectionKey(cmd.Context(), s, cat, c.Alias, 0)
+	switch {
+	case err != nil && kc.Result.Status == "":
 		fmt.Fprintf(cmd.OutOrStdout(), "key check: skipped: %v\n", err)
-		return
+	case err != nil:
+		fmt.Fprintf(cmd.OutOrStdout(), "%v\n", err)
+	default:
+		fmt.Fprintf(cmd.OutOrStdout(), "key check: %s: %s\n", kc.Result.Status, kc.Result.Message)
 	}
-	res := recipes.Checker{}.Check(ctx, c, signer, r)
-	if status, record := res.KeyStatus(); record {
-		if _, err := s.SetKeyStatus(ctx, c.Alias, status, res.Message); err != nil {
-			fmt.Fprintf(cmd.OutOrStdout(), "key check: %s, not recorded: %v\n", res.Status, err)
-			return
-		}
-	}
-	fmt.Fprintf(cmd.OutOrStdout(), "key check: %s: %s\n", res.Status, res.Message)
 }
 
 // connJSON is a connection in `conn list -o json`. It has no field for the

@@ -60,33 +60,15 @@ the recorded status alone. check exits 0 only for ok.`,
 		if err := s.CheckMasterKey(); err != nil {
 			return err
 		}
-		c, err := s.ConnectionByAlias(ctx, args[0])
-		if err != nil {
-			return storeErr(err)
-		}
 		cat, err := recipes.Load()
 		if err != nil {
 			return err
 		}
-		r, err := cat.ForConnection(c.Recipe, c.Host)
+		kc, err := checkConnectionKey(ctx, s, cat, args[0], timeout)
 		if err != nil {
-			return fmt.Errorf("conn check: connection %s: %w", c.Alias, err)
+			return storeErr(err)
 		}
-		signer, err := s.ConnectionSigner(ctx, c.ID)
-		if err != nil {
-			return err
-		}
-		res := recipes.Checker{Timeout: timeout}.Check(ctx, c, signer, r)
-		status, record := res.KeyStatus()
-		if record {
-			if c, err = s.SetKeyStatus(ctx, c.Alias, status, res.Message); err != nil {
-				return err
-			}
-		}
-		recipeKey := ""
-		if r != nil {
-			recipeKey = r.Key
-		}
+		c, res, record, recipeKey := kc.Conn, kc.Result, kc.Recorded, kc.Recipe
 		w := cmd.OutOrStdout()
 		if asJSON {
 			err = writeJSON(w, connCheckJSON{
