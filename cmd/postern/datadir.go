@@ -140,7 +140,7 @@ func readInput(cmd *cobra.Command, path, what string) ([]byte, error) {
 		return nil, usagef("%s: %v", what, err)
 	}
 	if st.IsDir() || st.Size() > maxInputFile {
-		return nil, usagef("%s %s is not a key file (a directory or over %d bytes)", what, path, maxInputFile)
+		return nil, usagef("%s %s is a directory or over %d bytes", what, path, maxInputFile)
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -149,8 +149,8 @@ func readInput(cmd *cobra.Command, path, what string) ([]byte, error) {
 	return b, nil
 }
 
-// maxInputFile bounds key files read by the admin commands; real keys are a
-// few kilobytes at most.
+// maxInputFile bounds the files read by the admin commands (keys, password
+// files); real keys are a few kilobytes at most.
 const maxInputFile = 64 << 10
 
 // timeText shows a stored time in lists: UTC, to the second, "-" if zero.

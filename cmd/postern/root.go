@@ -30,6 +30,8 @@ func newRootCmd() *cobra.Command {
 		newServeCmd(),
 		newDemoCmd(),
 		newRecipesCmd(),
+		newAdminCmd(),
+		newTokenCmd(),
 	)
 	return root
 }

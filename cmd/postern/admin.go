@@ -1,0 +1,200 @@
+package main
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/postern/postern/store"
+	"github.com/postern/postern/web"
+)
+
+// generatedPasswordBytes is the entropy of a generated admin password: 144
+// bits, 24 characters of base64url, more than any login limit lets an
+// attacker try.
+const generatedPasswordBytes = 18
+
+func newAdminCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "admin",
+		Short: "Manage the admins who log in to the web page",
+		Args:  cobra.ArbitraryArgs,
+		RunE:  groupRunE,
+	}
+	data := addDataFlag(cmd)
+	cmd.AddCommand(
+		newAdminAddCmd(data),
+		newAdminListCmd(data),
+		newAdminPasswdCmd(data),
+	)
+	return cmd
+}
+
+func newAdminAddCmd(data *dataFlag) *cobra.Command {
+	var passwordFile string
+	cmd := &cobra.Command{
+		Use:   "add NAME [--password-file FILE]",
+		Short: "Add an admin for the web page",
+		Long: `add creates an admin account for the web page. The password is the first line
+of FILE (- reads stdin), at least ` + fmt.Sprint(web.MinPasswordLength) + ` characters; without --password-file a
+strong password is generated and printed once. postern keeps only its
+argon2id hash.`,
+		Args: exactArgs(1, "the admin NAME"),
+	}
+	addPasswordFileFlag(cmd, &passwordFile)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		name := args[0]
+		if err := store.ValidateName("admin", name); err != nil {
+			return storeErr(err)
+		}
+		pw, generated, err := adminPassword(cmd, passwordFile)
+		if err != nil {
+			return err
+		}
+		hash, err := hashPassword(cmd, pw)
+		if err != nil {
+			return err
+		}
+		s, err := data.open(cmd.Context())
+		if err != nil {
+			return storeErr(err)
+		}
+		defer s.Close()
+		a, err := s.CreateAdmin(cmd.Context(), name, hash)
+		if err != nil {
+			return storeErr(err)
+		}
+		w := cmd.OutOrStdout()
+		fmt.Fprintf(w, "added admin %s (%s)\n", a.Name, a.ID)
+		if generated {
+			printGeneratedPassword(w, a.Name, pw)
+		}
+		return nil
+	}
+	return cmd
+}
+
+func newAdminPasswdCmd(data *dataFlag) *cobra.Command {
+	var passwordFile string
+	cmd := &cobra.Command{
+		Use:   "passwd NAME [--password-file FILE]",
+		Short: "Set an admin's password and end the admin's web sessions",
+		Long: `passwd replaces an admin's password with the first line of FILE (- reads
+stdin), or with a generated one printed once, and logs the admin out of
+every browser.`,
+		Args: exactArgs(1, "the admin NAME"),
+	}
+	addPasswordFileFlag(cmd, &passwordFile)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		pw, generated, err := adminPassword(cmd, passwordFile)
+		if err != nil {
+			return err
+		}
+		hash, err := hashPassword(cmd, pw)
+		if err != nil {
+			return err
+		}
+		s, err := data.open(cmd.Context())
+		if err != nil {
+			return storeErr(err)
+		}
+		defer s.Close()
+		a, err := s.SetAdminPassword(cmd.Context(), args[0], hash)
+		if err != nil {
+			return storeErr(err)
+		}
+		w := cmd.OutOrStdout()
+		fmt.Fprintf(w, "changed the password of admin %s; the admin's web sessions were ended\n", a.Name)
+		if generated {
+			printGeneratedPassword(w, a.Name, pw)
+		}
+		return nil
+	}
+	return cmd
+}
+
+// adminJSON is an admin in `admin list -o json`. It has no field for the
+// password hash.
+type adminJSON struct {
+	ID         string `json:"id"`
+	Name       string `json:"name"`
+	Disabled   bool   `json:"disabled"`
+	CreatedAt  string `json:"created_at"`
+	ModifiedAt string `json:"modified_at"`
+}
+
+func newAdminListCmd(data *dataFlag) *cobra.Command {
+	return newListCmd(data, listSpec[store.Admin]{
+		short: "List admins (never their password hashes)",
+		read:  (*store.Store).ListAdmins,
+		json: func(a store.Admin) any {
+			return adminJSON{ID: a.ID, Name: a.Name, Disabled: a.Disabled,
+				CreatedAt: timeJSON(a.CreatedAt), ModifiedAt: timeJSON(a.ModifiedAt)}
+		},
+		empty:  "no admins; add one with: postern admin add NAME",
+		header: []string{"NAME", "ID", "STATUS", "CREATED", "PASSWORD SET"},
+		rows: func(a store.Admin) [][]string {
+			status := "enabled"
+			if a.Disabled {
+				status = "disabled"
+			}
+			return [][]string{{a.Name, a.ID, status, timeText(a.CreatedAt), timeText(a.ModifiedAt)}}
+		},
+	})
+}
+
+func addPasswordFileFlag(cmd *cobra.Command, path *string) {
+	cmd.Flags().StringVar(path, "password-file", "",
+		"file whose first line is the password (- reads stdin); without it a password is generated and printed once")
+}
+
+// adminPassword is the first line of the --password-file, without its line
+// ending, or a generated password (and true) when no file is given. Errors
+// name the file, never its content.
+func adminPassword(cmd *cobra.Command, path string) (string, bool, error) {
+	if path == "" {
+		return newPassword(), true, nil
+	}
+	b, err := readInput(cmd, path, "password file (--password-file)")
+	if err != nil {
+		return "", false, err
+	}
+	defer clear(b)
+	line, _, _ := strings.Cut(string(b), "\n")
+	line = strings.TrimSuffix(line, "\r")
+	if line == "" {
+		return "", false, usagef("%s: the first line of the password file is empty", cmdPath(cmd))
+	}
+	return line, false, nil
+}
+
+// hashPassword hashes an admin password; a password web refuses (too short
+// or too long) is a usage error, and no message carries the password.
+func hashPassword(cmd *cobra.Command, pw string) (string, error) {
+	if n := len(pw); n < web.MinPasswordLength {
+		return "", usagef("%s: the password has %d characters; want at least %d", cmdPath(cmd), n, web.MinPasswordLength)
+	}
+	hash, err := web.HashPassword(pw)
+	if err != nil {
+		return "", usagef("%s: %w", cmdPath(cmd), err)
+	}
+	return hash, nil
+}
+
+// newPassword is a random admin password of generatedPasswordBytes.
+func newPassword() string {
+	b := make([]byte, generatedPasswordBytes)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go 1.24+)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// printGeneratedPassword shows a generated password the one time it exists
+// outside the admin's hands.
+func printGeneratedPassword(w io.Writer, name, pw string) {
+	fmt.Fprintf(w, "password: %s\n", pw)
+	fmt.Fprintf(w, "This password is shown only now: postern keeps only its hash. Change it with: postern admin passwd %s\n", name)
+}
