@@ -23,6 +23,7 @@ import (
 
 	"github.com/postern/postern/internal/demotarget"
 	"github.com/postern/postern/store"
+	"github.com/postern/postern/web"
 )
 
 // Names the demo uses, inside its own data directory.
@@ -34,6 +35,7 @@ const (
 	demoKnownHosts    = "known_hosts"                  // pins the bastion for the printed ssh lines
 	demoTargetKeyFile = "demo_target_host_ed25519_key" // kept so the pin survives restarts
 	demoTargetRoot    = "target-root"                  // the demo target's scratch directory
+	demoAdmin         = "admin"                        // the web page's admin
 )
 
 // demoRules are the demo grant's rules: reads run at once, and everything
@@ -51,7 +53,10 @@ func newDemoCmd() *cobra.Command {
 directory (re-used on the next run), an agent key pair, an in-process demo
 target (an SSH server that runs commands with /bin/sh inside DIR/` + demoTargetRoot + `),
 the connection "` + demoAlias + `" to it with read=allow, write=ask, destructive=ask,
-and serves the bastion. It prints the ssh commands to try and how to
+and serves the bastion and, on --http-listen (default ` + defaultDemoHTTPListen + `), the admin web
+page with a self-signed certificate, for the admin "` + demoAdmin + `" whose password is
+generated anew each run. It prints the ssh commands to try, the web page's
+address, the admin's password and the certificate's fingerprint, and how to
 approve. Each run moves the connection to the demo target's new port and
 sets the demo grant back to these rules. Ctrl-C stops the bastion and the
 demo target.
@@ -62,8 +67,13 @@ are not used.`,
 	}
 	cmd.Flags().StringVar(&dir, "dir", defaultDemoDir, "demo data directory (created if missing)")
 	flags := addServeFlags(cmd)
+	wflags := addWebFlags(cmd, defaultDemoHTTPListen)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		log, err := flags.check(cmd)
+		if err != nil {
+			return err
+		}
+		publicURL, err := wflags.check(cmd)
 		if err != nil {
 			return err
 		}
@@ -79,6 +89,8 @@ are not used.`,
 		return runDemo(ctx, demoParams{
 			Dir:         abs,
 			Listen:      flags.listen,
+			Web:         wflags,
+			PublicURL:   publicURL,
 			ApprovalTTL: flags.approvalTTL,
 			Out:         cmd.OutOrStdout(),
 			Logger:      log,
@@ -90,8 +102,10 @@ are not used.`,
 
 // demoParams is the input of runDemo.
 type demoParams struct {
-	Dir         string // absolute demo data directory
-	Listen      string // bastion address
+	Dir         string    // absolute demo data directory
+	Listen      string    // bastion address
+	Web         *webFlags // the web page's flags; its listen "" serves none
+	PublicURL   string    // checked --public-url, "" to follow the listener
 	ApprovalTTL time.Duration
 	Out         io.Writer // where the instructions go
 	Logger      zerolog.Logger
@@ -109,12 +123,21 @@ func runDemo(ctx context.Context, p demoParams) error {
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
-	serving := false // once runBastion has it, ln is runBastion's to close
+	var webLn net.Listener
+	serving := false // once runBastion has them, the listeners are runBastion's to close
 	defer func() {
 		if !serving {
 			ln.Close()
+			if webLn != nil {
+				webLn.Close()
+			}
 		}
 	}()
+	if p.Web.listen != "" {
+		if webLn, err = net.Listen("tcp", p.Web.listen); err != nil {
+			return fmt.Errorf("demo: web: %w", err)
+		}
+	}
 	d := store.Dir{Path: p.Dir}
 	if _, err := d.Init(ctx, store.Options{}); err != nil {
 		return fmt.Errorf("demo: %w", err)
@@ -205,21 +228,33 @@ func runDemo(ctx context.Context, p demoParams) error {
 		return fmt.Errorf("demo: %w", err)
 	}
 
-	printDemoInstructions(p.Out, demoInstructions{
+	in := demoInstructions{
 		Dir: p.Dir, Host: host, Port: port, KeyPath: agentKeyPath, KnownHosts: khPath,
 		HostKey: ssh.FingerprintSHA256(hostKey.PublicKey()), Target: target, Self: p.Self,
-	})
+	}
+	hint := cliApproveHint(p.Self, p.Dir)
+	var wp *webParams
+	if webLn != nil {
+		if wp, err = loadWeb(webLn, p.Web, p.PublicURL, p.Dir, time.Now()); err != nil {
+			return fmt.Errorf("demo: %w", err)
+		}
+		if in.AdminPassword, err = ensureDemoAdmin(ctx, st); err != nil {
+			return fmt.Errorf("demo: %w", err)
+		}
+		in.WebURL, in.CertFingerprint = wp.URL, wp.Cert.Fingerprint
+		hint = webApproveHint(wp.URL, p.Self, p.Dir)
+	}
+	printDemoInstructions(p.Out, in)
 	serving = true
 	return runBastion(ctx, bastionParams{
 		Store:       st,
 		HostKey:     hostKey,
 		Listener:    ln,
+		Web:         wp,
 		ApprovalTTL: p.ApprovalTTL,
-		ApproveHint: func(id string) string {
-			return fmt.Sprintf("%s approvals approve %s --data %s", p.Self, id, p.Dir)
-		},
-		Logger:  log,
-		DataDir: p.Dir,
+		ApproveHint: hint,
+		Logger:      log,
+		DataDir:     p.Dir,
 	})
 }
 
@@ -232,10 +267,15 @@ type demoInstructions struct {
 	HostKey    string // fingerprint
 	Target     *demotarget.Target
 	Self       string
+	// The web page; WebURL "" when it is off.
+	WebURL          string
+	CertFingerprint string
+	AdminPassword   string // of demoAdmin, new each run
 }
 
 // printDemoInstructions prints the exact commands to try. Tests parse the
-// "bastion" line and the ssh lines, so their shape is part of the contract.
+// "bastion", "web page" and "admin" lines and the ssh lines, so their shape
+// is part of the contract.
 func printDemoInstructions(w io.Writer, in demoInstructions) {
 	sshCmd := fmt.Sprintf("ssh -i %s -o IdentitiesOnly=yes -o UserKnownHostsFile=%s -p %d",
 		shellQuote(in.KeyPath), shellQuote(in.KnownHosts), in.Port)
@@ -245,11 +285,18 @@ func printDemoInstructions(w io.Writer, in demoInstructions) {
 	fmt.Fprintf(w, "  demo target  %s  runs commands with /bin/sh in %s\n", in.Target.Addr(), in.Target.Dir())
 	fmt.Fprintf(w, "  agent        %s, key %s\n", demoAgent, in.KeyPath)
 	fmt.Fprintf(w, "  grant        %s on %s: read=%s write=%s destructive=%s\n", demoAgent, demoAlias, r.Read, r.Write, r.Destructive)
+	if in.WebURL != "" {
+		fmt.Fprintf(w, "  web page     %s  (self-signed; certificate SHA-256 %s)\n", in.WebURL, in.CertFingerprint)
+		fmt.Fprintf(w, "  admin        %s  password %s  (shown only now; a new one each run)\n", demoAdmin, in.AdminPassword)
+	}
 	fmt.Fprintf(w, "\nTry, from another terminal:\n")
 	fmt.Fprintf(w, "  %s %s %s uptime\n", sshCmd, in.Host, demoAlias)
 	fmt.Fprintf(w, "  %s %s@%s 'ls -la'\n", sshCmd, demoAlias, in.Host)
 	fmt.Fprintf(w, "  %s %s %s 'echo hi > note.txt'    # waits: approve with\n", sshCmd, in.Host, demoAlias)
 	fmt.Fprintf(w, "  %s approvals approve ID --data %s\n", in.Self, shellQuote(in.Dir))
+	if in.WebURL != "" {
+		fmt.Fprintf(w, "  # or log in at %s and approve it there\n", in.WebURL)
+	}
 	fmt.Fprintf(w, "  %s %s    # lists your connections and their rules\n", sshCmd, in.Host)
 	fmt.Fprintf(w, "\nCtrl-C stops the bastion and the demo target.\n")
 }
@@ -399,4 +446,23 @@ func loadOrCreateKey(path, comment string, withPub bool) (ssh.Signer, error) {
 func writePublicKey(path string, key ssh.PublicKey, comment string) error {
 	line := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(key))) + " " + comment + "\n"
 	return os.WriteFile(path, []byte(line), 0o644)
+}
+
+// ensureDemoAdmin gives the demo's admin a new generated password, creating
+// the admin on the first run, and returns the password to print. A new one
+// each run means no password outlives the run that showed it.
+func ensureDemoAdmin(ctx context.Context, st *store.Store) (string, error) {
+	pw := newPassword()
+	hash, err := web.HashPassword(pw)
+	if err != nil {
+		return "", err
+	}
+	_, err = st.SetAdminPassword(ctx, demoAdmin, hash)
+	if errors.Is(err, store.ErrNotFound) {
+		_, err = st.CreateAdmin(ctx, demoAdmin, hash)
+	}
+	if err != nil {
+		return "", err
+	}
+	return pw, nil
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,12 +26,15 @@ type demoRun struct {
 	addr    string   // the bastion, from the "bastion" line
 	sshLine []string // the printed ssh lines, in order
 	approve string   // the printed approve line
+	webURL  string   // from the "web page" line
+	certFP  string   // the web certificate's SHA-256, AA:BB:... as printed
+	adminPW string   // the admin's password from the "admin" line; never logged
 }
 
 // startDemo runs postern demo on a free port and reads its instructions.
 func startDemo(t *testing.T, dir string) *demoRun {
 	t.Helper()
-	p := startPostern(t, "demo", "--dir", dir, "--ssh-listen", "127.0.0.1:0")
+	p := startPostern(t, "demo", "--dir", dir, "--ssh-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0")
 	d := &demoRun{bgPostern: p, dir: dir}
 	lines := make(chan string)
 	go func() {
@@ -53,7 +57,7 @@ func startDemo(t *testing.T, dir string) *demoRun {
 			}
 			d.out = append(d.out, l)
 		case <-timeout:
-			t.Fatalf("no instructions within 30s; stdout %q; stderr:\n%s", d.out, p.stderrText())
+			t.Fatalf("no instructions within 30s; stdout %q; stderr:\n%s", redactPasswords(d.out), p.stderrText())
 		}
 	}
 	for _, l := range d.out {
@@ -65,10 +69,16 @@ func startDemo(t *testing.T, dir string) *demoRun {
 			d.sshLine = append(d.sshLine, strings.TrimSpace(l))
 		case strings.Contains(l, "approvals approve ID --data"):
 			d.approve = strings.TrimSpace(l)
+		case len(f) >= 6 && f[0] == "web" && f[1] == "page":
+			d.webURL, d.certFP = f[2], strings.TrimSuffix(f[len(f)-1], ")")
+		case len(f) >= 4 && f[0] == "admin" && f[1] == "admin" && f[2] == "password":
+			d.adminPW = f[3]
 		}
 	}
-	if d.addr == "" || len(d.sshLine) != 4 || d.approve == "" {
-		t.Fatalf("instructions: got %q; want the bastion line, 4 ssh lines and the approve line\nstderr:\n%s", d.out, p.stderrText())
+	if d.addr == "" || len(d.sshLine) != 4 || d.approve == "" || d.webURL == "" || d.certFP == "" || d.adminPW == "" {
+		// The output holds the admin password: say what is missing, not it.
+		t.Fatalf("instructions: got bastion %q, %d ssh lines, approve line %q, web page %q (certificate %q), password given %v; "+
+			"want all of them\nstderr:\n%s", d.addr, len(d.sshLine), d.approve, d.webURL, d.certFP, d.adminPW != "", p.stderrText())
 	}
 	return d
 }
@@ -163,6 +173,22 @@ func TestDemoSetup(t *testing.T) {
 	}
 	firstTargetPort := conns[0].Port
 
+	// The web page answers at the printed URL with the printed certificate,
+	// and the printed password logs the admin in.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	wc := newWebClient(t, d.webURL, d.certFP)
+	if code := wc.login(ctx, "admin", d.adminPW); code != http.StatusSeeOther {
+		t.Errorf("login with the printed password: got status %d; want 303", code)
+	}
+	if code, _ := wc.get(ctx, "/approvals"); code != http.StatusOK {
+		t.Errorf("GET /approvals after login: got status %d; want 200", code)
+	}
+	if code := newWebClient(t, d.webURL, d.certFP).login(ctx, "admin", "not-the-password"); code != http.StatusUnauthorized {
+		t.Errorf("login with a wrong password: got status %d; want 401", code)
+	}
+	firstPW := d.adminPW
+
 	if code := d.stop(); code != 0 {
 		t.Errorf("SIGTERM: got exit %d; want 0\nstderr:\n%s", code, d.stderrText())
 	}
@@ -170,6 +196,9 @@ func TestDemoSetup(t *testing.T) {
 		if strings.Contains(text, "PRIVATE KEY") {
 			t.Error("a private key was printed")
 		}
+	}
+	if strings.Contains(d.stderrText(), d.adminPW) {
+		t.Error("the admin password was logged")
 	}
 
 	// Again in the same directory: same agent key, the connection moved to
@@ -190,6 +219,12 @@ func TestDemoSetup(t *testing.T) {
 	json.Unmarshal([]byte(c.ok("", "agent", "list", "-o", "json")), &agents)
 	if len(agents) != 1 || len(agents[0].Keys) != 1 || agents[0].Keys[0].Fingerprint != ssh.FingerprintSHA256(agentKey) {
 		t.Errorf("agents: got %+v; want demo-agent with its one key", agents)
+	}
+	if d2.adminPW == firstPW {
+		t.Error("second run: the admin password is the first run's; want a new one each run")
+	}
+	if code := newWebClient(t, d2.webURL, d2.certFP).login(ctx, "admin", d2.adminPW); code != http.StatusSeeOther {
+		t.Errorf("second run: login with the new password: got status %d; want 303", code)
 	}
 	if code := d2.stop(); code != 0 {
 		t.Errorf("second run SIGTERM: got exit %d; want 0\nstderr:\n%s", code, d2.stderrText())

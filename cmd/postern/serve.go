@@ -19,6 +19,7 @@ import (
 	"github.com/postern/postern/bastion"
 	"github.com/postern/postern/policy"
 	"github.com/postern/postern/store"
+	"github.com/postern/postern/web"
 )
 
 // Defaults of the flags serve and demo share.
@@ -95,10 +96,17 @@ func signalContext(parent context.Context) (context.Context, context.CancelFunc)
 func newServeCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve",
-		Short: "Serve agents over SSH",
+		Short: "Serve agents over SSH, and admins over HTTPS with --http-listen",
 		Long: `serve runs the bastion: agents connect over SSH with their registered keys,
 and each command is classified, decided by the grants (waiting for an admin
 on ask) and relayed to the target with the connection's sealed key.
+
+With --http-listen it also serves the admin web page and the REST API over
+HTTPS (TLS 1.2 or newer), with --tls-cert and --tls-key or else a
+self-signed certificate kept in the data directory; its fingerprint and the
+page's URL are logged at start. Admins log in with accounts made by
+postern admin add; the API takes console tokens made by postern token add.
+An agent waiting for approval is shown the approval's page.
 
 SIGINT or SIGTERM stops accepting agents and lets running sessions finish
 for up to ` + bastion.DefaultShutdownGrace.String() + `; a second signal stops at once.`,
@@ -106,8 +114,13 @@ for up to ` + bastion.DefaultShutdownGrace.String() + `; a second signal stops a
 	}
 	data := addDataFlag(cmd)
 	flags := addServeFlags(cmd)
+	wflags := addWebFlags(cmd, "")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		log, err := flags.check(cmd)
+		if err != nil {
+			return err
+		}
+		publicURL, err := wflags.check(cmd)
 		if err != nil {
 			return err
 		}
@@ -123,8 +136,8 @@ for up to ` + bastion.DefaultShutdownGrace.String() + `; a second signal stops a
 		if err != nil {
 			return storeErr(err)
 		}
-		// The store is closed last, after the bastion and the policy engine
-		// that use it.
+		// The store is closed last, after the bastion, the web page and the
+		// policy engine that use it.
 		defer closeStore(st, log)
 		if err := st.CheckMasterKey(); err != nil {
 			return fmt.Errorf("serve: %w", err)
@@ -133,16 +146,30 @@ for up to ` + bastion.DefaultShutdownGrace.String() + `; a second signal stops a
 		if err != nil {
 			return fmt.Errorf("serve: %w", err)
 		}
+		hint := cliApproveHint("postern", d.Path)
+		var wp *webParams
+		if wflags.listen != "" {
+			wln, err := net.Listen("tcp", wflags.listen)
+			if err != nil {
+				ln.Close()
+				return fmt.Errorf("serve: web: %w", err)
+			}
+			if wp, err = loadWeb(wln, wflags, publicURL, d.Path, time.Now()); err != nil {
+				ln.Close()
+				wln.Close()
+				return fmt.Errorf("serve: %w", err)
+			}
+			hint = webApproveHint(wp.URL, "postern", d.Path)
+		}
 		return runBastion(ctx, bastionParams{
 			Store:       st,
 			HostKey:     hostKey,
 			Listener:    ln,
+			Web:         wp,
 			ApprovalTTL: flags.approvalTTL,
-			ApproveHint: func(id string) string {
-				return fmt.Sprintf("postern approvals approve %s --data %s", id, d.Path)
-			},
-			Logger:  log,
-			DataDir: d.Path,
+			ApproveHint: hint,
+			Logger:      log,
+			DataDir:     d.Path,
 		})
 	}
 	return cmd
@@ -161,21 +188,32 @@ type bastionParams struct {
 	Store       *store.Store
 	HostKey     ssh.Signer
 	Listener    net.Listener // runBastion owns it from here on
+	Web         *webParams   // the admin web page; none if nil
 	ApprovalTTL time.Duration
 	ApproveHint func(id string) string // the bastion's default if nil
 	Logger      zerolog.Logger
 	DataDir     string // for the start log line
 }
 
-// runBastion builds the policy engine and the bastion over p.Store and serves
-// agents on p.Listener until ctx ends (a signal) or serving fails, with
-// bastion.DefaultShutdownGrace for running sessions (see serveUntil). It
-// returns nil after a clean shutdown. The caller closes the store.
+// runBastion builds the policy engine and the bastion over p.Store, and the
+// web page when p.Web is set, sharing the one engine so that a decision on
+// the page wakes the waiting session at once. It serves until ctx ends (a
+// signal) or either server fails, which stops the other too: half a
+// postern (agents waiting on approvals nobody can open, or a page for a
+// bastion that is gone) must exit for a supervisor to see. Running sessions
+// get bastion.DefaultShutdownGrace (see serveUntil). It returns nil after a
+// clean shutdown. The caller closes the store.
 func runBastion(ctx context.Context, p bastionParams) error {
 	log := p.Logger
+	closeListeners := func() {
+		p.Listener.Close()
+		if p.Web != nil {
+			p.Web.Listener.Close()
+		}
+	}
 	eng, err := policy.New(policy.Options{Store: p.Store, ApprovalLifetime: p.ApprovalTTL, Logger: &log})
 	if err != nil {
-		p.Listener.Close()
+		closeListeners()
 		return fmt.Errorf("serve: %w", err)
 	}
 	defer func() {
@@ -198,8 +236,22 @@ func runBastion(ctx context.Context, p bastionParams) error {
 		},
 	})
 	if err != nil {
-		p.Listener.Close()
+		closeListeners()
 		return fmt.Errorf("serve: %w", err)
+	}
+	var ws *web.Server
+	if p.Web != nil {
+		ws, err = web.New(web.Config{
+			Store:    st,
+			Engine:   eng,
+			Catalog:  p.Web.Catalog,
+			CheckKey: keyChecker(st, p.Web.Catalog),
+			Logger:   log,
+		})
+		if err != nil {
+			closeListeners()
+			return fmt.Errorf("serve: %w", err)
+		}
 	}
 
 	log.Info().
@@ -208,7 +260,31 @@ func runBastion(ctx context.Context, p bastionParams) error {
 		Str("host_key", ssh.FingerprintSHA256(p.HostKey.PublicKey())).
 		Str("approval_ttl", p.ApprovalTTL.String()).
 		Msg("postern serving")
-	return serveUntil(ctx, srv, p.Listener, bastion.DefaultShutdownGrace, log)
+	if ws == nil {
+		return serveUntil(ctx, srv, p.Listener, bastion.DefaultShutdownGrace, log)
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	webDone := make(chan error, 1)
+	go func() {
+		err := ws.Serve(ctx, p.Web.Listener, p.Web.Cert.TLS)
+		if err == nil && ctx.Err() == nil {
+			err = errWebStopped
+		}
+		cancel() // the bastion stops with the web page
+		webDone <- err
+	}()
+	log.Info().
+		Str("url", p.Web.URL).
+		Str("addr", p.Web.Listener.Addr().String()).
+		Str("tls_fingerprint", p.Web.Cert.Fingerprint).
+		Bool("self_signed", p.Web.Cert.SelfSigned).
+		Str("cert_file", p.Web.Cert.CertFile).
+		Msg("web page serving")
+	bErr := serveUntil(ctx, srv, p.Listener, bastion.DefaultShutdownGrace, log)
+	cancel() // the web page stops with the bastion
+	return errors.Join(bErr, <-webDone)
 }
 
 // agentServer is the part of *bastion.Server that serveUntil drives; tests
