@@ -30,10 +30,33 @@ const (
 	ExitUnreachable = 255
 )
 
+// maxSessionEnv bounds the variables one session keeps for its command.
+// Names are allowlisted, but LC_ takes any suffix: without a bound, an agent
+// sending env requests in a loop before its exec grew the session without
+// limit. OpenSSH's client sends a handful.
+const maxSessionEnv = 32
+
 // sessionState is what an agent's session asked for before its command.
 type sessionState struct {
 	env    []envVar
 	ptyReq []byte
+}
+
+// setEnv keeps e for the command: a name sent again replaces its value, a
+// new name is kept while fewer than maxSessionEnv are. It reports whether
+// e was kept.
+func (st *sessionState) setEnv(e envVar) bool {
+	for i := range st.env {
+		if st.env[i].Name == e.Name {
+			st.env[i] = e
+			return true
+		}
+	}
+	if len(st.env) >= maxSessionEnv {
+		return false
+	}
+	st.env = append(st.env, e)
+	return true
 }
 
 // session serves one session channel: it collects env and pty requests,
@@ -60,11 +83,7 @@ func (s *Server) session(ac *agentConn, nch ssh.NewChannel) {
 		switch req.Type {
 		case "env":
 			e, err := parseEnv(req.Payload)
-			allowed := err == nil && envAllowed(e.Name)
-			if allowed {
-				st.env = append(st.env, e)
-			}
-			replyIf(req, allowed)
+			replyIf(req, err == nil && envAllowed(e.Name) && st.setEnv(e))
 		case "pty-req":
 			if _, _, err := parsePtyReq(req.Payload); err != nil {
 				replyIf(req, false)
