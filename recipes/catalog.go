@@ -55,12 +55,9 @@ func load(fsys fs.FS, glob string) (*Catalog, error) {
 		if err != nil {
 			return nil, fmt.Errorf("recipes: %w", err)
 		}
-		r, err := parse(b)
+		r, err := Parse(strings.TrimSuffix(path.Base(name), ".json"), b)
 		if err != nil {
-			return nil, fmt.Errorf("recipes: %s: %w", name, err)
-		}
-		if want := strings.TrimSuffix(path.Base(name), ".json"); r.Key != want {
-			return nil, fmt.Errorf("recipes: %s: key %q: want the file name, %q", name, r.Key, want)
+			return nil, err
 		}
 		if _, dup := c.byKey[r.Key]; dup {
 			return nil, fmt.Errorf("recipes: %s: key %q is used twice", name, r.Key)
@@ -114,7 +111,42 @@ func parseShell(s string) (shellclass.Dialect, bool) {
 	return shellclass.Bash, false
 }
 
+// Limits on one recipe file. The catalog is embedded and reviewed, but
+// Parse is also the way in for a recipe an operator writes, and nothing in
+// it should let a file make postern spend unbounded time or memory: the
+// exact-read check below is rules × exact reads regex matches, and a regular
+// expression's compiled size grows with its text. The largest file in the
+// catalog is under 4 KiB with 14 rules and 26 exact reads.
+const (
+	maxFileBytes  = 64 << 10 // one recipe file
+	maxRules      = 64
+	maxExactReads = 256
+	maxHosts      = 64   // hosts, and connection hosts with domains
+	maxFields     = 16   // credential fields
+	maxValueBytes = 1024 // one rule's value (a regex included)
+	maxTextBytes  = 4096 // notes; every other string is smaller
+)
+
+// Parse parses and validates one recipe file's bytes, the way Load does for
+// each file of the catalog; key is the file's name without ".json", which
+// the recipe's key must equal. An error starts with "recipes: KEY.json: "
+// and names the field at fault. The recipe is checked on its own: that no
+// two recipes claim the same host pattern is Load's check.
+func Parse(key string, b []byte) (*Recipe, error) {
+	r, err := parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("recipes: %s.json: %w", key, err)
+	}
+	if r.Key != key {
+		return nil, fmt.Errorf("recipes: %s.json: key %q: want the file name, %q", key, r.Key, key)
+	}
+	return r, nil
+}
+
 func parse(b []byte) (*Recipe, error) {
+	if len(b) > maxFileBytes {
+		return nil, fmt.Errorf("file is %d bytes: want at most %d", len(b), maxFileBytes)
+	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	var f file
@@ -142,6 +174,19 @@ func parse(b []byte) (*Recipe, error) {
 	if hasControl(f.Notes, true) {
 		return nil, errors.New("notes have a control character")
 	}
+	if len(f.Notes) > maxTextBytes {
+		return nil, fmt.Errorf("notes: %d bytes: want at most %d", len(f.Notes), maxTextBytes)
+	}
+	switch {
+	case len(f.Rules) > maxRules:
+		return nil, fmt.Errorf("rules: %d: want at most %d", len(f.Rules), maxRules)
+	case len(f.ExactReads) > maxExactReads:
+		return nil, fmt.Errorf("exact_reads: %d: want at most %d", len(f.ExactReads), maxExactReads)
+	case len(f.Hosts) > maxHosts || len(f.ConnectionHosts)+len(f.ConnectionDomains) > maxHosts:
+		return nil, fmt.Errorf("hosts, connection_hosts and connection_domains: want at most %d each", maxHosts)
+	case len(f.CredentialFields) > maxFields:
+		return nil, fmt.Errorf("credential_fields: %d: want at most %d", len(f.CredentialFields), maxFields)
+	}
 	if f.Version < 1 {
 		return nil, fmt.Errorf("version %d: want 1 or more", f.Version)
 	}
@@ -151,10 +196,17 @@ func parse(b []byte) (*Recipe, error) {
 	if f.Adapter != "ssh-key" && f.Adapter != "ssh-cert" {
 		return nil, fmt.Errorf("adapter %q: want ssh-key or ssh-cert", f.Adapter)
 	}
+	seenHost := map[string]bool{}
 	for _, h := range f.Hosts {
 		if err := checkHost(h, true); err != nil {
 			return nil, fmt.Errorf("hosts: %w", err)
 		}
+		// Load refuses a pattern claimed twice across recipes; within one
+		// recipe it is as surely a mistake.
+		if seenHost[h] {
+			return nil, fmt.Errorf("hosts: %q is listed twice", h)
+		}
+		seenHost[h] = true
 	}
 	for _, h := range append(append([]string{}, f.ConnectionHosts...), f.ConnectionDomains...) {
 		if err := checkHost(h, false); err != nil {
@@ -230,6 +282,12 @@ func compileRule(rule Rule) (compiledRule, error) {
 	cr := compiledRule{Rule: rule}
 	if rule.Value == "" {
 		return cr, errors.New("value is required")
+	}
+	if len(rule.Value) > maxValueBytes {
+		return cr, fmt.Errorf("value: %d bytes: want at most %d", len(rule.Value), maxValueBytes)
+	}
+	if len(rule.Why) > maxTextBytes {
+		return cr, fmt.Errorf("why: %d bytes: want at most %d", len(rule.Why), maxTextBytes)
 	}
 	if strings.TrimSpace(rule.Why) == "" {
 		return cr, errors.New("why is required: it is the reason an admin and an agent read")

@@ -2,6 +2,7 @@ package recipes
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -125,6 +126,36 @@ func TestLoadInvalid(t *testing.T) {
 			m["exact_reads"] = []string{"show configure"}
 			m["rules"] = []map[string]any{{"match": "word", "value": "configure", "why": "x"}}
 		}, "rules[0] raises it"},
+		{"host twice", func(m map[string]any) { m["hosts"] = []string{"a.example", "a.example"} }, "listed twice"},
+		{"file too large", func(m map[string]any) { m["notes"] = strings.Repeat("n", maxFileBytes) }, "want at most 65536"},
+		{"notes too long", func(m map[string]any) { m["notes"] = strings.Repeat("n", maxTextBytes+1) }, "notes: 4097 bytes"},
+		{"regex too long", func(m map[string]any) {
+			m["rules"] = []map[string]any{{"match": "regex", "value": strings.Repeat("a", maxValueBytes+1), "why": "x"}}
+		}, "value: 1025 bytes"},
+		{"regex too large to compile", func(m map[string]any) {
+			m["rules"] = []map[string]any{{"match": "regex", "value": "((a{1000}){1000}){1000}", "why": "x"}}
+		}, "rules[0]: regex"},
+		{"too many rules", func(m map[string]any) {
+			rules := make([]map[string]any, maxRules+1)
+			for i := range rules {
+				rules[i] = map[string]any{"match": "word", "value": "x", "why": "x"}
+			}
+			m["rules"] = rules
+		}, "rules: 65"},
+		{"too many exact reads", func(m map[string]any) {
+			reads := make([]string, maxExactReads+1)
+			for i := range reads {
+				reads[i] = "show " + strconv.Itoa(i)
+			}
+			m["exact_reads"] = reads
+		}, "exact_reads: 257"},
+		{"too many hosts", func(m map[string]any) {
+			hosts := make([]string, maxHosts+1)
+			for i := range hosts {
+				hosts[i] = "h" + strconv.Itoa(i) + ".example"
+			}
+			m["hosts"] = hosts
+		}, "want at most 64"},
 		{"no key check", func(m map[string]any) { delete(m, "key_check") }, "key_check is required"},
 		{"empty key check", func(m map[string]any) { m["key_check"] = map[string]any{} }, "key_check"},
 		{"both key checks", func(m map[string]any) {
