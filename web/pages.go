@@ -29,6 +29,15 @@ func (s *Server) pageRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /approvals/{id}/approve", s.requireAdmin(s.approveForm))
 	mux.HandleFunc("POST /approvals/{id}/deny", s.requireAdmin(s.denyForm))
 	mux.HandleFunc("GET /events", s.requireAdmin(s.eventStream))
+
+	mux.HandleFunc("GET /connections", s.requireAdmin(s.connectionsPage))
+	mux.HandleFunc("POST /connections/{alias}/check", s.requireAdmin(s.recheckForm))
+	mux.HandleFunc("GET /agents", s.requireAdmin(s.agentsPage))
+	mux.HandleFunc("GET /grants", s.requireAdmin(s.grantsPage))
+	mux.HandleFunc("POST /grants", s.requireAdmin(s.grantForm))
+	mux.HandleFunc("POST /grants/revoke", s.requireAdmin(s.revokeForm))
+	mux.HandleFunc("GET /audit", s.requireAdmin(s.auditPage))
+	mux.HandleFunc("GET /recipes", s.requireAdmin(s.recipesPage))
 }
 
 // flash is the one-line result of a form post, shown at the top of the page

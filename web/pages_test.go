@@ -4,7 +4,12 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"database/sql"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/pem"
+	"errors"
+	"fmt"
 	"html"
 	"io"
 	"net/http"
@@ -13,6 +18,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -40,6 +46,7 @@ type pageSite struct {
 	conn  *store.Connection
 	// connKey is web1's private key file: no page may show it.
 	connKey []byte
+	dbPath  string
 }
 
 // pagePassword is every test admin's password.
@@ -58,7 +65,8 @@ func newPageSite(t *testing.T, edit func(*Config)) *pageSite {
 	for i := range mk {
 		mk[i] = byte(0xA0 + i)
 	}
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), store.DatabaseFile), store.Options{Now: clock.Now, MasterKey: mk})
+	dbPath := filepath.Join(t.TempDir(), store.DatabaseFile)
+	st, err := store.Open(ctx, dbPath, store.Options{Now: clock.Now, MasterKey: mk})
 	if err != nil {
 		t.Fatalf("store.Open: %v", err)
 	}
@@ -84,7 +92,7 @@ func newPageSite(t *testing.T, edit func(*Config)) *pageSite {
 		eng.Close()
 		st.Close()
 	})
-	ps := &pageSite{t: t, clock: clock, st: st, eng: eng, srv: srv, ts: ts}
+	ps := &pageSite{t: t, clock: clock, st: st, eng: eng, srv: srv, ts: ts, dbPath: dbPath}
 	agentKey := pageKeyPair(t)
 	if ps.agent, err = st.CreateAgent(ctx, "bot", agentKey.authorized); err != nil {
 		t.Fatalf("CreateAgent: %v", err)
@@ -227,10 +235,16 @@ func (pc *pageClient) loginAs(name string) {
 	if status != http.StatusSeeOther {
 		pc.ps.t.Fatalf("login as %s: got status %d; want 303\n%s", name, status, body)
 	}
-	_, _, body = pc.get("/approvals")
+	pc.readCSRF()
+}
+
+// readCSRF reads the session's CSRF token from a page.
+func (pc *pageClient) readCSRF() {
+	pc.ps.t.Helper()
+	_, _, body := pc.get("/approvals")
 	m := metaCSRFPattern.FindStringSubmatch(body)
 	if m == nil {
-		pc.ps.t.Fatalf("no csrf-token meta on /approvals after login:\n%s", body)
+		pc.ps.t.Fatalf("no csrf-token meta on /approvals:\n%s", body)
 	}
 	pc.csrf = m[1]
 }
@@ -545,4 +559,493 @@ func waitLine(t *testing.T, lines <-chan string, want string) bool {
 		}
 	}
 	return false
+}
+
+func TestLoginLogout(t *testing.T) {
+	ps := newPageSite(t, nil)
+	ps.addAdmin("alice")
+	pc := ps.client()
+
+	status, _, body := pc.tryLogin("alice", "wrong password here")
+	if status != http.StatusUnauthorized || !strings.Contains(body, `id="login-error"`) {
+		t.Errorf("wrong password: got status %d; want 401 with #login-error", status)
+	}
+	status, h, _ := pc.tryLogin("alice", pagePassword)
+	if status != http.StatusSeeOther || h.Get("Location") != "/approvals" {
+		t.Fatalf("right password: got %d to %q; want 303 to /approvals", status, h.Get("Location"))
+	}
+	if status, _, _ := pc.get("/approvals"); status != http.StatusOK {
+		t.Fatalf("after login: got status %d for /approvals; want 200", status)
+	}
+	pc.readCSRF()
+	status, h, _ = pc.post("/logout", pc.form())
+	if status != http.StatusSeeOther || h.Get("Location") != "/login" {
+		t.Errorf("logout: got %d to %q; want 303 to /login", status, h.Get("Location"))
+	}
+	if status, h, _ := pc.get("/approvals"); status != http.StatusSeeOther || !strings.HasPrefix(h.Get("Location"), "/login") {
+		t.Errorf("after logout: got %d to %q; want 303 to /login", status, h.Get("Location"))
+	}
+}
+
+func TestLoginLimit(t *testing.T) {
+	ps := newPageSite(t, nil)
+	ps.addAdmin("alice")
+	pc := ps.client()
+	for i := range loginNameBurst {
+		if status, _, _ := pc.tryLogin("alice", "wrong password here"); status != http.StatusUnauthorized {
+			t.Fatalf("failure %d: got status %d; want 401", i+1, status)
+		}
+	}
+	// The clock does not move: the limit stays, even for the right password.
+	status, h, body := pc.tryLogin("alice", pagePassword)
+	if status != http.StatusTooManyRequests {
+		t.Fatalf("after %d failures: got status %d; want 429", loginNameBurst, status)
+	}
+	if secs, err := strconv.Atoi(h.Get("Retry-After")); err != nil || secs < 1 {
+		t.Errorf("got Retry-After %q; want a positive number of seconds", h.Get("Retry-After"))
+	}
+	if !strings.Contains(body, `id="login-error"`) {
+		t.Errorf("429 page lacks #login-error")
+	}
+}
+
+// pagePaths are the admin pages, each of which must render for an admin
+// and send anyone else to the login page.
+func pagePaths(approvalID string) []string {
+	return []string{"/approvals", "/approvals?all=1", "/approvals/" + approvalID, "/approvals/list",
+		"/connections", "/agents", "/grants", "/audit", "/recipes", "/recipes?q=cisco"}
+}
+
+func TestPagesNeedLogin(t *testing.T) {
+	ps := newPageSite(t, nil)
+	ps.addAdmin("alice")
+	a := ps.ask(ps.conn, "write", "touch /srv/x", 1)
+	anon, admin := ps.client(), ps.client()
+	admin.loginAs("alice")
+	for _, p := range append(pagePaths(a.ID), "/", "/events") {
+		t.Run(p, func(t *testing.T) {
+			status, h, _ := anon.get(p)
+			if want := "/login?next=" + url.QueryEscape(p); status != http.StatusSeeOther || h.Get("Location") != want {
+				t.Errorf("without a session: got %d to %q; want 303 to %q", status, h.Get("Location"), want)
+			}
+			if p == "/events" {
+				return // a stream: TestEventStreamAnnouncesApprovals
+			}
+			status, h, _ = admin.get(p)
+			want := http.StatusOK
+			if p == "/" {
+				want = http.StatusSeeOther
+			}
+			if status != want {
+				t.Errorf("as an admin: got status %d; want %d", status, want)
+			}
+			if p == "/" && h.Get("Location") != "/approvals" {
+				t.Errorf("/ redirects to %q; want /approvals", h.Get("Location"))
+			}
+		})
+	}
+}
+
+func TestPostsNeedCSRFToken(t *testing.T) {
+	ps := newPageSite(t, func(c *Config) {
+		c.CheckKey = func(ctx context.Context, alias string) (recipes.Result, error) {
+			t.Errorf("CheckKey(%s) ran for a post without its CSRF token", alias)
+			return recipes.Result{}, nil
+		}
+	})
+	ps.addAdmin("alice")
+	pc := ps.client()
+	pc.loginAs("alice")
+	a := ps.ask(ps.conn, "write", "touch /srv/x", 1)
+	posts := []struct {
+		path string
+		form url.Values
+	}{
+		{"/approvals/" + a.ID + "/approve", url.Values{}},
+		{"/approvals/" + a.ID + "/deny", url.Values{"note": {"no"}}},
+		{"/grants", url.Values{"agent": {"bot"}, "alias": {"web1"}, "read": {"allow"}, "write": {"allow"}, "destructive": {"allow"}}},
+		{"/grants/revoke", url.Values{"agent": {"bot"}, "alias": {"web1"}}},
+		{"/connections/web1/check", url.Values{}},
+		{"/logout", url.Values{}},
+	}
+	for _, tok := range []struct{ name, value string }{{"missing", ""}, {"wrong", "not-the-token"}} {
+		for _, p := range posts {
+			t.Run(tok.name+p.path, func(t *testing.T) {
+				form := url.Values{}
+				for k, v := range p.form {
+					form[k] = v
+				}
+				if tok.value != "" {
+					form.Set(csrfField, tok.value)
+				}
+				if status, _, _ := pc.post(p.path, form); status != http.StatusForbidden {
+					t.Errorf("got status %d; want 403", status)
+				}
+			})
+		}
+	}
+	if got := ps.approval(a.ID); got.Status != store.ApprovalPending {
+		t.Errorf("approval is %s after refused posts; want pending", got.Status)
+	}
+	g, err := ps.st.GrantByNames(context.Background(), "bot", "web1")
+	if err != nil {
+		t.Fatalf("grant after refused posts: %v; want it kept", err)
+	}
+	if g.Rules.Write != store.RuleAsk {
+		t.Errorf("grant write rule is %s after refused posts; want ask", g.Rules.Write)
+	}
+	if status, _, _ := pc.get("/approvals"); status != http.StatusOK {
+		t.Errorf("session after a refused logout: got status %d; want 200", status)
+	}
+}
+
+func TestSecurityHeaders(t *testing.T) {
+	ps := newPageSite(t, nil)
+	ps.addAdmin("alice")
+	pc := ps.client()
+	pc.loginAs("alice")
+	for _, p := range []string{"/login", "/approvals", "/static/approvals.js"} {
+		_, h, _ := pc.get(p)
+		csp := h.Get("Content-Security-Policy")
+		if csp == "" || strings.Contains(csp, "unsafe-inline") || strings.Contains(csp, "unsafe-eval") {
+			t.Errorf("%s: got CSP %q; want one without unsafe-inline or unsafe-eval", p, csp)
+		}
+		if !strings.Contains(csp, "script-src 'self'") || !strings.Contains(csp, "frame-ancestors 'none'") {
+			t.Errorf("%s: got CSP %q; want script-src 'self' and frame-ancestors 'none'", p, csp)
+		}
+	}
+}
+
+// inlinePattern finds what the CSP would block: inline scripts, event
+// handler attributes and style attributes or elements.
+var inlinePattern = regexp.MustCompile(`(?i)<script>|<script [^>]*>[^<]|\son[a-z]+\s*=|\sstyle\s*=|<style`)
+
+func TestPagesHaveNoInlineScriptOrStyle(t *testing.T) {
+	ps := newPageSite(t, nil)
+	ps.addAdmin("alice")
+	pc := ps.client()
+	a := ps.ask(ps.conn, "write", "touch /srv/x", 1)
+	_, _, login := pc.get("/login")
+	pc.loginAs("alice")
+	pages := map[string]string{"/login": login}
+	for _, p := range pagePaths(a.ID) {
+		_, _, pages[p] = pc.get(p)
+	}
+	for p, body := range pages {
+		if m := inlinePattern.FindString(body); m != "" {
+			t.Errorf("%s has %q, which the CSP blocks", p, m)
+		}
+	}
+}
+
+func TestNoPageShowsPrivateKey(t *testing.T) {
+	ps := newPageSite(t, func(c *Config) {
+		c.CheckKey = func(ctx context.Context, alias string) (recipes.Result, error) {
+			return recipes.Result{Status: recipes.StatusOK, Message: "accepted"}, nil
+		}
+	})
+	ps.addAdmin("alice")
+	pc := ps.client()
+	pc.loginAs("alice")
+	a := ps.ask(ps.conn, "write", "touch /srv/x", 1)
+	_, h, _ := pc.post("/connections/web1/check", pc.form())
+	afterCheck := pc.follow(h)
+	block, _ := pem.Decode(ps.connKey)
+	if block == nil {
+		t.Fatal("test key is not PEM")
+	}
+	// Every line of the key file's body, and the key's own bytes in the
+	// encodings a careless page might use.
+	var secrets []string
+	for _, l := range strings.Split(string(ps.connKey), "\n") {
+		if len(l) >= 16 && !strings.HasPrefix(l, "-----") {
+			secrets = append(secrets, l)
+		}
+	}
+	raw, err := ssh.ParseRawPrivateKey(ps.connKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed := raw.(*ed25519.PrivateKey).Seed()
+	secrets = append(secrets, base64.StdEncoding.EncodeToString(seed), hex.EncodeToString(seed), "PRIVATE KEY")
+	pages := map[string]string{"connections after re-check": afterCheck}
+	for _, p := range pagePaths(a.ID) {
+		_, _, pages[p] = pc.get(p)
+	}
+	for p, body := range pages {
+		body += html.UnescapeString(body)
+		for _, sec := range secrets {
+			if strings.Contains(body, sec) {
+				t.Errorf("%s contains private key material %q", p, sec)
+			}
+		}
+	}
+	keys, err := ps.conn.PinnedKeys()
+	if err != nil || len(keys) != 1 {
+		t.Fatalf("PinnedKeys: %v, %d keys", err, len(keys))
+	}
+	if fp := ssh.FingerprintSHA256(keys[0]); !strings.Contains(html.UnescapeString(pages["/connections"]), fp) {
+		t.Errorf("/connections lacks the pinned host key's fingerprint %s", fp)
+	}
+}
+
+func TestConnectionsPageRecheck(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		check     func(ctx context.Context, alias string) (recipes.Result, error)
+		wantForm  bool
+		wantFlash string
+		wantKind  string
+	}{
+		{"no checker", nil, false, "", ""},
+		{"ok", func(ctx context.Context, alias string) (recipes.Result, error) {
+			return recipes.Result{Status: recipes.StatusOK, Message: "exit status 0"}, nil
+		}, true, "Key check of web1: ok — exit status 0", "ok"},
+		{"rejected", func(ctx context.Context, alias string) (recipes.Result, error) {
+			return recipes.Result{Status: recipes.StatusRejected, Message: "Permission denied (publickey)"}, nil
+		}, true, "Key check of web1: rejected — Permission denied (publickey)", "error"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ps := newPageSite(t, func(c *Config) { c.CheckKey = tc.check })
+			ps.addAdmin("alice")
+			pc := ps.client()
+			pc.loginAs("alice")
+			_, _, body := pc.get("/connections")
+			if !strings.Contains(body, `<tr id="conn-web1">`) || !strings.Contains(body, "127.0.0.1:2022") {
+				t.Errorf("/connections lacks row conn-web1 with its address")
+			}
+			form := `<form class="recheck" method="post" action="/connections/web1/check">`
+			if got := strings.Contains(body, form); got != tc.wantForm {
+				t.Errorf("Re-check form shown: %v; want %v", got, tc.wantForm)
+			}
+			if !tc.wantForm {
+				return
+			}
+			_, h, _ := pc.post("/connections/web1/check", pc.form())
+			after := pc.follow(h)
+			if got := flashText(after); got != tc.wantFlash {
+				t.Errorf("got flash %q; want %q", got, tc.wantFlash)
+			}
+			if !strings.Contains(after, `class="flash flash-`+tc.wantKind+`"`) {
+				t.Errorf("flash is not of kind %s", tc.wantKind)
+			}
+		})
+	}
+}
+
+func TestAgentsPage(t *testing.T) {
+	ps := newPageSite(t, nil)
+	ps.addAdmin("alice")
+	pc := ps.client()
+	pc.loginAs("alice")
+	_, _, body := pc.get("/agents")
+	row := html.UnescapeString(regexp.MustCompile(`(?s)<tr id="agent-bot">.*?</tr>`).FindString(body))
+	if row == "" {
+		t.Fatalf("/agents lacks row agent-bot\n%s", body)
+	}
+	for _, want := range []string{ps.agent.Keys[0].Fingerprint, "enabled", `<a href="/grants#agent-bot">1</a>`} {
+		if !strings.Contains(row, want) {
+			t.Errorf("agent-bot row lacks %q\n%s", want, row)
+		}
+	}
+}
+
+func TestGrantForms(t *testing.T) {
+	ps := newPageSite(t, nil)
+	ps.addConnection("prod1", store.EnvProduction)
+	ps.addAdmin("alice")
+	pc := ps.client()
+	pc.loginAs("alice")
+	_, _, body := pc.get("/grants")
+	for _, id := range []string{`id="grant-bot-web1" data-granted="true"`, `id="grant-bot-prod1" data-granted="false"`} {
+		if !strings.Contains(body, id) {
+			t.Errorf("/grants lacks cell %s", id)
+		}
+	}
+	for _, tc := range []struct {
+		name      string
+		alias     string
+		rules     store.Rules
+		wantFlash string
+		want      *store.Rules // nil: no grant afterwards
+	}{
+		{"edit dev", "web1", store.Rules{Read: "allow", Write: "allow", Destructive: "ask"},
+			"Saved bot on web1: read=allow, write=allow, destructive=ask.",
+			&store.Rules{Read: "allow", Write: "allow", Destructive: "ask"}},
+		{"production destructive allow", "prod1", store.Rules{Read: "allow", Write: "ask", Destructive: "allow"},
+			"Grant of bot on prod1 not saved: Destructive=allow is not permitted on a production connection",
+			nil},
+		{"new production grant", "prod1", store.Rules{Read: "allow", Write: "ask", Destructive: "ask"},
+			"Saved bot on prod1: read=allow, write=ask, destructive=ask.",
+			&store.Rules{Read: "allow", Write: "ask", Destructive: "ask"}},
+		{"unknown rule", "web1", store.Rules{Read: "allow", Write: "maybe", Destructive: "ask"},
+			"Grant of bot on web1 not saved: Write rule \"maybe\"",
+			&store.Rules{Read: "allow", Write: "allow", Destructive: "ask"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			status, h, _ := pc.post("/grants", pc.form("agent", "bot", "alias", tc.alias,
+				"read", string(tc.rules.Read), "write", string(tc.rules.Write), "destructive", string(tc.rules.Destructive)))
+			if status != http.StatusSeeOther {
+				t.Fatalf("got status %d; want 303", status)
+			}
+			if got := flashText(pc.follow(h)); !strings.HasPrefix(got, tc.wantFlash) {
+				t.Errorf("got flash %q; want it to start %q", got, tc.wantFlash)
+			}
+			g, err := ps.st.GrantByNames(context.Background(), "bot", tc.alias)
+			switch {
+			case tc.want == nil && err == nil:
+				t.Errorf("got grant %+v; want none", g.Rules)
+			case tc.want != nil && err != nil:
+				t.Errorf("got error %v; want grant %+v", err, *tc.want)
+			case tc.want != nil && g.Rules != *tc.want:
+				t.Errorf("got rules %+v; want %+v", g.Rules, *tc.want)
+			}
+		})
+	}
+	_, _, body = pc.get("/grants")
+	cell := regexp.MustCompile(`(?s)<td class="grant" id="grant-bot-web1".*?</td>`).FindString(body)
+	if !strings.Contains(cell, `<option value="allow" selected>allow</option><option value="ask">ask</option><option value="deny">deny</option></select>`+"\n"+`        <label for="g-bot-web1-destructive">`) {
+		t.Errorf("cell grant-bot-web1 does not show write=allow selected\n%s", cell)
+	}
+	_, h, _ := pc.post("/grants/revoke", pc.form("agent", "bot", "alias", "web1"))
+	if got := flashText(pc.follow(h)); got != "Revoked the grant of bot on web1." {
+		t.Errorf("revoke: got flash %q", got)
+	}
+	if _, err := ps.st.GrantByNames(context.Background(), "bot", "web1"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("after revoke: got %v; want ErrNotFound", err)
+	}
+	_, h, _ = pc.post("/grants/revoke", pc.form("agent", "bot", "alias", "web1"))
+	if got := flashText(pc.follow(h)); !strings.Contains(got, "not revoked") {
+		t.Errorf("revoking a missing grant: got flash %q; want not revoked", got)
+	}
+}
+
+func TestAuditPage(t *testing.T) {
+	ps := newPageSite(t, nil)
+	ps.addAdmin("alice")
+	pc := ps.client()
+	pc.loginAs("alice")
+	ctx := context.Background()
+	const total = 120
+	for i := range total {
+		class, decision := policy.Read, policy.Allowed
+		if i%3 == 0 {
+			class, decision = policy.Destructive, policy.Denied
+		}
+		if _, err := ps.eng.Audit(ctx, policy.Record{
+			AgentID: ps.agent.ID, AgentName: "bot", ConnectionID: ps.conn.ID, ConnectionAlias: "web1",
+			Class: class, Kind: policy.Exec, Outcome: decision, Operation: fmt.Sprintf("cmd %d <b>", i+1),
+		}); err != nil {
+			t.Fatalf("Audit: %v", err)
+		}
+	}
+	seqs := func(body string) []string {
+		var out []string
+		for _, m := range regexp.MustCompile(`<tr id="audit-(\d+)"`).FindAllStringSubmatch(body, -1) {
+			out = append(out, m[1])
+		}
+		return out
+	}
+	older := regexp.MustCompile(`<a href="([^"]*)" id="audit-older"`)
+	for _, tc := range []struct {
+		name      string
+		path      string
+		wantFirst string
+		wantLast  string
+		wantRows  int
+		wantOlder string
+	}{
+		{"first page", "/audit", "120", "71", 50, "/audit?before=71"},
+		{"second page", "/audit?before=71", "70", "21", 50, "/audit?before=21"},
+		{"last page", "/audit?before=21", "20", "1", 20, ""},
+		{"class filter", "/audit?class=destructive", "118", "1", 40, ""},
+		{"decision and agent filter", "/audit?agent=bot&decision=allowed&kind=exec&connection=web1", "120", "47", 50, "/audit?agent=bot&amp;before=47&amp;connection=web1&amp;decision=allowed&amp;kind=exec"},
+		{"no match", "/audit?agent=nobody", "", "", 0, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			status, _, body := pc.get(tc.path)
+			if status != http.StatusOK {
+				t.Fatalf("got status %d; want 200", status)
+			}
+			got := seqs(body)
+			if len(got) != tc.wantRows {
+				t.Fatalf("got %d rows; want %d", len(got), tc.wantRows)
+			}
+			if len(got) > 0 && (got[0] != tc.wantFirst || got[len(got)-1] != tc.wantLast) {
+				t.Errorf("got rows %s..%s; want %s..%s (newest first)", got[0], got[len(got)-1], tc.wantFirst, tc.wantLast)
+			}
+			link := ""
+			if m := older.FindStringSubmatch(body); m != nil {
+				link = m[1]
+			}
+			if link != tc.wantOlder {
+				t.Errorf("got Older link %q; want %q", link, tc.wantOlder)
+			}
+		})
+	}
+	_, _, body := pc.get("/audit")
+	if !strings.Contains(body, `<p id="chain-status" data-ok="true"`) {
+		t.Errorf("intact chain: want #chain-status data-ok=true")
+	}
+	if strings.Contains(body, "<b>") || !strings.Contains(body, "cmd 120 &lt;b&gt;") {
+		t.Errorf("operation text is not escaped")
+	}
+	if status, _, _ := pc.get("/audit?before=x"); status != http.StatusBadRequest {
+		t.Errorf("before=x: got status %d; want 400", status)
+	}
+	// An edited row breaks the chain, and the page says so.
+	db, err := sql.Open("sqlite", ps.dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`UPDATE audit SET operation = 'edited' WHERE seq = 7`); err != nil {
+		t.Fatal(err)
+	}
+	_, _, body = pc.get("/audit")
+	if !strings.Contains(body, `<p id="chain-status" data-ok="false"`) || !strings.Contains(body, "BROKEN at row 7") {
+		t.Errorf("edited row 7: want #chain-status data-ok=false naming row 7")
+	}
+}
+
+func TestRecipesPage(t *testing.T) {
+	ps := newPageSite(t, nil)
+	ps.addAdmin("alice")
+	pc := ps.client()
+	pc.loginAs("alice")
+	cat, err := recipes.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := cat.PublicList(recipes.Filter{})
+	if len(all) == 0 {
+		t.Fatal("empty catalog")
+	}
+	one := all[0]
+	for _, tc := range []struct {
+		name string
+		path string
+		want []recipes.PublicRecipe
+	}{
+		{"all", "/recipes", all},
+		{"q", "/recipes?q=" + url.QueryEscape(one.Key), cat.PublicList(recipes.Filter{Q: one.Key})},
+		{"vendor", "/recipes?vendor=" + url.QueryEscape(one.Vendor), cat.PublicList(recipes.Filter{Vendor: one.Vendor})},
+		{"host", "/recipes?host=github.com", cat.PublicList(recipes.Filter{Host: "github.com"})},
+		{"nothing", "/recipes?q=no-such-recipe-anywhere", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, body := pc.get(tc.path)
+			var got []string
+			for _, m := range regexp.MustCompile(`<tr id="recipe-([^"]+)">`).FindAllStringSubmatch(body, -1) {
+				got = append(got, m[1])
+			}
+			var want []string
+			for _, r := range tc.want {
+				want = append(want, r.Key)
+			}
+			if strings.Join(got, ",") != strings.Join(want, ",") {
+				t.Errorf("got recipes %v; want %v", got, want)
+			}
+		})
+	}
 }

@@ -1,0 +1,111 @@
+package web
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/postern/postern/store"
+)
+
+// grantCell is one agent × connection cell of the grants matrix.
+type grantCell struct {
+	Agent  string
+	Alias  string
+	Env    store.Env
+	Exists bool        // false: the agent cannot see the connection
+	Rules  store.Rules // the grant's, or the defaults a new grant would get
+}
+
+// grantRow is one agent's row of the matrix.
+type grantRow struct {
+	Agent    string
+	Disabled bool
+	Cells    []grantCell
+}
+
+type grantsData struct {
+	Flash       *flash
+	CSRF        string
+	Connections []store.Connection
+	Rows        []grantRow
+}
+
+func (s *Server) grantsPage(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	agents, err := s.cfg.Store.ListAgents(ctx)
+	if err != nil {
+		s.serverError(w, r, "listing agents", err)
+		return
+	}
+	conns, err := s.cfg.Store.ListConnections(ctx)
+	if err != nil {
+		s.serverError(w, r, "listing connections", err)
+		return
+	}
+	grants, err := s.cfg.Store.ListGrants(ctx)
+	if err != nil {
+		s.serverError(w, r, "listing grants", err)
+		return
+	}
+	type pair struct{ agent, conn string }
+	byPair := make(map[pair]store.Grant, len(grants))
+	for _, g := range grants {
+		byPair[pair{g.AgentID, g.ConnectionID}] = g
+	}
+	d := grantsData{Flash: flashFrom(r), CSRF: sessionFrom(ctx).CSRFToken, Connections: conns}
+	for _, a := range agents {
+		row := grantRow{Agent: a.Name, Disabled: a.Disabled}
+		for _, c := range conns {
+			cell := grantCell{Agent: a.Name, Alias: c.Alias, Env: c.Env, Rules: store.DefaultRules()}
+			if g, ok := byPair[pair{a.ID, c.ID}]; ok {
+				cell.Exists, cell.Rules = true, g.Rules
+			}
+			row.Cells = append(row.Cells, cell)
+		}
+		d.Rows = append(d.Rows, row)
+	}
+	s.render(w, r, http.StatusOK, "grants.html", page("Grants", "grants", "", d))
+}
+
+// grantForm creates or changes one grant. The store checks the rules
+// against the connection's environment (store.ValidateGrant) in the same
+// transaction as the write; a refusal is shown to the admin, not a 500.
+func (s *Server) grantForm(w http.ResponseWriter, r *http.Request) {
+	agent, alias := strings.TrimSpace(r.PostFormValue("agent")), strings.TrimSpace(r.PostFormValue("alias"))
+	rules := store.Rules{
+		Read:        store.Rule(r.PostFormValue("read")),
+		Write:       store.Rule(r.PostFormValue("write")),
+		Destructive: store.Rule(r.PostFormValue("destructive")),
+	}
+	g, err := s.cfg.Store.SetGrant(r.Context(), agent, alias, rules)
+	if err != nil {
+		if msg, ok := userMessage(err); ok {
+			s.redirectFlash(w, r, "/grants", flashError, "Grant of "+agent+" on "+alias+" not saved: "+msg)
+			return
+		}
+		s.serverError(w, r, "saving the grant", err)
+		return
+	}
+	admin := sessionFrom(r.Context()).AdminName
+	s.cfg.Logger.Info().Str("admin", admin).Str("agent", agent).Str("alias", alias).
+		Str("read", string(g.Rules.Read)).Str("write", string(g.Rules.Write)).
+		Str("destructive", string(g.Rules.Destructive)).Msg("web: grant saved")
+	s.redirectFlash(w, r, "/grants", flashOK, "Saved "+agent+" on "+alias+": read="+string(g.Rules.Read)+
+		", write="+string(g.Rules.Write)+", destructive="+string(g.Rules.Destructive)+".")
+}
+
+// revokeForm deletes one grant: the agent can no longer see the connection.
+func (s *Server) revokeForm(w http.ResponseWriter, r *http.Request) {
+	agent, alias := strings.TrimSpace(r.PostFormValue("agent")), strings.TrimSpace(r.PostFormValue("alias"))
+	if err := s.cfg.Store.RevokeGrant(r.Context(), agent, alias); err != nil {
+		if msg, ok := userMessage(err); ok {
+			s.redirectFlash(w, r, "/grants", flashError, "Grant of "+agent+" on "+alias+" not revoked: "+msg)
+			return
+		}
+		s.serverError(w, r, "revoking the grant", err)
+		return
+	}
+	s.cfg.Logger.Info().Str("admin", sessionFrom(r.Context()).AdminName).Str("agent", agent).
+		Str("alias", alias).Msg("web: grant revoked")
+	s.redirectFlash(w, r, "/grants", flashOK, "Revoked the grant of "+agent+" on "+alias+".")
+}
