@@ -1,0 +1,253 @@
+package web
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+
+	"github.com/postern/postern/policy"
+	"github.com/postern/postern/store"
+)
+
+// Deciding approvals over the API: POST /v1/approvals/{id}/approve and
+// /deny. The decision goes through policy.Engine, which keeps the
+// two-person rule and lets exactly one of several concurrent decisions win.
+// The decider recorded (and shown to the agent and in the audit log) is
+// "token:" and the console token's name.
+
+// maxReasonLen bounds a denial's reason: it is shown to the agent on one
+// line of stderr and kept in the audit log.
+const maxReasonLen = 1000
+
+// maxIdempotencyKeyLen bounds an Idempotency-Key; a UUID is 36.
+const maxIdempotencyKeyLen = 255
+
+// apiDecideStatuses are the statuses a decision answers besides the common ones.
+func apiDecideStatuses() []int {
+	return []int{http.StatusOK, http.StatusBadRequest, http.StatusNotFound, http.StatusConflict,
+		http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType, http.StatusUnprocessableEntity}
+}
+
+func (s *Server) apiApprove(w http.ResponseWriter, r *http.Request, c *apiCall) error {
+	return s.apiDecide(w, r, c, true)
+}
+
+func (s *Server) apiDeny(w http.ResponseWriter, r *http.Request, c *apiCall) error {
+	return s.apiDecide(w, r, c, false)
+}
+
+// apiDecide reads the body, and with an Idempotency-Key replays the answer
+// to an earlier identical request instead of deciding again. A retry of a
+// decision whose answer was lost (a timeout, a dropped connection) then
+// gets that answer, not a 409 about its own earlier success.
+//
+// The key is scoped to the token (principal "token:" + its id) and bound to
+// the SHA-256 of method, path and body: the same key with a different
+// request is refused with 422 rather than answered with another request's
+// result. Answers below 500 are kept (for idempotencyKeep); a 5xx is not,
+// so that a retry after a failure tries again.
+func (s *Server) apiDecide(w http.ResponseWriter, r *http.Request, c *apiCall, approve bool) error {
+	if err := apiNoParams(c); err != nil {
+		return err
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxAPIBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return &apiError{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large",
+				Message: "the request body is larger than 64 KiB"}
+		}
+		return &apiError{Status: http.StatusBadRequest, Code: "invalid_body", Message: "the request body could not be read"}
+	}
+	key := r.Header.Get("Idempotency-Key")
+	_, hasKey := r.Header["Idempotency-Key"]
+	if !hasKey {
+		status, answer := s.decideAnswer(r, c, approve, body)
+		apiWriteBody(w, status, answer)
+		return nil
+	}
+	if err := apiCheckIdempotencyKey(key); err != nil {
+		return err
+	}
+	principal := "token:" + c.token.ID
+	reqSum := apiRequestSum(r, body)
+	prev, err := s.cfg.Store.IdempotentResponse(r.Context(), principal, key)
+	switch {
+	case err == nil:
+		return apiReplay(w, prev, reqSum)
+	case !errors.Is(err, store.ErrNotFound):
+		return err
+	}
+	status, answer := s.decideAnswer(r, c, approve, body)
+	if status < 500 {
+		kept, stored, err := s.cfg.Store.PutIdempotentResponse(r.Context(), principal, key,
+			store.IdempotentResponse{RequestSHA256: reqSum, Status: status, Body: answer})
+		switch {
+		case err != nil:
+			// The decision is made; failing to remember its answer must
+			// not hide it. A retry will be told the request was decided.
+			s.cfg.Logger.Warn().Err(err).Str("request_id", requestID(r.Context())).Msg("web: keeping idempotent answer")
+		case !stored:
+			// A concurrent request with the same key kept its answer first.
+			return apiReplay(w, kept, reqSum)
+		}
+	}
+	apiWriteBody(w, status, answer)
+	return nil
+}
+
+// apiCheckIdempotencyKey accepts 1 to 255 printable ASCII characters.
+func apiCheckIdempotencyKey(key string) error {
+	ok := key != "" && len(key) <= maxIdempotencyKeyLen && !strings.ContainsFunc(key, func(r rune) bool {
+		return r < 0x21 || r > 0x7e
+	})
+	if !ok {
+		return apiBadParam("Idempotency-Key", "want 1 to %d printable ASCII characters without spaces, such as a UUID",
+			maxIdempotencyKeyLen)
+	}
+	return nil
+}
+
+// apiRequestSum binds an Idempotency-Key to one request: method, path and body.
+func apiRequestSum(r *http.Request, body []byte) string {
+	h := sha256.New()
+	h.Write([]byte(r.Method + "\n" + r.URL.Path + "\n"))
+	h.Write(body)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// replay answers with a kept answer, or 422 when the key was first used for
+// a different request.
+func apiReplay(w http.ResponseWriter, prev *store.IdempotentResponse, reqSum string) error {
+	if prev.RequestSHA256 != reqSum {
+		return &apiError{Status: http.StatusUnprocessableEntity, Code: "idempotency_key_reused", Field: "Idempotency-Key",
+			Message: "this Idempotency-Key was used for a different request (method, path or body); use a new key for a new request"}
+	}
+	w.Header().Set("Idempotent-Replayed", "true")
+	apiWriteBody(w, prev.Status, prev.Body)
+	return nil
+}
+
+// apiDecideBody is the optional JSON body of a decision.
+type apiDecideBody struct {
+	Reason *string `json:"reason"`
+}
+
+// decideAnswer makes the decision and returns its answer, success or error,
+// as the status and body to send (and to keep for an Idempotency-Key).
+func (s *Server) decideAnswer(r *http.Request, c *apiCall, approve bool, body []byte) (int, []byte) {
+	fail := func(err error) (int, []byte) { return s.apiErrorAnswer(r, err) }
+	var in apiDecideBody
+	if len(bytes.TrimSpace(body)) > 0 {
+		if err := apiCheckJSONType(r); err != nil {
+			return fail(err)
+		}
+		if err := apiDecodeStrict(body, &in); err != nil {
+			return fail(err)
+		}
+	}
+	reason := ""
+	if in.Reason != nil {
+		if approve {
+			return fail(&apiError{Status: http.StatusBadRequest, Code: "invalid_body", Field: "reason",
+				Message: "reason: only a denial takes a reason"})
+		}
+		reason = strings.TrimSpace(*in.Reason)
+		if len(reason) > maxReasonLen || strings.ContainsFunc(reason, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+			return fail(&apiError{Status: http.StatusBadRequest, Code: "invalid_body", Field: "reason",
+				Message: "reason: at most 1000 bytes on one line, without control characters"})
+		}
+	}
+	id := r.PathValue("id")
+	decider := "token:" + c.token.Name
+	var a policy.Approval
+	var err error
+	if approve {
+		a, err = s.cfg.Engine.Approve(r.Context(), id, decider)
+	} else {
+		a, err = s.cfg.Engine.Deny(r.Context(), id, decider, reason)
+	}
+	if err != nil {
+		return fail(apiDecideError(id, decider, err))
+	}
+	s.cfg.Logger.Info().Str("approval", id).Str("decider", decider).Str("status", a.Status).
+		Str("request_id", requestID(r.Context())).Msg("web: api decision")
+	return http.StatusOK, apiJSON(apiDataBody{Data: apiApprovalView(a, s.cfg.Now()), RequestID: requestID(r.Context())})
+}
+
+// apiDecideError maps the engine's refusals to answers; anything else (the
+// database) stays an error for apiErrorAnswer's 503.
+//
+// An expired request is 409 with code approval_expired, not 410 Gone: the
+// request still exists (GET shows it, with status expired); what conflicts
+// is the decision with its state, as for one already decided.
+func apiDecideError(id, decider string, err error) error {
+	var done *policy.AlreadyDecidedError
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return apiNotFound("approval", id)
+	case errors.As(err, &done) && done.Status == store.ApprovalExpired, errors.Is(err, policy.ErrExpired):
+		return &apiError{Status: http.StatusConflict, Code: "approval_expired",
+			Message: "approval " + id + " expired before it was decided; the agent must ask again"}
+	case errors.As(err, &done):
+		msg := "approval " + id + " was already " + done.Status
+		if len(done.Deciders) > 0 {
+			msg += " by " + strings.Join(done.Deciders, " and ")
+		}
+		return &apiError{Status: http.StatusConflict, Code: "already_decided", Message: msg}
+	case errors.Is(err, policy.ErrSameApprover):
+		return &apiError{Status: http.StatusConflict, Code: "same_approver",
+			Message: decider + " already gave the first of the two approvals " + id +
+				" needs; the second must come from a different admin or token"}
+	}
+	return err
+}
+
+// apiCheckJSONType refuses a body sent as something other than JSON. A body
+// without a Content-Type is read as JSON, for curl's sake.
+func apiCheckJSONType(r *http.Request) error {
+	ct := r.Header.Get("Content-Type")
+	if ct == "" {
+		return nil
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil || mt != "application/json" {
+		return &apiError{Status: http.StatusUnsupportedMediaType, Code: "unsupported_media_type", Field: "Content-Type",
+			Message: "send the body as application/json"}
+	}
+	return nil
+}
+
+// apiDecodeStrict reads one JSON object into v, refusing unknown fields and
+// trailing data, and names the field at fault where it can.
+func apiDecodeStrict(body []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil && dec.More() {
+		err = errors.New("more than one JSON value")
+	} else if err == nil {
+		if _, terr := dec.Token(); terr != io.EOF {
+			err = errors.New("data after the JSON object")
+		}
+	}
+	if err == nil {
+		return nil
+	}
+	ae := &apiError{Status: http.StatusBadRequest, Code: "invalid_body", Message: "the body is not a valid JSON object: " + err.Error()}
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		ae.Field = te.Field
+		ae.Message = te.Field + ": want a " + te.Type.String()
+	} else if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		ae.Field = strings.Trim(name, `"`)
+		ae.Message = ae.Field + ": unknown field"
+	}
+	return ae
+}
