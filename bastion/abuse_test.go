@@ -79,6 +79,7 @@ func readSession(t *testing.T, ch ssh.Channel, reqs <-chan *ssh.Request) (string
 // is refused with "resource shortage" and a message naming the limit, the
 // connection stays usable, and another agent is unaffected.
 func TestThousandSessionsOneConnection(t *testing.T) {
+	leakCheck(t)
 	h := newHarness(t, harnessOpts{target: testsshdMaxSessions(20)})
 	key2 := h.addAgent("agent2", "web")
 	c := h.client()
@@ -147,6 +148,7 @@ func TestThousandSessionsOneConnection(t *testing.T) {
 // session with ExitUsage; data sent before exec is the command's stdin;
 // env requests are bounded; another agent is unaffected.
 func TestGarbageRequests(t *testing.T) {
+	leakCheck(t)
 	h := newHarness(t, harnessOpts{rules: allowAll, target: testsshdMaxSessions(20)})
 	key2 := h.addAgent("agent2", "web")
 	c := h.client()
@@ -267,6 +269,7 @@ const sshChannelWindow = 2 << 20
 // heap growth stay within a bound made of window sizes, and other agents
 // keep working.
 func TestAgentNeverReadsOutput(t *testing.T) {
+	leakCheck(t)
 	h := newHarness(t, harnessOpts{rules: allowAll, target: testsshdMaxSessions(20)})
 	key2 := h.addAgent("agent2", "web")
 	c := h.client()

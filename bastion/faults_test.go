@@ -112,6 +112,7 @@ func (b *bgSSH) wait(t testing.TB) (int, string) {
 // is down a command answers 255 "unreachable"; once sshd is back the next
 // command dials anew and runs.
 func TestTargetKilledMidCommand(t *testing.T) {
+	leakCheck(t)
 	h := newHarness(t, harnessOpts{rules: allowAll})
 	conn := h.connection("web")
 	if got := h.ssh("", "127.0.0.1", "web", "echo warm"); got.code != 0 {
@@ -156,6 +157,7 @@ func TestTargetKilledMidCommand(t *testing.T) {
 // meanwhile; the approval then leads to 255 "unreachable", nothing ran, and
 // the audit row says failed and names the approval.
 func TestTargetDownWhenApproved(t *testing.T) {
+	leakCheck(t)
 	h := newHarness(t, harnessOpts{rules: writeAsk})
 	file := filepath.Join(t.TempDir(), "made")
 	run := h.sshBackground("127.0.0.1", "web", "touch "+file)
@@ -182,6 +184,7 @@ func TestTargetDownWhenApproved(t *testing.T) {
 // the old one. The agent is refused with "host key of web changed", nothing
 // runs, and the audit row says failed.
 func TestTargetHostKeyChanged(t *testing.T) {
+	leakCheck(t)
 	h := newHarness(t, harnessOpts{rules: allowAll})
 	if got := h.ssh("", "127.0.0.1", "web", "true"); got.code != 0 {
 		t.Fatalf("before the change: exit %d stderr %q; want 0", got.code, got.stderr)

@@ -197,6 +197,7 @@ func floodLogin(tb testing.TB, h *harness, idle, drip int) floodResult {
 // memory per connection. The login time is logged, not asserted (see
 // BenchmarkLoginUnderFlood for the measurement).
 func TestLoginUnderFlood(t *testing.T) {
+	leakCheck(t)
 	h := newHarness(t, harnessOpts{})
 	res := floodLogin(t, h, 500, 20)
 	t.Logf("login under the flood: %v; heap growth per flood connection: %.0f B", res.login, res.heapPerConn)

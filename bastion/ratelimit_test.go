@@ -122,6 +122,7 @@ func TestLimiterRepeatDenied(t *testing.T) {
 // and nothing runs; the refusal is audited as denied, "rate limited"; and
 // another agent is not limited by it.
 func TestRateLimitPerAgent(t *testing.T) {
+	leakCheck(t)
 	h := newHarness(t, harnessOpts{config: func(c *Config) {
 		c.CommandRate = 1e-9 // no refill while the test runs
 		c.CommandBurst = 3
@@ -180,6 +181,7 @@ func (f *fakeSleep) take() []time.Duration {
 // line on stderr saying so; a different, allowed command is not delayed and
 // ends the streak.
 func TestRepeatedDenialsSlowDown(t *testing.T) {
+	leakCheck(t)
 	fs := &fakeSleep{}
 	h := newHarness(t, harnessOpts{server: func(s *Server) { s.sleep = fs.sleep }})
 	file := filepath.Join(t.TempDir(), "made")
