@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -27,9 +28,13 @@ import (
 //     may have given up); a fresh connection is served while it is still
 //     wanted.
 //   - While connections wait, a handshake that has held its slot longer
-//     than the lease loses it (its connection is closed), oldest first. An
-//     honest handshake takes a handful of round trips; without waiters a
-//     slow one keeps its slot up to the handshake deadline.
+//     than the lease loses it (its connection is closed), the one whose
+//     lease ended first. An honest handshake takes a handful of round
+//     trips; without waiters a slow one keeps its slot up to the handshake
+//     deadline. A connection that has sent nothing at all has a quarter of
+//     the lease: SSH clients send their version line as soon as they
+//     connect (or, the few that wait, one round trip after the server's),
+//     so silence that long is an idle connection, not a slow client.
 //
 // It is safe for concurrent use.
 type admission struct {
@@ -61,6 +66,10 @@ type admission struct {
 type handshake struct {
 	nc  net.Conn
 	src string
+
+	// read counts the bytes the client has sent; the handshake's
+	// goroutine adds, preemptLocked reads.
+	read atomic.Int64
 
 	state     handshakeState
 	ready     chan struct{} // closed when state leaves waiting
@@ -187,29 +196,51 @@ func (a *admission) preemptLocked(h *handshake) time.Duration {
 	if !sourceFull && len(a.holding) < a.max {
 		return 0 // a slot is free: dispatch gives it to a newer waiter or to h
 	}
-	var oldest *handshake
+	var first *handshake
+	var firstEnd time.Time
 	for _, x := range a.holding {
 		if x.preempted || (sourceFull && x.src != h.src) {
 			continue
 		}
-		if oldest == nil || x.slotAt.Before(oldest.slotAt) {
-			oldest = x
+		if end := x.slotAt.Add(a.leaseOf(x)); first == nil || end.Before(firstEnd) {
+			first, firstEnd = x, end
 		}
 	}
-	if oldest == nil {
+	if first == nil {
 		return 0
 	}
-	if held := a.now().Sub(oldest.slotAt); held < a.lease {
-		return a.lease - held
+	if left := firstEnd.Sub(a.now()); left > 0 {
+		return left
 	}
-	oldest.preempted = true
+	first.preempted = true
 	a.freeing++
 	a.preemptions++
-	a.log.Info().Str("source", oldest.src).Dur("held", a.now().Sub(oldest.slotAt)).Msg("handshake slot taken back for a waiting connection")
+	a.log.Info().Str("source", first.src).Dur("held", a.now().Sub(first.slotAt)).Int64("bytes", first.read.Load()).
+		Msg("handshake slot taken back for a waiting connection")
 	// Closing the connection ends its handshake, whose goroutine then gives
 	// the slot back through done.
-	oldest.nc.Close()
+	first.nc.Close()
 	return 0
+}
+
+// leaseOf is h's lease: a quarter of it while h has sent nothing.
+func (a *admission) leaseOf(h *handshake) time.Duration {
+	if h.read.Load() == 0 {
+		return a.lease / 4
+	}
+	return a.lease
+}
+
+// countingReader counts the bytes read from a connection into n.
+type countingReader struct {
+	net.Conn
+	n *atomic.Int64
+}
+
+func (c countingReader) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.n.Add(int64(n))
+	return n, err
 }
 
 // done gives back h's slot once its handshake has ended, successfully or

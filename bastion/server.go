@@ -35,7 +35,8 @@ const (
 	// sure while other connections wait; past it, the slot may go to one
 	// of them (see admission). An honest handshake is about six round
 	// trips: 2 s covers them at 300 ms each, while a flood of idle or
-	// slow-drip connections cannot hold a slot for longer.
+	// slow-drip connections cannot hold a slot for longer. A connection
+	// that has sent nothing has a quarter of it.
 	DefaultHandshakeLease = 2 * time.Second
 	// DefaultMaxAuthTries matches OpenSSH's MaxAuthTries.
 	DefaultMaxAuthTries = 6
@@ -358,7 +359,7 @@ func (ac *agentConn) setGrants(g []store.Grant) {
 
 func (s *Server) serveConn(nc net.Conn, hs *handshake, deadline time.Time) {
 	_ = nc.SetDeadline(deadline)
-	bc := newBatchConn(nc)
+	bc := newBatchConn(countingReader{nc, &hs.read})
 	defer bc.Close()
 	sconn, chans, reqs, err := ssh.NewServerConn(bc, s.ssh)
 	s.adm.done(hs)
