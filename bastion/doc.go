@@ -6,7 +6,10 @@
 // allowed work over a pooled upstream SSH connection that uses the sealed
 // key, which the agent never sees. Every outcome is audited.
 //
-// Files by concern: server.go (listener, limits, handshake, auth),
-// session.go (session channel requests, routing, decisions), relay.go (the
-// byte-exact channel relay), upstream.go (the per-connection client pool).
+// Files by concern: server.go (listener, handshake, auth), admission.go
+// (which unauthenticated connections may run their handshake, so that a
+// flood cannot keep agents out), ratelimit.go (the per-agent command rate
+// and the slow-down after repeated denials), session.go (session channel
+// requests, routing, decisions), relay.go (the byte-exact channel relay),
+// upstream.go (the per-connection client pool).
 package bastion
