@@ -32,7 +32,7 @@ import (
 // "bot", a dev connection "web" and a production connection "db", both
 // with real ed25519 private keys and granted to bot.
 type apiSite struct {
-	t     *testing.T
+	t     testing.TB
 	clock *fakeclock.Clock
 	st    *store.Store
 	eng   *policy.Engine
@@ -45,12 +45,13 @@ type apiSite struct {
 	keys [][]byte
 	ci   string // the "ci" token
 	ops  string // the "ops" token
+	path string // the database file, for tests that tamper with it
 }
 
 // newAPISite builds the site. The limiter runs on the fake clock, which
 // never moves on its own, so the default burst would refuse a long test:
 // the burst is effectively unlimited unless edit sets one.
-func newAPISite(t *testing.T, edit func(*Config)) *apiSite {
+func newAPISite(t testing.TB, edit func(*Config)) *apiSite {
 	t.Helper()
 	ctx := context.Background()
 	clock := fakeclock.New()
@@ -58,7 +59,8 @@ func newAPISite(t *testing.T, edit func(*Config)) *apiSite {
 	for i := range mk {
 		mk[i] = byte(0xA0 + i)
 	}
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), store.DatabaseFile), store.Options{Now: clock.Now, MasterKey: mk})
+	path := filepath.Join(t.TempDir(), store.DatabaseFile)
+	st, err := store.Open(ctx, path, store.Options{Now: clock.Now, MasterKey: mk})
 	if err != nil {
 		t.Fatalf("store.Open: %v", err)
 	}
@@ -83,7 +85,7 @@ func newAPISite(t *testing.T, edit func(*Config)) *apiSite {
 		eng.Close()
 		st.Close()
 	})
-	as := &apiSite{t: t, clock: clock, st: st, eng: eng, srv: srv}
+	as := &apiSite{t: t, clock: clock, st: st, eng: eng, srv: srv, path: path}
 	as.ci, as.ops = as.addToken("ci"), as.addToken("ops")
 	if as.agent, err = st.CreateAgent(ctx, "bot", apiKeyPair(t).authorized+" bot@test"); err != nil {
 		t.Fatalf("CreateAgent: %v", err)
@@ -151,7 +153,7 @@ type apiKeys struct {
 	authorized string
 }
 
-func apiKeyPair(t *testing.T) apiKeys {
+func apiKeyPair(t testing.TB) apiKeys {
 	t.Helper()
 	_, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
@@ -232,7 +234,7 @@ func keyLeak(keys [][]byte, text string) string {
 
 // decode parses an answer's JSON body into a generic object, after checking
 // its envelope (see checkEnvelope).
-func (r apiResp) decode(t *testing.T) map[string]any {
+func (r apiResp) decode(t testing.TB) map[string]any {
 	t.Helper()
 	m, err := checkEnvelope(r)
 	if err != nil {
@@ -360,7 +362,7 @@ func mapKeys(m map[string]any) func(func(string) bool) {
 
 // errCode returns an error answer's code and field, after checking the
 // envelope.
-func (r apiResp) errCode(t *testing.T) (code, field string) {
+func (r apiResp) errCode(t testing.TB) (code, field string) {
 	t.Helper()
 	m := r.decode(t)
 	e, _ := m["error"].(map[string]any)
@@ -370,7 +372,7 @@ func (r apiResp) errCode(t *testing.T) (code, field string) {
 }
 
 // errMessage is an error answer's message.
-func (r apiResp) errMessage(t *testing.T) string {
+func (r apiResp) errMessage(t testing.TB) string {
 	t.Helper()
 	e, _ := r.decode(t)["error"].(map[string]any)
 	msg, _ := e["message"].(string)
@@ -378,7 +380,7 @@ func (r apiResp) errMessage(t *testing.T) string {
 }
 
 // data is a success answer's data object.
-func (r apiResp) data(t *testing.T) map[string]any {
+func (r apiResp) data(t testing.TB) map[string]any {
 	t.Helper()
 	d, ok := r.decode(t)["data"].(map[string]any)
 	if !ok {
@@ -388,7 +390,7 @@ func (r apiResp) data(t *testing.T) map[string]any {
 }
 
 // list is a list answer's records, has_more and next_cursor.
-func (r apiResp) list(t *testing.T) ([]map[string]any, bool, string) {
+func (r apiResp) list(t testing.TB) ([]map[string]any, bool, string) {
 	t.Helper()
 	m := r.decode(t)
 	var out []map[string]any
