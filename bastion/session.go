@@ -410,6 +410,8 @@ func (s *Server) refuseRateLimited(ac *agentConn, ch ssh.Channel, kind policy.Ki
 // waits, its class and reasons, the approval id, how to decide it, and when
 // it expires. It returns the audit record to complete.
 func (s *Server) authorize(ctx context.Context, op policy.Operation, stderr io.Writer, reasons string) (policy.Authorization, policy.Record, error) {
+	// The reasons go with an approval request, for the admin who decides.
+	op.Reasons = reasons
 	waitCtx, stopWait := context.WithCancel(ctx)
 	defer stopWait()
 	defer context.AfterFunc(s.waits, stopWait)()
