@@ -126,7 +126,7 @@ func (c *Config) setDefaults() {
 		c.CommandBurst = DefaultCommandBurst
 	}
 	if c.ApproveHint == nil {
-		c.ApproveHint = func(id string) string { return "postern approvals approve " + id }
+		c.ApproveHint = func(id string) string { return "decide with `postern approvals approve " + id + "`" }
 	}
 }
 

@@ -416,7 +416,7 @@ func (s *Server) authorize(ctx context.Context, op policy.Operation, stderr io.W
 	defer stopWait()
 	defer context.AfterFunc(s.waits, stopWait)()
 	auth, err := s.cfg.Policy.Authorize(waitCtx, op, func(a policy.Approval) {
-		fmt.Fprintf(stderr, "postern: waiting for approval %s: %s on %s: %s; decide with `%s`; expires %s\r\n",
+		fmt.Fprintf(stderr, "postern: waiting for approval %s: %s on %s: %s; %s; expires %s\r\n",
 			a.ID, op.Class, op.ConnectionAlias, reasons, s.cfg.ApproveHint(a.ID), a.ExpiresAt.UTC().Format(time.RFC3339))
 		s.log.Info().Str("agent_id", op.AgentID).Str("alias", op.ConnectionAlias).Str("class", string(op.Class)).
 			Str("decision", "asked").Str("approval", a.ID).Msg("waiting for approval")

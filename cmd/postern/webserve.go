@@ -108,7 +108,7 @@ func listenerURL(ln net.Listener) string {
 // approval's page first, the CLI as the fallback.
 func webApproveHint(baseURL, self, dataDir string) func(id string) string {
 	return func(id string) string {
-		return fmt.Sprintf("approve at %s/approvals/%s or run: %s approvals approve %s --data %s",
+		return fmt.Sprintf("approve at %s/approvals/%s or with `%s approvals approve %s --data %s`",
 			baseURL, id, self, id, shellQuote(dataDir))
 	}
 }
@@ -116,7 +116,7 @@ func webApproveHint(baseURL, self, dataDir string) func(id string) string {
 // cliApproveHint is the bastion's waiting line without the web page.
 func cliApproveHint(self, dataDir string) func(id string) string {
 	return func(id string) string {
-		return fmt.Sprintf("%s approvals approve %s --data %s", self, id, shellQuote(dataDir))
+		return fmt.Sprintf("decide with `%s approvals approve %s --data %s`", self, id, shellQuote(dataDir))
 	}
 }
 
