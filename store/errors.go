@@ -64,3 +64,34 @@ func isUniqueViolation(err error) bool {
 	var se *sqlite.Error
 	return errors.As(err, &se) && (se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE || se.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY)
 }
+
+// Database faults that Fault names.
+const (
+	FaultLocked   = "the database is locked by another process"
+	FaultReadOnly = "the database is read-only"
+	FaultFull     = "the disk holding the database is full"
+	FaultIO       = "the database cannot be read or written (I/O error)"
+)
+
+// Fault says what keeps the database from answering when err is SQLite
+// refusing for lack of a lock, permission, space or a working disk (one of
+// the Fault constants), and "" for any other error. Callers that refuse an
+// operation because of err use it to say why in words an operator acts on.
+func Fault(err error) string {
+	var se *sqlite.Error
+	if !errors.As(err, &se) {
+		return ""
+	}
+	// The primary result code is the low byte of the extended one.
+	switch se.Code() & 0xff {
+	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
+		return FaultLocked
+	case sqlite3.SQLITE_READONLY:
+		return FaultReadOnly
+	case sqlite3.SQLITE_FULL:
+		return FaultFull
+	case sqlite3.SQLITE_IOERR, sqlite3.SQLITE_CANTOPEN:
+		return FaultIO
+	}
+	return ""
+}

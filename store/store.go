@@ -172,6 +172,34 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	return nil
 }
 
+// CheckWritable reports whether a write could start now: it takes the
+// database's write lock (BEGIN IMMEDIATE, waiting up to the busy timeout
+// for another connection or process that holds it) and lets go at once,
+// writing nothing. It fails when another process has held the lock for
+// longer than the busy timeout and when the database is read-only. It
+// cannot see a full disk: only a write that reaches the file does.
+//
+// policy calls it before it lets an allowed operation run, because that
+// operation's audit row is written only when it ends, and an operation that
+// ran must not go unrecorded.
+func (s *Store) CheckWritable(ctx context.Context) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("store: database not writable: %w", err)
+	}
+	// In WAL mode BEGIN IMMEDIATE takes the lock even on a read-only
+	// database; a statement that would write (and, matching no row,
+	// changes nothing) is what meets SQLite's read-only check.
+	if _, err := tx.ExecContext(ctx, `UPDATE schema_version SET version = version WHERE 0`); err != nil {
+		tx.Rollback()
+		return fmt.Errorf("store: database not writable: %w", err)
+	}
+	if err := tx.Rollback(); err != nil {
+		return fmt.Errorf("store: database not writable: %w", err)
+	}
+	return nil
+}
+
 // nowUTC is the injected clock in UTC.
 func (s *Store) nowUTC() time.Time { return s.now().UTC() }
 
