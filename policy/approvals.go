@@ -53,6 +53,10 @@ func (e *Engine) Authorize(ctx context.Context, op Operation, onWait func(Approv
 	}
 	switch d.Rule {
 	case Allow:
+		if reason, err := e.recordable(ctx); err != nil {
+			auth.Decision.Rule, auth.Decision.Reason, auth.Decision.Err = Deny, reason, err
+			return fail(Failed, &DeniedError{Reason: reason})
+		}
 		auth.Outcome = Allowed
 		return auth, nil
 	case Deny:

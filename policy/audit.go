@@ -94,7 +94,78 @@ func (e *Engine) Audit(ctx context.Context, r Record) (int64, error) {
 		BytesOut:        r.BytesOut,
 	}, ChainHash)
 	if err != nil {
-		return 0, fmt.Errorf("policy: audit: %w", err)
+		err = fmt.Errorf("policy: audit: %w", err)
+		if ctx.Err() == nil {
+			e.setAuditErr(err)
+		}
+		return 0, err
 	}
+	e.setAuditErr(nil)
 	return row.Seq, nil
+}
+
+// setAuditErr records the outcome of an audit write: err trips the guard
+// that keeps Authorize from letting anything run, nil clears it. Each change
+// is logged once, not per operation.
+func (e *Engine) setAuditErr(err error) {
+	e.healthMu.Lock()
+	was := e.auditErr
+	e.auditErr = err
+	e.healthMu.Unlock()
+	switch {
+	case err != nil && was == nil:
+		e.log.Error().Err(err).Msg("audit log cannot be written; refusing every operation until an audit row is written again")
+	case err == nil && was != nil:
+		e.log.Info().Msg("audit log writable again; operations are decided as usual")
+	}
+}
+
+// recordable returns nil when an allowed operation's audit row can be
+// written when it ends, and otherwise the reason to give the agent and the
+// error for the log.
+//
+// An allowed operation is audited only once it has run, so a database that
+// cannot take the row must stop it before it runs: postern fails closed.
+// Two checks, both cheap next to the row itself: the last audit write did
+// not fail (a full disk shows only there), and the database's write lock
+// can be taken now (another process holding it, or a read-only database,
+// shows there). After an audit failure, the next audit row written (that of
+// the refusal, which the caller records) clears the first check.
+func (e *Engine) recordable(ctx context.Context) (string, error) {
+	e.healthMu.Lock()
+	auditErr := e.auditErr
+	e.healthMu.Unlock()
+	// A lock or a read-only database is seen by the lock check as well, so
+	// once that passes the audit failure is over; a full disk or an I/O
+	// error is seen only by a write, and the guard stays until one works.
+	probeClears := false
+	if auditErr != nil {
+		switch store.Fault(auditErr) {
+		case store.FaultLocked, store.FaultReadOnly:
+			probeClears = e.writable != nil
+		}
+		if !probeClears {
+			return refusalReason("the audit log cannot be written", auditErr), fmt.Errorf("policy: refused: %w", auditErr)
+		}
+	}
+	if e.writable == nil {
+		return "", nil
+	}
+	if err := e.writable(ctx); err != nil {
+		return refusalReason("the decision cannot be recorded", err), fmt.Errorf("policy: refused: %w", err)
+	}
+	if probeClears {
+		e.setAuditErr(nil)
+	}
+	return "", nil
+}
+
+// refusalReason says why an operation was refused for a database fault, in
+// words safe to show the agent: what failed and, when the store can tell,
+// the fault ("the database is locked by another process").
+func refusalReason(what string, err error) string {
+	if f := store.Fault(err); f != "" {
+		return what + " (" + f + "); refused, nothing ran"
+	}
+	return what + "; refused, nothing ran"
 }

@@ -47,6 +47,13 @@ type preparer interface {
 	PreparePolicy(ctx context.Context) (*store.PolicyStatements, error)
 }
 
+// writeChecker is implemented by *store.Store: CheckWritable takes the
+// database's write lock and lets go, so that Authorize can refuse an
+// operation whose audit row could not be written.
+type writeChecker interface {
+	CheckWritable(ctx context.Context) error
+}
+
 // Approval is a stored approval request.
 type Approval = store.Approval
 
@@ -74,6 +81,16 @@ type Engine struct {
 	facts       func(ctx context.Context, agentID, connectionID, alias string) (store.PolicyFacts, error)
 	appendAudit func(ctx context.Context, row store.AuditRow, chain store.ChainFunc) (store.AuditRow, error)
 	prepared    *store.PolicyStatements
+	// writable is the store's CheckWritable, or nil for a store without
+	// one (a test's fake).
+	writable func(ctx context.Context) error
+
+	// healthMu guards auditErr. It is never held while calling the store.
+	healthMu sync.Mutex
+	// auditErr is the failure of the last Audit, and nil once an Audit
+	// succeeds again. While it is set, Authorize lets nothing run: an
+	// operation that ran must leave an audit row.
+	auditErr error
 
 	// life ends with Close (cancel); done is its Done channel, on which
 	// waiters and the watcher return, and life also aborts the watcher's
@@ -124,6 +141,9 @@ func New(opts Options) (*Engine, error) {
 		e.log = *opts.Logger
 	}
 	e.facts, e.appendAudit = opts.Store.PolicyFacts, opts.Store.AppendAudit
+	if w, ok := opts.Store.(writeChecker); ok {
+		e.writable = w.CheckWritable
+	}
 	if p, ok := opts.Store.(preparer); ok {
 		ps, err := p.PreparePolicy(context.Background())
 		if err != nil {
@@ -202,6 +222,9 @@ func (e *Engine) Decide(ctx context.Context, op Operation) Decision {
 	}
 	if err != nil {
 		d.Reason = "policy error; refused"
+		if f := store.Fault(err); f != "" {
+			d.Reason = "policy error (" + f + "); refused"
+		}
 		d.Err = fmt.Errorf("policy: decide: %w", err)
 		return d
 	}
