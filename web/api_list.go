@@ -214,7 +214,7 @@ type apiPage[T any] struct {
 }
 
 // sorter gives a list's records their sort keys and ids. A key is a string
-// that sorts as its field does (see sortTimeKey and sortNumKey), so that one
+// that sorts as its field does (see sortTimeKey), so that one
 // comparison serves every field and a cursor can carry the key as text.
 type apiSorter[T any] struct {
 	keys map[string]func(T) string // sort field → key
@@ -279,6 +279,3 @@ func sortTimeKey(t time.Time) string {
 	}
 	return t.UTC().Format(sortTimeLayout)
 }
-
-// sortNumKey is the sort key of a non-negative number.
-func sortNumKey(n int64) string { return fmt.Sprintf("%020d", n) }
