@@ -316,7 +316,7 @@ func TestApprovalsPageShowsPendingRequests(t *testing.T) {
 		t.Fatalf("got status %d; want 200", status)
 	}
 	for _, want := range []string{
-		`<article class="approval class-destructive" id="approval-` + a.ID + `" data-id="` + a.ID + `">`,
+		`<article class="approval" id="approval-` + a.ID + `" data-id="` + a.ID + `" data-class="destructive">`,
 		`<dd class="agent">bot</dd>`,
 		`<dd class="alias">web1</dd>`,
 		`<dd class="env env-dev">dev</dd>`,
