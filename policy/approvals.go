@@ -95,6 +95,18 @@ func (e *Engine) Authorize(ctx context.Context, op Operation, onWait func(Approv
 	}
 	switch {
 	case err == nil:
+		// The grant was read before the wait, which can last minutes: an
+		// admin may have revoked it or set the class to deny meanwhile, and
+		// an approval of the operation does not outrank that. The approval
+		// stays consumed: it was for this operation, which does not run.
+		if now := e.Decide(ctx, op); now.Rule == Deny {
+			auth.Decision = now
+			o := Denied
+			if now.Err != nil {
+				o = Failed
+			}
+			return fail(o, &DeniedError{Reason: "the grant changed while approval " + a.ID + " waited: " + now.Reason, NoGrant: now.NoGrant})
+		}
 		auth.Outcome = Approved
 		return auth, nil
 	case errors.Is(err, ErrDenied):
