@@ -1,7 +1,9 @@
 package web
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -14,17 +16,28 @@ import (
 	"github.com/postern/postern/store"
 )
 
-// eventHub tells live pages that the database changed. It polls SQLite's
+// eventHub tells live pages that the approvals changed. It polls SQLite's
 // data_version, which changes when any connection — this process's bastion,
 // the CLI, another postern — commits, so a page learns of a new approval or
 // a decision made anywhere within one poll interval.
+//
+// Most commits are not about approvals (logins, grants, audit rows, every
+// API call's token use), so after a commit the hub reads the pending
+// approvals once and tells its subscribers only if they differ from what it
+// saw last: one small query per commit for all open pages, instead of every
+// page fetching its list after every commit.
 type eventHub struct {
 	store *store.Store
 	poll  time.Duration
 	log   zerolog.Logger
 
+	// mu guards subs.
 	mu   sync.Mutex
 	subs map[chan struct{}]struct{}
+
+	// Owned by the goroutine in run (or a test calling check).
+	version   int64
+	signature []byte // of the pending approvals; nil when unknown
 }
 
 func newEventHub(st *store.Store, poll time.Duration, log zerolog.Logger) *eventHub {
@@ -63,28 +76,76 @@ func (h *eventHub) notify() {
 func (h *eventHub) run(ctx context.Context) {
 	t := time.NewTicker(h.poll)
 	defer t.Stop()
-	last, err := h.store.DataVersion(ctx)
+	v, err := h.store.DataVersion(ctx)
 	if err != nil && ctx.Err() == nil {
 		h.log.Warn().Err(err).Msg("web: watching for changes")
 	}
+	h.version = v
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		v, err := h.store.DataVersion(ctx)
-		if err != nil {
-			if ctx.Err() == nil {
-				h.log.Warn().Err(err).Msg("web: watching for changes")
-			}
-			continue
+		changed, err := h.check(ctx)
+		if err != nil && ctx.Err() == nil {
+			h.log.Warn().Err(err).Msg("web: watching for changes")
 		}
-		if v != last {
-			last = v
+		if changed {
 			h.notify()
 		}
 	}
+}
+
+// check reports whether the pending approvals changed since the last
+// check. When they cannot be read after a commit it answers true with the
+// error: a needless refresh is better than a page that misses a request.
+func (h *eventHub) check(ctx context.Context) (bool, error) {
+	v, err := h.store.DataVersion(ctx)
+	if err != nil {
+		return false, fmt.Errorf("web: %w", err)
+	}
+	if v == h.version {
+		return false, nil
+	}
+	h.version = v
+	if !h.watched() {
+		h.signature = nil // nobody listens: do not read, but do not trust the old one
+		return false, nil
+	}
+	sig, err := h.pendingSignature(ctx)
+	if err != nil {
+		h.signature = nil
+		return true, err
+	}
+	if bytes.Equal(sig, h.signature) {
+		return false, nil
+	}
+	h.signature = sig
+	return true, nil
+}
+
+// watched reports whether anyone subscribes.
+func (h *eventHub) watched() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.subs) > 0
+}
+
+// pendingSignature hashes what the approvals page shows of each pending
+// request that can change: its id, status, first approver and modification
+// time. A request that is decided or expires leaves the list, which changes
+// the hash too.
+func (h *eventHub) pendingSignature(ctx context.Context) ([]byte, error) {
+	list, err := h.store.ListApprovals(ctx, false)
+	if err != nil {
+		return nil, fmt.Errorf("web: %w", err)
+	}
+	d := sha256.New()
+	for _, a := range list {
+		fmt.Fprintf(d, "%s\x00%s\x00%s\x00%d\n", a.ID, a.Status, a.FirstApprover, a.ModifiedAt.UnixNano())
+	}
+	return d.Sum(nil), nil
 }
 
 // heartbeatEvery is how often an idle event stream sends a comment, so that
@@ -95,7 +156,7 @@ const heartbeatEvery = 15 * time.Second
 const eventRetry = 3 * time.Second
 
 // eventStream answers GET /events with server-sent events: "event:
-// approvals" after each change to the database, which tells the approvals
+// approvals" after each change to the pending approvals, which tells the approvals
 // page to fetch its list again, and a comment every heartbeatEvery. It
 // returns when the client goes away or the server shuts down (Serve cancels
 // every request's context), so the stream needs no goroutine of its own.

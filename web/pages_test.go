@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"crypto/tls"
 	"database/sql"
 	"encoding/base64"
 	"encoding/hex"
@@ -12,6 +13,7 @@ import (
 	"fmt"
 	"html"
 	"io"
+	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -24,6 +26,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"go.uber.org/goleak"
 	"golang.org/x/crypto/ssh"
 
 	"github.com/postern/postern/internal/fakeclock"
@@ -1047,5 +1050,108 @@ func TestRecipesPage(t *testing.T) {
 				t.Errorf("got recipes %v; want %v", got, want)
 			}
 		})
+	}
+}
+
+func TestEventHubAnnouncesOnlyApprovalChanges(t *testing.T) {
+	ps := newPageSite(t, nil)
+	prod, _ := ps.addConnection("prod1", store.EnvProduction)
+	ctx := context.Background()
+	h := ps.srv.events
+	_, unsubscribe := h.subscribe()
+	defer unsubscribe()
+	if _, err := h.check(ctx); err != nil { // the baseline
+		t.Fatal(err)
+	}
+	var two store.Approval
+	for _, step := range []struct {
+		name string
+		do   func() error
+		want bool
+	}{
+		{"nothing committed", func() error { return nil }, false},
+		{"new request", func() error { two = ps.ask(prod, "destructive", "rm -rf /srv/a", 2); return nil }, true},
+		{"grant changed", func() error {
+			_, err := ps.st.SetGrant(ctx, "bot", "web1", store.DefaultRules())
+			return err
+		}, false},
+		{"audit row", func() error {
+			_, err := ps.eng.Audit(ctx, policy.Record{AgentID: ps.agent.ID, ConnectionID: ps.conn.ID,
+				Class: policy.Read, Kind: policy.Exec, Outcome: policy.Allowed, Operation: "uptime"})
+			return err
+		}, false},
+		{"first of two approvals", func() error { _, err := ps.eng.Approve(ctx, two.ID, "alice"); return err }, true},
+		{"denied", func() error { _, err := ps.eng.Deny(ctx, two.ID, "bob", ""); return err }, true},
+		{"listing with nothing to expire", func() error { _, err := ps.eng.Approvals(ctx, false); return err }, false},
+	} {
+		if err := step.do(); err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		got, err := h.check(ctx)
+		if err != nil {
+			t.Fatalf("%s: check: %v", step.name, err)
+		}
+		if got != step.want {
+			t.Errorf("%s: got announce %v; want %v", step.name, got, step.want)
+		}
+	}
+}
+
+// TestEventStreamEndsAtShutdown serves the site with Serve, as postern
+// does, and checks that an open event stream ends when the server stops
+// and that nothing it started is left running.
+func TestEventStreamEndsAtShutdown(t *testing.T) {
+	ps := newPageSite(t, func(c *Config) { c.EventPoll = 5 * time.Millisecond })
+	ps.addAdmin("alice")
+	// The store's and the httptest server's goroutines live until the
+	// test's cleanup; everything Serve starts must end before it.
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	ctx := context.Background()
+	admin, err := ps.st.AdminByName(ctx, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	token, sha := NewToken("")
+	if _, err := ps.st.CreateAdminSession(ctx, admin.ID, sha, "csrf", ps.clock.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	cert, err := LoadCertificate(t.TempDir(), "", "", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	serveCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	served := make(chan error, 1)
+	go func() { served <- ps.srv.Serve(serveCtx, ln, cert.TLS) }()
+
+	tr := &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}} // the test's own self-signed certificate
+	defer tr.CloseIdleConnections()
+	req, err := http.NewRequest(http.MethodGet, "https://"+ln.Addr().String()+"/events", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.AddCookie(&http.Cookie{Name: sessionCookie, Value: token})
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		t.Fatalf("GET /events: %v", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /events: got status %d; want 200", resp.StatusCode)
+	}
+	first := make([]byte, len("retry: 3000\n: connected\n\n"))
+	if _, err := io.ReadFull(resp.Body, first); err != nil {
+		t.Fatalf("reading the stream's opening: %v", err)
+	}
+	stop()
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Logf("stream ended with %v", err)
+	}
+	if err := <-served; err != nil {
+		t.Errorf("Serve: %v; want nil after shutdown", err)
 	}
 }
