@@ -190,7 +190,12 @@ func (s *Store) CheckWritable(ctx context.Context) error {
 	// In WAL mode BEGIN IMMEDIATE takes the lock even on a read-only
 	// database; a statement that would write (and, matching no row,
 	// changes nothing) is what meets SQLite's read-only check.
-	if _, err := tx.ExecContext(ctx, `UPDATE schema_version SET version = version WHERE 0`); err != nil {
+	stmt, err := s.stmts.get(ctx, `UPDATE schema_version SET version = version WHERE 0`)
+	if err != nil {
+		tx.Rollback()
+		return fmt.Errorf("store: database not writable: %w", err)
+	}
+	if _, err := tx.StmtContext(ctx, stmt).ExecContext(ctx); err != nil {
 		tx.Rollback()
 		return fmt.Errorf("store: database not writable: %w", err)
 	}
