@@ -60,6 +60,7 @@ type apiHandler func(s *Server, w http.ResponseWriter, r *http.Request, c *apiCa
 type apiCall struct {
 	token *store.ConsoleToken // the caller; nil on public routes
 	query url.Values          // the parsed query string
+	keys  *keyLocks           // the server's Idempotency-Key locks
 }
 
 // authed returns the statuses of an authenticated route: its own plus 401
@@ -104,8 +105,9 @@ func apiRouteTable() []apiRoute {
 // in the API's JSON error shape rather than ServeMux's plain text.
 func (s *Server) apiRoutes(mux *http.ServeMux) {
 	routes := apiRouteTable()
+	keys := &keyLocks{held: map[string]chan struct{}{}}
 	for _, rt := range routes {
-		mux.HandleFunc(rt.Method+" "+rt.Path, s.apiServe(rt))
+		mux.HandleFunc(rt.Method+" "+rt.Path, s.apiServe(rt, keys))
 	}
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		s.apiNoRoute(w, r, routes)
@@ -114,9 +116,9 @@ func (s *Server) apiRoutes(mux *http.ServeMux) {
 
 // apiServe wraps a route's handler with authentication, the rate limit and
 // query parsing.
-func (s *Server) apiServe(rt apiRoute) http.HandlerFunc {
+func (s *Server) apiServe(rt apiRoute, keys *keyLocks) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		c := &apiCall{}
+		c := &apiCall{keys: keys}
 		if rt.Public {
 			if ok, wait := s.apiLimit.allow("addr:" + clientAddr(r)); !ok {
 				s.apiTooMany(w, r, wait)

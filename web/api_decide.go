@@ -2,14 +2,17 @@ package web
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"mime"
 	"net/http"
 	"strings"
+	"sync"
 
 	"github.com/postern/postern/policy"
 	"github.com/postern/postern/store"
@@ -77,6 +80,11 @@ func (s *Server) apiDecide(w http.ResponseWriter, r *http.Request, c *apiCall, a
 	}
 	principal := "token:" + c.token.ID
 	reqSum := apiRequestSum(r, body)
+	unlock, err := c.keys.lock(r.Context(), principal+"\x00"+key)
+	if err != nil {
+		return fmt.Errorf("web: waiting for another request with the same Idempotency-Key: %w", err)
+	}
+	defer unlock()
 	prev, err := s.cfg.Store.IdempotentResponse(r.Context(), principal, key)
 	switch {
 	case err == nil:
@@ -94,12 +102,52 @@ func (s *Server) apiDecide(w http.ResponseWriter, r *http.Request, c *apiCall, a
 			// not hide it. A retry will be told the request was decided.
 			s.cfg.Logger.Warn().Err(err).Str("request_id", requestID(r.Context())).Msg("web: keeping idempotent answer")
 		case !stored:
-			// A concurrent request with the same key kept its answer first.
+			// A concurrent request with the same key, in another postern
+			// process, kept its answer first.
 			return apiReplay(w, kept, reqSum)
 		}
 	}
 	apiWriteBody(w, status, answer)
 	return nil
+}
+
+// keyLocks makes requests with the same principal and Idempotency-Key wait
+// for each other. Without it two copies of one request sent together (a
+// client that retries on a short timeout) would both miss the kept answer
+// and both decide: one would win, the other get 409 already_decided, and
+// whichever kept its answer first would be replayed to every later retry —
+// possibly the 409, hiding the client's own success. Held in turn, the
+// second finds the first's kept answer and replays it. It covers one
+// process; PutIdempotentResponse keeps the first answer across processes.
+type keyLocks struct {
+	mu   sync.Mutex               // guards held
+	held map[string]chan struct{} // key → closed when its holder unlocks
+}
+
+// lock waits until no other request holds key (or ctx ends), then holds it
+// until the returned func is called.
+func (k *keyLocks) lock(ctx context.Context, key string) (func(), error) {
+	for {
+		k.mu.Lock()
+		busy, ok := k.held[key]
+		if !ok {
+			ch := make(chan struct{})
+			k.held[key] = ch
+			k.mu.Unlock()
+			return func() {
+				k.mu.Lock()
+				delete(k.held, key)
+				k.mu.Unlock()
+				close(ch)
+			}, nil
+		}
+		k.mu.Unlock()
+		select {
+		case <-busy:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 }
 
 // apiCheckIdempotencyKey accepts 1 to 255 printable ASCII characters.

@@ -935,3 +935,45 @@ func TestAPIConcurrentApprove(t *testing.T) {
 		t.Errorf("stored decider %v; want the winner %s", got, winner)
 	}
 }
+
+// TestAPIIdempotentConcurrentRetries: copies of one request with one
+// Idempotency-Key sent together all get the one decision's answer — the
+// first fresh, the rest replayed — never a 409 about their own success.
+func TestAPIIdempotentConcurrentRetries(t *testing.T) {
+	as := newAPISite(t, nil)
+	a := as.ask(as.web, "write", "touch /x", 1)
+	const n = 6
+	results := make(chan apiResp, n)
+	start := make(chan struct{})
+	for range n {
+		go func() {
+			<-start
+			req := httptest.NewRequest("POST", "https://postern.test/v1/approvals/"+a.ID+"/approve", nil)
+			req.Header.Set("Authorization", "Bearer "+as.ci)
+			req.Header.Set("Idempotency-Key", "retry-1")
+			rec := httptest.NewRecorder()
+			as.srv.Handler().ServeHTTP(rec, req)
+			results <- apiResp{status: rec.Code, header: rec.Header(), body: rec.Body.Bytes()}
+		}()
+	}
+	close(start)
+	fresh := 0
+	var first []byte
+	for range n {
+		r := <-results
+		if r.status != http.StatusOK {
+			t.Fatalf("status %d; want 200 for every copy (%s)", r.status, r.body)
+		}
+		if r.header.Get("Idempotent-Replayed") != "true" {
+			fresh++
+		}
+		if first == nil {
+			first = r.body
+		} else if !bytes.Equal(r.body, first) {
+			t.Errorf("bodies differ:\n%s\n%s", r.body, first)
+		}
+	}
+	if fresh != 1 {
+		t.Errorf("%d fresh answers; want 1 and the rest replayed", fresh)
+	}
+}
