@@ -55,11 +55,55 @@
       var article = el.closest('article.approval');
       if (article) {
         article.classList.add('expired');
+        var buttons = article.querySelectorAll('button');
+        for (var b = 0; b < buttons.length; b++) {
+          buttons[b].disabled = true;
+        }
         var id = article.getAttribute('data-id');
         if (id && !refreshedAfterExpiry[id]) {
           refreshedAfterExpiry[id] = true;
           // The server marks a request expired when it is next listed.
           window.setTimeout(refresh, 1000);
+        }
+      }
+    }
+  }
+
+  // replace swaps in a new list, keeping what the admin was typing: a deny
+  // note half written, and the focus, survive a request arriving.
+  function replace(html) {
+    var notes = {};
+    var inputs = section.querySelectorAll('article.approval input.note');
+    for (var i = 0; i < inputs.length; i++) {
+      var id = inputs[i].closest('article.approval').getAttribute('data-id');
+      if (inputs[i].value !== '') {
+        notes[id] = inputs[i].value;
+      }
+    }
+    var active = document.activeElement;
+    var focus = null;
+    if (active && section.contains(active)) {
+      var art = active.closest('article.approval');
+      if (art) {
+        focus = {id: art.getAttribute('data-id'), cls: active.className,
+          start: active.selectionStart, end: active.selectionEnd};
+      }
+    }
+    section.innerHTML = html;
+    var arts = section.querySelectorAll('article.approval');
+    for (var j = 0; j < arts.length; j++) {
+      var aid = arts[j].getAttribute('data-id');
+      var note = arts[j].querySelector('input.note');
+      if (note && Object.prototype.hasOwnProperty.call(notes, aid)) {
+        note.value = notes[aid];
+      }
+      if (focus && focus.id === aid && focus.cls) {
+        var el = arts[j].querySelector('.' + focus.cls.split(' ')[0]);
+        if (el) {
+          el.focus();
+          if (typeof focus.start === 'number' && el.setSelectionRange) {
+            el.setSelectionRange(focus.start, focus.end);
+          }
         }
       }
     }
@@ -95,7 +139,7 @@
         if (html === null) {
           return;
         }
-        section.innerHTML = html;
+        replace(html);
         section.removeAttribute('data-stale');
         readSkew();
         tick();
