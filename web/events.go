@@ -162,22 +162,25 @@ const eventRetry = 3 * time.Second
 // every request's context), so the stream needs no goroutine of its own.
 func (s *Server) eventStream(w http.ResponseWriter, r *http.Request) {
 	rc := http.NewResponseController(w)
-	// The server's ReadTimeout would otherwise end a long-lived stream:
-	// net/http cancels a request's context when the connection's read
-	// deadline passes while it waits for the next request.
+	// The server's ReadTimeout would otherwise end the stream after 30 s:
+	// while a handler runs, net/http reads the connection in the background
+	// to notice a client that hangs up, and a read deadline passing there
+	// cancels the request's context as if the client had gone.
 	if err := rc.SetReadDeadline(time.Time{}); err != nil && !errors.Is(err, http.ErrNotSupported) {
 		s.cfg.Logger.Debug().Err(err).Msg("web: events: clearing the read deadline")
 	}
 	if err := rc.SetWriteDeadline(time.Time{}); err != nil && !errors.Is(err, http.ErrNotSupported) {
 		s.cfg.Logger.Debug().Err(err).Msg("web: events: clearing the write deadline")
 	}
-	changes, unsubscribe := s.events.subscribe()
-	defer unsubscribe()
-
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no")
+	if r.Method == http.MethodHead {
+		return // a stream has no end for HEAD to wait for
+	}
+	changes, unsubscribe := s.events.subscribe()
+	defer unsubscribe()
 	w.WriteHeader(http.StatusOK)
 	send := func(msg string) bool {
 		if _, err := io.WriteString(w, msg); err != nil {

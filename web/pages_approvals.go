@@ -97,9 +97,9 @@ func (s *Server) pendingList(r *http.Request) (approvalCards, error) {
 // oneList reads one request into the live list's data, for its own page.
 func (s *Server) oneList(r *http.Request, id string) (approvalCards, error) {
 	now := s.cfg.Now()
-	// Approvals marks overdue requests expired, so an old page tells the
-	// truth about a request nobody waited on.
-	if _, err := s.cfg.Engine.Approvals(r.Context(), false); err != nil {
+	// Mark overdue requests expired first, so that the page tells the truth
+	// about a request nobody waited on (as Engine.Approvals does for lists).
+	if _, err := s.cfg.Store.ExpireApprovals(r.Context()); err != nil {
 		return approvalCards{}, fmt.Errorf("web: approvals: %w", err)
 	}
 	a, err := s.cfg.Store.GetApproval(r.Context(), id)
@@ -127,7 +127,8 @@ func (s *Server) approvalsPage(w http.ResponseWriter, r *http.Request) {
 	if d.All {
 		limit = maxDecided
 	}
-	// ListApprovals is oldest first; the page wants the newest decisions.
+	// ListApprovals is oldest first; the page wants the newest requests
+	// that have been decided.
 	for _, a := range slices.Backward(all) {
 		if a.Status == store.ApprovalPending {
 			continue
