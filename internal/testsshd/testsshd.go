@@ -39,6 +39,25 @@ type Options struct {
 	ExtraConfig []string
 	// AuthorizedKeys are accepted in addition to Server.UserKey.
 	AuthorizedKeys []ssh.PublicKey
+
+	// MaxStartups, MaxSessions and MaxAuthTries set sshd's keywords of the
+	// same names; sshd's defaults (10:30:100, 10 and 6) if zero. A load
+	// test raises them so that the target is not what it measures. They
+	// are written before ExtraConfig, and sshd keeps the first value of a
+	// keyword, so they win over the same keyword there.
+	MaxStartups  string // "start:rate:full", as sshd_config(5) says
+	MaxSessions  int
+	MaxAuthTries int
+
+	// EmptyHome makes sshd set HOME to an empty directory (Server.Home)
+	// for logins with Server.UserKey, through authorized_keys'
+	// environment= option and PermitUserEnvironment HOME. The target's
+	// shell then reads no ~/.bashrc: on a developer machine that file can
+	// cost more than the whole SSH exchange (pyenv init takes about 185 ms
+	// on the 2-core machine of bench/RESULTS.md), which would swamp a test
+	// that runs thousands of commands. The working directory stays the
+	// user's real home.
+	EmptyHome bool
 }
 
 // Server is a running sshd.
@@ -56,6 +75,7 @@ type Server struct {
 
 	Dir        string // holds sshd_config, keys and authorized_keys
 	ConfigPath string
+	Home       string // HOME of UserKey's sessions if Options.EmptyHome; "" otherwise
 
 	sshd        string // path of the sshd binary
 	hostKeyPath string
@@ -120,6 +140,13 @@ func Start(t testing.TB, opts Options) *Server {
 	s.UserKey, s.UserKeyPEM = writeKey(t, filepath.Join(dir, "id_ed25519"), "testsshd user key")
 
 	var ak bytes.Buffer
+	if opts.EmptyHome {
+		s.Home = filepath.Join(dir, "home")
+		if err := os.Mkdir(s.Home, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&ak, "environment=\"HOME=%s\" ", s.Home) // t.TempDir: no quotes in it
+	}
 	ak.Write(ssh.MarshalAuthorizedKey(s.UserKey.PublicKey()))
 	for _, k := range opts.AuthorizedKeys {
 		ak.Write(ssh.MarshalAuthorizedKey(k))
@@ -154,6 +181,20 @@ func Start(t testing.TB, opts Options) *Server {
 			"AllowUsers " + u.Username,
 			"Subsystem sftp internal-sftp",
 			"LogLevel VERBOSE",
+		}
+		if opts.MaxStartups != "" {
+			cfg = append(cfg, "MaxStartups "+opts.MaxStartups)
+		}
+		if opts.MaxSessions > 0 {
+			cfg = append(cfg, "MaxSessions "+strconv.Itoa(opts.MaxSessions))
+		}
+		if opts.MaxAuthTries > 0 {
+			cfg = append(cfg, "MaxAuthTries "+strconv.Itoa(opts.MaxAuthTries))
+		}
+		if opts.EmptyHome {
+			// Only HOME: the key's environment= option cannot set
+			// anything else (LD_PRELOAD, PATH).
+			cfg = append(cfg, "PermitUserEnvironment HOME")
 		}
 		cfg = append(cfg, opts.ExtraConfig...)
 		if err := os.WriteFile(s.ConfigPath, []byte(strings.Join(cfg, "\n")+"\n"), 0o600); err != nil {

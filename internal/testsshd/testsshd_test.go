@@ -56,3 +56,39 @@ func TestKillRestartNewHostKey(t *testing.T) {
 	}
 	c2.Close()
 }
+
+// TestEmptyHomeAndLimits: with EmptyHome the user key's sessions see the
+// empty HOME, and MaxSessions raised past sshd's default of 10 lets one
+// connection hold more sessions at once.
+func TestEmptyHomeAndLimits(t *testing.T) {
+	s := Start(t, Options{EmptyHome: true, MaxSessions: 12, MaxStartups: "100:30:200", MaxAuthTries: 10})
+	c, err := ssh.Dial("tcp", s.Addr, s.ClientConfig())
+	if err != nil {
+		t.Fatalf("dial: %v\n%s", err, s.Log())
+	}
+	defer c.Close()
+	sess, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := sess.Output(`echo "$HOME"`)
+	if err != nil {
+		t.Fatalf("exec: %v", err)
+	}
+	if got := string(bytes.TrimSpace(out)); got != s.Home || s.Home == "" {
+		t.Errorf("HOME = %q; want %q (non-empty)", got, s.Home)
+	}
+	var open []*ssh.Session
+	defer func() {
+		for _, o := range open {
+			o.Close()
+		}
+	}()
+	for i := 0; i < 12; i++ {
+		o, err := c.NewSession()
+		if err != nil {
+			t.Fatalf("session %d of 12 on one connection: %v; want MaxSessions 12 to allow it", i+1, err)
+		}
+		open = append(open, o)
+	}
+}
