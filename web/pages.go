@@ -136,8 +136,8 @@ func (s *Server) renderFragment(w http.ResponseWriter, r *http.Request, file, na
 // page instead (after a redirect), which must not be pasted into the page.
 const fragmentHeader = "X-Postern-Fragment"
 
-// serverError logs err and answers 500 (503 when the database may just be
-// busy) without showing the error, which may name internals.
+// serverError logs err and answers 500 without showing the error, which may
+// name internals; the request id in the answer finds the log line.
 func (s *Server) serverError(w http.ResponseWriter, r *http.Request, what string, err error) {
 	if r.Context().Err() != nil {
 		return // the client went away; nobody reads the answer
