@@ -415,6 +415,35 @@ func (s *Store) ListApprovals(ctx context.Context, all bool) ([]Approval, error)
 	return out, nil
 }
 
+// RecentDecidedApprovals returns at most limit requests that are no longer
+// pending, newest decision first. It reads only those rows (the status
+// index), so a page that shows recent decisions costs the same however long
+// the history is.
+func (s *Store) RecentDecidedApprovals(ctx context.Context, limit int) ([]Approval, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT `+approvalColumns+approvalFrom+`
+		WHERE p.status IN ('approved', 'denied', 'expired')
+		ORDER BY p.modified_at DESC, p.id DESC LIMIT ?`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("store: recent approvals: %w", err)
+	}
+	defer rows.Close()
+	var out []Approval
+	for rows.Next() {
+		a, err := scanApproval(rows)
+		if err != nil {
+			return nil, fmt.Errorf("store: recent approvals: %w", err)
+		}
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: recent approvals: %w", err)
+	}
+	return out, nil
+}
+
 // ApprovalStatuses returns the status of each named request (missing ids are
 // left out). It reads only those rows by primary key, which is what lets the
 // policy engine's watcher check its waiters after every change to the

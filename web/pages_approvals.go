@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -118,25 +117,20 @@ func (s *Server) approvalsPage(w http.ResponseWriter, r *http.Request) {
 	}
 	now := s.cfg.Now()
 	d := approvalsData{Flash: flashFrom(r), List: list, All: r.URL.Query().Get("all") == "1"}
-	all, err := s.cfg.Store.ListApprovals(r.Context(), true)
-	if err != nil {
-		s.serverError(w, r, "listing approvals", err)
-		return
-	}
 	limit := recentDecided
 	if d.All {
 		limit = maxDecided
 	}
-	// ListApprovals is oldest first; the page wants the newest requests
-	// that have been decided.
-	for _, a := range slices.Backward(all) {
-		if a.Status == store.ApprovalPending {
-			continue
-		}
-		if len(d.Recent) == limit {
-			d.More = true
-			break
-		}
+	// One more than shown tells whether there are more.
+	recent, err := s.cfg.Store.RecentDecidedApprovals(r.Context(), limit+1)
+	if err != nil {
+		s.serverError(w, r, "listing approvals", err)
+		return
+	}
+	if len(recent) > limit {
+		recent, d.More = recent[:limit], true
+	}
+	for _, a := range recent {
 		d.Recent = append(d.Recent, newApprovalCard(a, now, "", ""))
 	}
 	s.render(w, r, http.StatusOK, "approvals.html", page("Approvals", "approvals", "approvals.js", d))
