@@ -43,9 +43,6 @@ const (
 	browserStepTimeout = 30 * time.Second
 	// browserTestTimeout bounds a whole browser test, browser start included.
 	browserTestTimeout = 4 * time.Minute
-	// agentTimeout bounds one ssh command of the agent, its wait for a
-	// decision included.
-	agentTimeout = 2 * time.Minute
 )
 
 // chromiumPath finds Debian's Chromium: /usr/bin/chromium, else chromium on
@@ -144,49 +141,10 @@ func startWebRig(t *testing.T) *webRig {
 	return r
 }
 
-// agentRun is one ssh command of the agent running in the background.
-type agentRun struct {
-	done   chan struct{}
-	stdout string
-	stderr string
-	code   int
-}
-
 // agent runs command on the target through the bastion as the agent,
 // bounded by agentTimeout. Wait for it with wait.
 func (r *webRig) agent(command string) *agentRun {
-	a := &agentRun{done: make(chan struct{})}
-	ctx, cancel := context.WithTimeout(context.Background(), agentTimeout)
-	cmd := exec.CommandContext(ctx, "ssh", append(append([]string{}, r.sshArgs...), command)...)
-	cmd.Env = cliEnv()
-	var o, e bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &o, &e
-	go func() {
-		defer close(a.done)
-		defer cancel()
-		err := cmd.Run()
-		var ee *exec.ExitError
-		switch {
-		case errors.As(err, &ee):
-			a.code = ee.ExitCode()
-		case err != nil:
-			a.code = -1
-			e.WriteString(err.Error())
-		}
-		a.stdout, a.stderr = o.String(), e.String()
-	}()
-	r.t.Cleanup(func() { cancel(); <-a.done }) // no ssh outlives the test
-	return a
-}
-
-// wait waits for the agent's command to end, at most agentTimeout.
-func (a *agentRun) wait(t *testing.T) {
-	t.Helper()
-	select {
-	case <-a.done:
-	case <-time.After(agentTimeout + 10*time.Second):
-		t.Fatal("the agent's ssh did not end")
-	}
+	return startAgentRun(r.t, "ssh", append(append([]string{}, r.sshArgs...), command)...)
 }
 
 // newBrowser starts a headless Chromium with a fresh profile that trusts
