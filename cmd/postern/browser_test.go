@@ -371,7 +371,10 @@ func TestBrowser(t *testing.T) {
 	}
 
 	t.Run("approve lets the command finish", func(t *testing.T) {
-		step(t, bctx, "click Approve", chromedp.Click(chromedp.CSS("#approval-"+liveID+" button.approve")))
+		// The form post's navigation (303 back to the list, with a flash)
+		// must end before the test navigates, or one aborts the other.
+		step(t, bctx, "click Approve", chromedp.Click(chromedp.CSS("#approval-"+liveID+" button.approve")),
+			chromedp.WaitVisible(chromedp.CSS("#flash")))
 		live.wait(t)
 		if live.code != 0 {
 			t.Errorf("approved rm: got exit %d, stderr %q; want 0", live.code, live.stderr)
@@ -395,6 +398,7 @@ func TestBrowser(t *testing.T) {
 		step(t, bctx, "type a note and click Deny",
 			chromedp.SendKeys(chromedp.CSS(form+" input.note"), "not on a Friday"),
 			chromedp.Click(chromedp.CSS(form+" button.deny")),
+			chromedp.WaitVisible(chromedp.CSS("#flash")),
 		)
 		a.wait(t)
 		if a.code != 126 {
