@@ -49,6 +49,12 @@ type Options struct {
 	MaxSessions  int
 	MaxAuthTries int
 
+	// LogLevel is sshd's LogLevel; VERBOSE if empty. sshd's log is kept in
+	// the test's memory (Server.Log), about 100 bytes per connection and
+	// session at VERBOSE: a load test that measures the process's heap
+	// sets ERROR.
+	LogLevel string
+
 	// EmptyHome makes sshd set HOME to an empty directory (Server.Home)
 	// for logins with Server.UserKey, through authorized_keys'
 	// environment= option and PermitUserEnvironment HOME. The target's
@@ -180,7 +186,11 @@ func Start(t testing.TB, opts Options) *Server {
 			"PermitRootLogin prohibit-password",
 			"AllowUsers " + u.Username,
 			"Subsystem sftp internal-sftp",
-			"LogLevel VERBOSE",
+		}
+		if opts.LogLevel != "" {
+			cfg = append(cfg, "LogLevel "+opts.LogLevel)
+		} else {
+			cfg = append(cfg, "LogLevel VERBOSE")
 		}
 		if opts.MaxStartups != "" {
 			cfg = append(cfg, "MaxStartups "+opts.MaxStartups)
