@@ -351,10 +351,10 @@ func BenchmarkLoad200Agents(b *testing.B) {
 		h, agents, dir := newMixedLoad(b, loadAgents, &logs)
 		b.StartTimer()
 		res := runLoad(b, h, mixedJobs(dir, agents, loadCommands))
+		b.Logf("%s", res.summary())
 		if res.failures != 0 {
 			b.Fatalf("%d of %d commands failed; want 0. First:\n%s\npostern's warnings and errors:\n%s", res.failures, res.commands, strings.Join(res.failed, "\n"), &logs)
 		}
-		b.Logf("%s", res.summary())
 		reportLoad(b, res)
 	}
 }
@@ -371,10 +371,10 @@ func BenchmarkLoad1000Sleep(b *testing.B) {
 		agents := h.addLoadAgents(sleepAgents, "sleep", store.DefaultRules())
 		b.StartTimer()
 		res := runLoad(b, h, sleepJobs(agents, sleepConnsPer, sleepSessionsPer))
+		b.Logf("%s", res.summary())
 		if res.failures != 0 {
 			b.Fatalf("%d of %d sessions failed; want 0. First:\n%s\npostern's warnings and errors:\n%s", res.failures, res.commands, strings.Join(res.failed, "\n"), &logs)
 		}
-		b.Logf("%s", res.summary())
 		reportLoad(b, res)
 	}
 }
