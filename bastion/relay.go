@@ -131,7 +131,13 @@ type exitRequest struct {
 // does not hold the session once the target's command has exited, because
 // the end is decided by the target's side alone (ssh.Session's Wait hangs on
 // exactly that).
-func relay(ctx context.Context, down ssh.Channel, downReqs <-chan *ssh.Request, up ssh.Channel, upReqs <-chan *ssh.Request) relayResult {
+//
+// beforeExit, when not nil, is called with the result so far (exit status
+// and byte counts) after the target's command ended and before the agent is
+// told: the caller records the outcome there, so that an agent that saw its
+// command end finds it in the audit log even if postern dies the next
+// instant.
+func relay(ctx context.Context, down ssh.Channel, downReqs <-chan *ssh.Request, up ssh.Channel, upReqs <-chan *ssh.Request, beforeExit func(relayResult)) relayResult {
 	var bytesIn, bytesOut atomic.Int64
 
 	// Agent → target: stdin, then EOF; window-change and signal requests.
@@ -216,6 +222,11 @@ loop:
 	// The agent is told first: it should not wait for postern's cleanup
 	// of the target's side.
 	if res.Err == nil {
+		if beforeExit != nil {
+			early := res
+			early.BytesIn, early.BytesOut = bytesIn.Load(), bytesOut.Load()
+			beforeExit(early)
+		}
 		for _, ex := range exits {
 			// An agent that has gone away cannot be told; its goroutines
 			// end with its connection, and the outcome stands.

@@ -293,7 +293,16 @@ func (h *relayHarness) serveSession(ctx context.Context, wg *sync.WaitGroup, ch 
 		return
 	}
 	rec := &frameRecorder{Channel: ch}
-	res := relay(ctx, rec, reqs, upCh, upReqs)
+	// The hook records itself among the frames, so that TestRelayFrameOrder
+	// sees that the outcome is known (and audited, in the server) before
+	// the agent is told.
+	res := relay(ctx, rec, reqs, upCh, upReqs, func(r relayResult) {
+		status := "none"
+		if r.ExitStatus != nil {
+			status = fmt.Sprint(*r.ExitStatus)
+		}
+		rec.record("before-exit:" + status)
+	})
 	select {
 	case h.frames <- rec.frames():
 	default: // only TestRelayFrameOrder reads them
@@ -536,7 +545,7 @@ func TestRelayFrameOrder(t *testing.T) {
 		if res := h.result(t); res.Err != nil {
 			t.Errorf("relay error: got %v; want nil", res.Err)
 		}
-		if got, want := strings.Join(<-h.frames, ","), "exit-status,eof,close"; got != want {
+		if got, want := strings.Join(<-h.frames, ","), "before-exit:3,exit-status,eof,close"; got != want {
 			t.Errorf("frames relay sent: got %s; want %s", got, want)
 		}
 	})

@@ -335,12 +335,25 @@ func (s *Server) run(ac *agentConn, ch ssh.Channel, reqs <-chan *ssh.Request, st
 		s.audit(rec, start)
 		return
 	}
-	res := relay(ctx, ch, held.release(), up.Channel, up.Requests)
-	rec.BytesIn, rec.BytesOut = res.BytesIn, res.BytesOut
-	if res.ExitStatus != nil {
-		code := int(*res.ExitStatus)
-		rec.ExitStatus = &code
+	result := func(res relayResult) {
+		rec.BytesIn, rec.BytesOut = res.BytesIn, res.BytesOut
+		if res.ExitStatus != nil {
+			code := int(*res.ExitStatus)
+			rec.ExitStatus = &code
+		}
 	}
+	// A command that ended is audited before the agent learns its exit
+	// status (see relay's beforeExit); one cut short, after.
+	audited := false
+	res := relay(ctx, ch, held.release(), up.Channel, up.Requests, func(res relayResult) {
+		result(res)
+		s.audit(rec, start)
+		audited = true
+	})
+	if audited {
+		return
+	}
+	result(res)
 	if res.Err != nil {
 		// The command was cut short (the target or its connection was
 		// lost, or the agent went away): the row says failed, so that an

@@ -22,6 +22,9 @@ type Authorization struct {
 	Outcome  Outcome
 	Approval *Approval // the request, when the rule was Ask and one was made or found
 	Err      error     // the error Authorize returned, for Record's reason
+	// InflightID is the journal row written before an allowed or approved
+	// operation runs; Record carries it to Audit, which removes it.
+	InflightID string
 }
 
 // Deciders lists the admins who decided the approval, if any.
@@ -53,11 +56,11 @@ func (e *Engine) Authorize(ctx context.Context, op Operation, onWait func(Approv
 	}
 	switch d.Rule {
 	case Allow:
-		if reason, err := e.recordable(ctx); err != nil {
+		auth.Outcome = Allowed
+		if reason, err := e.begin(ctx, &auth, op); err != nil {
 			auth.Decision.Rule, auth.Decision.Reason, auth.Decision.Err = Deny, reason, err
 			return fail(Failed, &DeniedError{Reason: reason})
 		}
-		auth.Outcome = Allowed
 		return auth, nil
 	case Deny:
 		o := Denied
@@ -82,6 +85,10 @@ func (e *Engine) Authorize(ctx context.Context, op Operation, onWait func(Approv
 	auth.Approval = &a
 	if outcome == store.RequestClaimed {
 		auth.Outcome = Approved
+		if reason, err := e.begin(ctx, &auth, op); err != nil {
+			auth.Decision.Rule, auth.Decision.Reason, auth.Decision.Err = Deny, reason, err
+			return fail(Failed, &DeniedError{Reason: reason})
+		}
 		e.log.Info().Str("approval", a.ID).Str("agent", d.AgentName).Str("alias", d.ConnectionAlias).
 			Msg("approved request consumed by a retry")
 		return auth, nil
@@ -108,6 +115,10 @@ func (e *Engine) Authorize(ctx context.Context, op Operation, onWait func(Approv
 			return fail(o, &DeniedError{Reason: "the grant changed while approval " + a.ID + " waited: " + now.Reason, NoGrant: now.NoGrant})
 		}
 		auth.Outcome = Approved
+		if reason, err := e.begin(ctx, &auth, op); err != nil {
+			auth.Decision.Rule, auth.Decision.Reason, auth.Decision.Err = Deny, reason, err
+			return fail(Failed, &DeniedError{Reason: reason})
+		}
 		return auth, nil
 	case errors.Is(err, ErrDenied):
 		return fail(Denied, err)

@@ -30,6 +30,9 @@ type Record struct {
 	Duration   time.Duration
 	BytesIn    int64 // from the agent to the target
 	BytesOut   int64 // from the target to the agent
+	// InflightID is the operation's journal row (from Authorization);
+	// Audit removes it in the transaction that appends this row.
+	InflightID string
 }
 
 // Record returns the audit record for an authorization, for the caller to
@@ -48,6 +51,7 @@ func (a Authorization) Record(op Operation) Record {
 		Outcome:         a.Outcome,
 		Deciders:        a.Deciders(),
 		Operation:       op.Text,
+		InflightID:      a.InflightID,
 	}
 	if r.AgentID == "" {
 		r.AgentID = op.AgentID
@@ -75,7 +79,27 @@ func (e *Engine) Audit(ctx context.Context, r Record) (int64, error) {
 	if r.Time.IsZero() {
 		r.Time = e.now()
 	}
-	row, err := e.appendAudit(ctx, store.AuditRow{
+	var row store.AuditRow
+	var err error
+	if r.InflightID != "" && e.journal != nil {
+		row, err = e.finish(ctx, r.InflightID, auditRow(r), ChainHash)
+	} else {
+		row, err = e.appendAudit(ctx, auditRow(r), ChainHash)
+	}
+	if err != nil {
+		err = fmt.Errorf("policy: audit: %w", err)
+		if ctx.Err() == nil {
+			e.setAuditErr(err)
+		}
+		return 0, err
+	}
+	e.setAuditErr(nil)
+	return row.Seq, nil
+}
+
+// auditRow is r as the store keeps it: the operation redacted.
+func auditRow(r Record) store.AuditRow {
+	return store.AuditRow{
 		Time:            r.Time,
 		AgentID:         r.AgentID,
 		AgentName:       r.AgentName,
@@ -92,16 +116,28 @@ func (e *Engine) Audit(ctx context.Context, r Record) (int64, error) {
 		Duration:        r.Duration,
 		BytesIn:         r.BytesIn,
 		BytesOut:        r.BytesOut,
-	}, ChainHash)
-	if err != nil {
-		err = fmt.Errorf("policy: audit: %w", err)
-		if ctx.Err() == nil {
-			e.setAuditErr(err)
-		}
-		return 0, err
 	}
-	e.setAuditErr(nil)
-	return row.Seq, nil
+}
+
+// InterruptedReason is the audit reason of an operation that a previous run
+// of postern let through and did not see end.
+const InterruptedReason = "postern stopped while the operation ran; how it ended is unknown"
+
+// RecoverInterrupted appends an audit row, decision failed, for every
+// operation that a previous run of postern let through and did not see end
+// (it was killed or lost power while the operation ran), so that nothing
+// that reached a target goes unrecorded. It returns how many it recorded.
+// Only `postern serve` calls it, once, before it accepts agents: the
+// journal rows of a server that is running are not left behind.
+func (e *Engine) RecoverInterrupted(ctx context.Context) (int, error) {
+	if e.journal == nil {
+		return 0, nil
+	}
+	n, err := e.journal.RecoverInflight(ctx, ChainHash, InterruptedReason)
+	if err != nil {
+		return n, fmt.Errorf("policy: recover interrupted operations: %w", err)
+	}
+	return n, nil
 }
 
 // setAuditErr records the outcome of an audit write: err trips the guard
@@ -120,41 +156,46 @@ func (e *Engine) setAuditErr(err error) {
 	}
 }
 
-// recordable returns nil when an allowed operation's audit row can be
-// written when it ends, and otherwise the reason to give the agent and the
-// error for the log.
+// begin writes the journal row of an allowed or approved operation before
+// it runs, and records its id in auth. It returns a reason for the agent
+// and an error when the operation must not run because its record could not
+// be kept.
 //
-// An allowed operation is audited only once it has run, so a database that
-// cannot take the row must stop it before it runs: postern fails closed.
-// Two checks, both cheap next to the row itself: the last audit write did
-// not fail (a full disk shows only there), and the database's write lock
-// can be taken now (another process holding it, or a read-only database,
-// shows there). After an audit failure, the next audit row written (that of
-// the refusal, which the caller records) clears the first check.
-func (e *Engine) recordable(ctx context.Context) (string, error) {
+// An allowed operation's audit row is written when it ends, so a database
+// that cannot take rows must stop it before it runs: postern fails closed.
+// Two checks: the last audit write did not fail (a full disk may show only
+// there), and the journal row can be written now (a lock held by another
+// process, a read-only or a full database show there). After an audit
+// failure for a lock or a read-only database, a journal row written clears
+// the first check; after any other, the next audit row written does (that
+// of the refusal, which the caller records).
+func (e *Engine) begin(ctx context.Context, auth *Authorization, op Operation) (string, error) {
 	e.healthMu.Lock()
 	auditErr := e.auditErr
 	e.healthMu.Unlock()
-	// A lock or a read-only database is seen by the lock check as well, so
-	// once that passes the audit failure is over; a full disk or an I/O
-	// error is seen only by a write, and the guard stays until one works.
-	probeClears := false
+	journalClears := false
 	if auditErr != nil {
 		switch store.Fault(auditErr) {
 		case store.FaultLocked, store.FaultReadOnly:
-			probeClears = e.writable != nil
+			journalClears = e.journal != nil
 		}
-		if !probeClears {
+		if !journalClears {
 			return refusalReason("the audit log cannot be written", auditErr), fmt.Errorf("policy: refused: %w", auditErr)
 		}
 	}
-	if e.writable == nil {
+	if e.journal == nil {
 		return "", nil
 	}
-	if err := e.writable(ctx); err != nil {
+	r := auth.Record(op)
+	if r.Time.IsZero() {
+		r.Time = e.now()
+	}
+	id, err := e.journal.BeginInflight(ctx, auditRow(r))
+	if err != nil {
 		return refusalReason("the decision cannot be recorded", err), fmt.Errorf("policy: refused: %w", err)
 	}
-	if probeClears {
+	auth.InflightID = id
+	if journalClears {
 		e.setAuditErr(nil)
 	}
 	return "", nil

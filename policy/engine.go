@@ -47,11 +47,15 @@ type preparer interface {
 	PreparePolicy(ctx context.Context) (*store.PolicyStatements, error)
 }
 
-// writeChecker is implemented by *store.Store: CheckWritable takes the
-// database's write lock and lets go, so that Authorize can refuse an
-// operation whose audit row could not be written.
-type writeChecker interface {
-	CheckWritable(ctx context.Context) error
+// journal is implemented by *store.Store: the journal of operations that
+// were let through and have not ended (store/migrations/0004_inflight.sql).
+// Writing an operation's journal row before it runs is what proves that its
+// audit row can be recorded, and what lets a restart record an operation
+// whose end postern did not see.
+type journal interface {
+	BeginInflight(ctx context.Context, row store.AuditRow) (string, error)
+	FinishInflight(ctx context.Context, id string, row store.AuditRow, chain store.ChainFunc) (store.AuditRow, error)
+	RecoverInflight(ctx context.Context, chain store.ChainFunc, reason string) (int, error)
 }
 
 // Approval is a stored approval request.
@@ -81,9 +85,10 @@ type Engine struct {
 	facts       func(ctx context.Context, agentID, connectionID, alias string) (store.PolicyFacts, error)
 	appendAudit func(ctx context.Context, row store.AuditRow, chain store.ChainFunc) (store.AuditRow, error)
 	prepared    *store.PolicyStatements
-	// writable is the store's CheckWritable, or nil for a store without
-	// one (a test's fake).
-	writable func(ctx context.Context) error
+	// journal is the store's journal, or nil for a store without one (a
+	// test's fake); finish is its FinishInflight, prepared when it can be.
+	journal journal
+	finish  func(ctx context.Context, id string, row store.AuditRow, chain store.ChainFunc) (store.AuditRow, error)
 
 	// healthMu guards auditErr. It is never held while calling the store.
 	healthMu sync.Mutex
@@ -141,8 +146,8 @@ func New(opts Options) (*Engine, error) {
 		e.log = *opts.Logger
 	}
 	e.facts, e.appendAudit = opts.Store.PolicyFacts, opts.Store.AppendAudit
-	if w, ok := opts.Store.(writeChecker); ok {
-		e.writable = w.CheckWritable
+	if j, ok := opts.Store.(journal); ok {
+		e.journal, e.finish = j, j.FinishInflight
 	}
 	if p, ok := opts.Store.(preparer); ok {
 		ps, err := p.PreparePolicy(context.Background())
@@ -151,6 +156,9 @@ func New(opts Options) (*Engine, error) {
 			return nil, fmt.Errorf("policy: %w", err)
 		}
 		e.prepared, e.facts, e.appendAudit = ps, ps.PolicyFacts, ps.AppendAudit
+		if e.journal != nil {
+			e.finish = ps.FinishInflight
+		}
 	}
 	return e, nil
 }

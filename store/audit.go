@@ -56,6 +56,12 @@ const (
 // appendAudit is AppendAudit with optional prepared statements for the two
 // queries (nil: prepare them now).
 func (s *Store) appendAudit(ctx context.Context, row AuditRow, chain ChainFunc, last, insert *sql.Stmt) (AuditRow, error) {
+	return s.appendAuditFinishing(ctx, row, chain, last, insert, "")
+}
+
+// appendAuditFinishing is appendAudit that also removes journal row
+// inflightID ("" for none) in the same transaction.
+func (s *Store) appendAuditFinishing(ctx context.Context, row AuditRow, chain ChainFunc, last, insert *sql.Stmt, inflightID string) (AuditRow, error) {
 	for _, d := range row.Deciders {
 		if d == "" || strings.ContainsAny(d, ",\n") {
 			return AuditRow{}, invalid("decider name %q is empty or has a comma or newline", d)
@@ -102,6 +108,9 @@ func (s *Store) appendAudit(ctx context.Context, row AuditRow, chain ChainFunc, 
 		}
 		if err != nil {
 			return fmt.Errorf("store: write audit row: %w", err)
+		}
+		if inflightID != "" {
+			return deleteInflight(ctx, tx, inflightID)
 		}
 		return nil
 	})

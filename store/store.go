@@ -49,7 +49,27 @@ type Store struct {
 
 	// stmts caches the prepared statements of the read paths.
 	stmts stmtCache
+
+	// writeSem (capacity 1) queues this process's write transactions. SQLite
+	// does not queue writers: its busy handler sleeps and retries, and under
+	// steady contention from hundreds of sessions some waiters lose for
+	// longer than the busy timeout, which failed decisions and lost audit
+	// rows (TestLoad200Agents). Queued here, a write waits for its turn in
+	// order, and the busy timeout counts only waits for other processes.
+	writeSem chan struct{}
 }
+
+// lockWrite takes this process's write turn, or gives up when ctx ends.
+func (s *Store) lockWrite(ctx context.Context) error {
+	select {
+	case s.writeSem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("store: waiting to write: %w", ctx.Err())
+	}
+}
+
+func (s *Store) unlockWrite() { <-s.writeSem }
 
 // Open opens (creating if needed) the SQLite database at path and migrates it
 // to the newest schema. Most callers want Dir.Open, which also loads the
@@ -63,7 +83,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
-	s := &Store{db: db, now: opts.Now, stmts: stmtCache{db: db}}
+	s := &Store{db: db, now: opts.Now, stmts: stmtCache{db: db}, writeSem: make(chan struct{}, 1)}
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -158,6 +178,10 @@ func (s *Store) DataVersion(ctx context.Context) (int64, error) {
 // inTx runs fn in one transaction (BEGIN IMMEDIATE, see the package doc) and
 // commits if fn returns nil.
 func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	if err := s.lockWrite(ctx); err != nil {
+		return err
+	}
+	defer s.unlockWrite()
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("store: begin: %w", err)
@@ -168,39 +192,6 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("store: commit: %w", err)
-	}
-	return nil
-}
-
-// CheckWritable reports whether a write could start now: it takes the
-// database's write lock (BEGIN IMMEDIATE, waiting up to the busy timeout
-// for another connection or process that holds it) and lets go at once,
-// writing nothing. It fails when another process has held the lock for
-// longer than the busy timeout and when the database is read-only. It
-// cannot see a full disk: only a write that reaches the file does.
-//
-// policy calls it before it lets an allowed operation run, because that
-// operation's audit row is written only when it ends, and an operation that
-// ran must not go unrecorded.
-func (s *Store) CheckWritable(ctx context.Context) error {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("store: database not writable: %w", err)
-	}
-	// In WAL mode BEGIN IMMEDIATE takes the lock even on a read-only
-	// database; a statement that would write (and, matching no row,
-	// changes nothing) is what meets SQLite's read-only check.
-	stmt, err := s.stmts.get(ctx, `UPDATE schema_version SET version = version WHERE 0`)
-	if err != nil {
-		tx.Rollback()
-		return fmt.Errorf("store: database not writable: %w", err)
-	}
-	if _, err := tx.StmtContext(ctx, stmt).ExecContext(ctx); err != nil {
-		tx.Rollback()
-		return fmt.Errorf("store: database not writable: %w", err)
-	}
-	if err := tx.Rollback(); err != nil {
-		return fmt.Errorf("store: database not writable: %w", err)
 	}
 	return nil
 }

@@ -221,6 +221,16 @@ func runBastion(ctx context.Context, p bastionParams) error {
 			log.Error().Err(err).Msg("close policy engine")
 		}
 	}()
+	// Operations a previous run let through and did not see end (it was
+	// killed while they ran) are audited as failed before anything new
+	// starts. Only serve does this: it is the one process of a data
+	// directory whose operations run.
+	if n, err := eng.RecoverInterrupted(ctx); err != nil {
+		closeListeners()
+		return fmt.Errorf("serve: %w", err)
+	} else if n > 0 {
+		log.Warn().Int("operations", n).Msg("audited operations that a previous run did not see end as failed")
+	}
 	st := p.Store
 	srv, err := bastion.New(bastion.Config{
 		Store:       st,

@@ -1,0 +1,130 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+)
+
+// prefixInflight is the id prefix of journal rows.
+const prefixInflight = "inf"
+
+// inflightRow is the JSON form of an AuditRow in the journal. It names its
+// fields so that a journal written by one build is read by the next.
+type inflightRow struct {
+	Time            string   `json:"time"`
+	AgentID         string   `json:"agent_id"`
+	AgentName       string   `json:"agent_name"`
+	ConnectionID    string   `json:"connection_id"`
+	ConnectionAlias string   `json:"connection_alias"`
+	Class           string   `json:"class"`
+	Kind            string   `json:"kind"`
+	Decision        string   `json:"decision"`
+	Reason          string   `json:"reason"`
+	ApprovalID      string   `json:"approval_id"`
+	Deciders        []string `json:"deciders"`
+	Operation       string   `json:"operation"`
+}
+
+// BeginInflight writes the journal row of an operation about to run (see
+// migrations/0004_inflight.sql) and returns its id, for FinishInflight. row
+// is the audit row as known now; its operation must already be redacted.
+// An error means the database does not take writes: the caller must not
+// let the operation run. Store.Fault tells why.
+func (s *Store) BeginInflight(ctx context.Context, row AuditRow) (string, error) {
+	b, err := json.Marshal(inflightRow{
+		Time: formatTime(row.Time), AgentID: row.AgentID, AgentName: row.AgentName,
+		ConnectionID: row.ConnectionID, ConnectionAlias: row.ConnectionAlias, Class: row.Class,
+		Kind: row.Kind, Decision: row.Decision, Reason: row.Reason, ApprovalID: row.ApprovalID,
+		Deciders: row.Deciders, Operation: row.Operation,
+	})
+	if err != nil {
+		return "", fmt.Errorf("store: journal: %w", err)
+	}
+	id := newID(prefixInflight)
+	if err := s.lockWrite(ctx); err != nil {
+		return "", err
+	}
+	defer s.unlockWrite()
+	stmt, err := s.stmts.get(ctx, `INSERT INTO inflight (id, row, created_at) VALUES (?, ?, ?)`)
+	if err != nil {
+		return "", fmt.Errorf("store: journal: %w", err)
+	}
+	if _, err := stmt.ExecContext(ctx, id, string(b), formatTime(s.nowUTC())); err != nil {
+		return "", fmt.Errorf("store: journal: %w", err)
+	}
+	return id, nil
+}
+
+// FinishInflight appends row to the audit log and removes journal row id in
+// one transaction: the operation is recorded exactly once, as ended or (by
+// RecoverInflight) as interrupted, never both.
+func (s *Store) FinishInflight(ctx context.Context, id string, row AuditRow, chain ChainFunc) (AuditRow, error) {
+	return s.appendAuditFinishing(ctx, row, chain, nil, nil, id)
+}
+
+// FinishInflight is Store.FinishInflight with the prepared statements.
+func (p *PolicyStatements) FinishInflight(ctx context.Context, id string, row AuditRow, chain ChainFunc) (AuditRow, error) {
+	return p.s.appendAuditFinishing(ctx, row, chain, p.lastAudit, p.insertAudit, id)
+}
+
+// deleteInflight removes journal row id inside tx. A missing row is not an
+// error: the row may have been recovered by a restart meanwhile, and the
+// audit row being appended is still the truth about the operation.
+func deleteInflight(ctx context.Context, tx *sql.Tx, id string) error {
+	if _, err := tx.ExecContext(ctx, `DELETE FROM inflight WHERE id = ?`, id); err != nil {
+		return fmt.Errorf("store: journal: %w", err)
+	}
+	return nil
+}
+
+// RecoverInflight appends an audit row for every journal row left behind —
+// an operation that started and whose end postern did not see, because it
+// stopped — with decision "failed", no exit status and reason, and removes
+// the journal rows. It returns how many it recovered.
+//
+// Only the one `postern serve` of a data directory may call it, at start:
+// the journal rows of a running server are not left behind.
+func (s *Store) RecoverInflight(ctx context.Context, chain ChainFunc, reason string) (int, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT id, row FROM inflight ORDER BY created_at, id`)
+	if err != nil {
+		return 0, fmt.Errorf("store: journal: %w", err)
+	}
+	type left struct {
+		id  string
+		row AuditRow
+	}
+	var all []left
+	for rows.Next() {
+		var id, js string
+		if err := rows.Scan(&id, &js); err != nil {
+			rows.Close()
+			return 0, fmt.Errorf("store: journal: %w", err)
+		}
+		var ir inflightRow
+		if err := json.Unmarshal([]byte(js), &ir); err != nil {
+			rows.Close()
+			return 0, fmt.Errorf("store: journal row %s: %w", id, err)
+		}
+		t, err := parseTime(ir.Time)
+		if err != nil {
+			rows.Close()
+			return 0, err
+		}
+		all = append(all, left{id: id, row: AuditRow{
+			Time: t, AgentID: ir.AgentID, AgentName: ir.AgentName, ConnectionID: ir.ConnectionID,
+			ConnectionAlias: ir.ConnectionAlias, Class: ir.Class, Kind: ir.Kind, Decision: "failed",
+			Reason: reason, ApprovalID: ir.ApprovalID, Deciders: ir.Deciders, Operation: ir.Operation,
+		}})
+	}
+	if err := rows.Close(); err != nil {
+		return 0, fmt.Errorf("store: journal: %w", err)
+	}
+	for i, l := range all {
+		if _, err := s.FinishInflight(ctx, l.id, l.row, chain); err != nil {
+			return i, err
+		}
+	}
+	return len(all), nil
+}
