@@ -3,15 +3,11 @@ package web
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -55,24 +51,9 @@ func newAPISite(t testing.TB, edit func(*Config)) *apiSite {
 	t.Helper()
 	ctx := context.Background()
 	clock := fakeclock.New()
-	mk := make([]byte, store.MasterKeySize)
-	for i := range mk {
-		mk[i] = byte(0xA0 + i)
-	}
-	path := filepath.Join(t.TempDir(), store.DatabaseFile)
-	st, err := store.Open(ctx, path, store.Options{Now: clock.Now, MasterKey: mk})
-	if err != nil {
-		t.Fatalf("store.Open: %v", err)
-	}
-	eng, err := policy.New(policy.Options{Store: st, Now: clock.Now})
-	if err != nil {
-		t.Fatalf("policy.New: %v", err)
-	}
-	cat, err := recipes.Load()
-	if err != nil {
-		t.Fatalf("recipes.Load: %v", err)
-	}
-	cfg := Config{Store: st, Engine: eng, Catalog: cat, Now: clock.Now, Logger: zerolog.Nop(),
+	b := newTestBackend(t, clock)
+	st, eng, path := b.st, b.eng, b.path
+	cfg := Config{Store: st, Engine: eng, Catalog: b.cat, Now: clock.Now, Logger: zerolog.Nop(),
 		APIRate: 1, APIBurst: 1 << 30}
 	if edit != nil {
 		edit(&cfg)
@@ -81,13 +62,9 @@ func newAPISite(t testing.TB, edit func(*Config)) *apiSite {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	t.Cleanup(func() {
-		eng.Close()
-		st.Close()
-	})
 	as := &apiSite{t: t, clock: clock, st: st, eng: eng, srv: srv, path: path}
 	as.ci, as.ops = as.addToken("ci"), as.addToken("ops")
-	if as.agent, err = st.CreateAgent(ctx, "bot", apiKeyPair(t).authorized+" bot@test"); err != nil {
+	if as.agent, err = st.CreateAgent(ctx, "bot", newTestKeyPair(t).authorized+" bot@test"); err != nil {
 		t.Fatalf("CreateAgent: %v", err)
 	}
 	as.web = as.addConnection("web", store.EnvDev)
@@ -112,15 +89,8 @@ func (as *apiSite) addToken(name string) string {
 
 func (as *apiSite) addConnection(alias string, env store.Env) *store.Connection {
 	as.t.Helper()
-	key, host := apiKeyPair(as.t), apiKeyPair(as.t)
-	c, err := as.st.CreateConnection(context.Background(), store.NewConnection{
-		Alias: alias, Host: "127.0.0.1", Port: 2022, User: "deploy", PrivateKey: key.privatePEM,
-		HostKeys: []string{"127.0.0.1 " + host.authorized}, Env: env,
-	})
-	if err != nil {
-		as.t.Fatalf("CreateConnection(%s): %v", alias, err)
-	}
-	as.keys = append(as.keys, key.privatePEM)
+	c, key := addTestConnection(as.t, as.st, alias, env)
+	as.keys = append(as.keys, key)
 	return c
 }
 
@@ -146,29 +116,6 @@ func (as *apiSite) audit(c *store.Connection, class policy.Class, outcome policy
 		as.t.Fatalf("Audit: %v", err)
 	}
 	return seq
-}
-
-type apiKeys struct {
-	privatePEM []byte
-	authorized string
-}
-
-func apiKeyPair(t testing.TB) apiKeys {
-	t.Helper()
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	block, err := ssh.MarshalPrivateKey(priv, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	signer, err := ssh.NewSignerFromKey(priv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return apiKeys{privatePEM: pem.EncodeToMemory(block),
-		authorized: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(signer.PublicKey())))}
 }
 
 // apiResp is one answer.

@@ -3,7 +3,6 @@ package web
 import (
 	"context"
 	"crypto/ed25519"
-	"crypto/rand"
 	"crypto/tls"
 	"database/sql"
 	"encoding/base64"
@@ -18,7 +17,6 @@ import (
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -64,24 +62,9 @@ func newPageSite(t *testing.T, edit func(*Config)) *pageSite {
 	// the session cookie's expiry by it.
 	clock := fakeclock.New()
 	clock.Advance(time.Since(clock.Now()))
-	mk := make([]byte, store.MasterKeySize)
-	for i := range mk {
-		mk[i] = byte(0xA0 + i)
-	}
-	dbPath := filepath.Join(t.TempDir(), store.DatabaseFile)
-	st, err := store.Open(ctx, dbPath, store.Options{Now: clock.Now, MasterKey: mk})
-	if err != nil {
-		t.Fatalf("store.Open: %v", err)
-	}
-	eng, err := policy.New(policy.Options{Store: st, Now: clock.Now})
-	if err != nil {
-		t.Fatalf("policy.New: %v", err)
-	}
-	cat, err := recipes.Load()
-	if err != nil {
-		t.Fatalf("recipes.Load: %v", err)
-	}
-	cfg := Config{Store: st, Engine: eng, Catalog: cat, Now: clock.Now, Logger: zerolog.Nop()}
+	b := newTestBackend(t, clock)
+	st, eng, dbPath := b.st, b.eng, b.path
+	cfg := Config{Store: st, Engine: eng, Catalog: b.cat, Now: clock.Now, Logger: zerolog.Nop()}
 	if edit != nil {
 		edit(&cfg)
 	}
@@ -90,13 +73,9 @@ func newPageSite(t *testing.T, edit func(*Config)) *pageSite {
 		t.Fatalf("New: %v", err)
 	}
 	ts := httptest.NewTLSServer(srv.Handler())
-	t.Cleanup(func() {
-		ts.Close()
-		eng.Close()
-		st.Close()
-	})
+	t.Cleanup(ts.Close)
 	ps := &pageSite{t: t, clock: clock, st: st, eng: eng, srv: srv, ts: ts, dbPath: dbPath}
-	agentKey := pageKeyPair(t)
+	agentKey := newTestKeyPair(t)
 	if ps.agent, err = st.CreateAgent(ctx, "bot", agentKey.authorized); err != nil {
 		t.Fatalf("CreateAgent: %v", err)
 	}
@@ -111,42 +90,7 @@ func newPageSite(t *testing.T, edit func(*Config)) *pageSite {
 // it with its private key file.
 func (ps *pageSite) addConnection(alias string, env store.Env) (*store.Connection, []byte) {
 	ps.t.Helper()
-	key, host := pageKeyPair(ps.t), pageKeyPair(ps.t)
-	c, err := ps.st.CreateConnection(context.Background(), store.NewConnection{
-		Alias: alias, Host: "127.0.0.1", Port: 2022, User: "deploy", PrivateKey: key.privatePEM,
-		HostKeys: []string{"127.0.0.1 " + host.authorized}, Env: env,
-	})
-	if err != nil {
-		ps.t.Fatalf("CreateConnection(%s): %v", alias, err)
-	}
-	return c, key.privatePEM
-}
-
-type pageKeys struct {
-	privatePEM []byte
-	authorized string
-	public     ssh.PublicKey
-}
-
-func pageKeyPair(t *testing.T) pageKeys {
-	t.Helper()
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	block, err := ssh.MarshalPrivateKey(priv, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	signer, err := ssh.NewSignerFromKey(priv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pageKeys{
-		privatePEM: pem.EncodeToMemory(block),
-		authorized: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(signer.PublicKey()))),
-		public:     signer.PublicKey(),
-	}
+	return addTestConnection(ps.t, ps.st, alias, env)
 }
 
 // addAdmin creates an admin with pagePassword.

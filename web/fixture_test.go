@@ -1,0 +1,99 @@
+package web
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/pem"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/postern/postern/internal/fakeclock"
+	"github.com/postern/postern/policy"
+	"github.com/postern/postern/recipes"
+	"github.com/postern/postern/store"
+)
+
+// testBackend is what the API and page tests serve from: a store with a
+// master key, a policy engine and the recipe catalog, on one clock. Cleanup
+// closes the engine, then the store.
+type testBackend struct {
+	st   *store.Store
+	eng  *policy.Engine
+	cat  *recipes.Catalog
+	path string // the database file, for tests that tamper with it
+}
+
+func newTestBackend(t testing.TB, clock *fakeclock.Clock) testBackend {
+	t.Helper()
+	mk := make([]byte, store.MasterKeySize)
+	for i := range mk {
+		mk[i] = byte(0xA0 + i)
+	}
+	path := filepath.Join(t.TempDir(), store.DatabaseFile)
+	st, err := store.Open(context.Background(), path, store.Options{Now: clock.Now, MasterKey: mk})
+	if err != nil {
+		t.Fatalf("store.Open: %v", err)
+	}
+	eng, err := policy.New(policy.Options{Store: st, Now: clock.Now})
+	if err != nil {
+		st.Close()
+		t.Fatalf("policy.New: %v", err)
+	}
+	t.Cleanup(func() {
+		eng.Close()
+		st.Close()
+	})
+	cat, err := recipes.Load()
+	if err != nil {
+		t.Fatalf("recipes.Load: %v", err)
+	}
+	return testBackend{st: st, eng: eng, cat: cat, path: path}
+}
+
+// testKeyPair is a real ed25519 key: the private key file, so that tests can
+// search answers for it, and the public key.
+type testKeyPair struct {
+	privatePEM []byte
+	authorized string
+	public     ssh.PublicKey
+}
+
+func newTestKeyPair(t testing.TB) testKeyPair {
+	t.Helper()
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, err := ssh.MarshalPrivateKey(priv, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := ssh.NewSignerFromKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return testKeyPair{
+		privatePEM: pem.EncodeToMemory(block),
+		authorized: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(signer.PublicKey()))),
+		public:     signer.PublicKey(),
+	}
+}
+
+// addTestConnection creates a connection with a real ed25519 key and
+// returns it with its private key file.
+func addTestConnection(t testing.TB, st *store.Store, alias string, env store.Env) (*store.Connection, []byte) {
+	t.Helper()
+	key, host := newTestKeyPair(t), newTestKeyPair(t)
+	c, err := st.CreateConnection(context.Background(), store.NewConnection{
+		Alias: alias, Host: "127.0.0.1", Port: 2022, User: "deploy", PrivateKey: key.privatePEM,
+		HostKeys: []string{"127.0.0.1 " + host.authorized}, Env: env,
+	})
+	if err != nil {
+		t.Fatalf("CreateConnection(%s): %v", alias, err)
+	}
+	return c, key.privatePEM
+}
