@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
@@ -51,29 +52,9 @@ argon2id hash.`,
 		if err := store.ValidateName("admin", name); err != nil {
 			return storeErr(err)
 		}
-		pw, generated, err := adminPassword(cmd, passwordFile)
-		if err != nil {
-			return err
-		}
-		hash, err := hashPassword(cmd, pw)
-		if err != nil {
-			return err
-		}
-		s, err := data.open(cmd.Context())
-		if err != nil {
-			return storeErr(err)
-		}
-		defer s.Close()
-		a, err := s.CreateAdmin(cmd.Context(), name, hash)
-		if err != nil {
-			return storeErr(err)
-		}
-		w := cmd.OutOrStdout()
-		fmt.Fprintf(w, "added admin %s (%s)\n", a.Name, a.ID)
-		if generated {
-			printGeneratedPassword(w, a.Name, pw)
-		}
-		return nil
+		return storePassword(cmd, data, passwordFile, func(ctx context.Context, s *store.Store, hash string) (*store.Admin, error) {
+			return s.CreateAdmin(ctx, name, hash)
+		}, func(a *store.Admin) string { return fmt.Sprintf("added admin %s (%s)", a.Name, a.ID) })
 	}
 	return cmd
 }
@@ -90,31 +71,43 @@ every browser.`,
 	}
 	addPasswordFileFlag(cmd, &passwordFile)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		pw, generated, err := adminPassword(cmd, passwordFile)
-		if err != nil {
-			return err
-		}
-		hash, err := hashPassword(cmd, pw)
-		if err != nil {
-			return err
-		}
-		s, err := data.open(cmd.Context())
-		if err != nil {
-			return storeErr(err)
-		}
-		defer s.Close()
-		a, err := s.SetAdminPassword(cmd.Context(), args[0], hash)
-		if err != nil {
-			return storeErr(err)
-		}
-		w := cmd.OutOrStdout()
-		fmt.Fprintf(w, "changed the password of admin %s; the admin's web sessions were ended\n", a.Name)
-		if generated {
-			printGeneratedPassword(w, a.Name, pw)
-		}
-		return nil
+		return storePassword(cmd, data, passwordFile, func(ctx context.Context, s *store.Store, hash string) (*store.Admin, error) {
+			return s.SetAdminPassword(ctx, args[0], hash)
+		}, func(a *store.Admin) string {
+			return "changed the password of admin " + a.Name + "; the admin's web sessions were ended"
+		})
 	}
 	return cmd
+}
+
+// storePassword reads or generates a password, hashes it, stores the hash
+// with save, prints what it did (done) and prints a generated password
+// once.
+func storePassword(cmd *cobra.Command, data *dataFlag, passwordFile string,
+	save func(ctx context.Context, s *store.Store, hash string) (*store.Admin, error), done func(*store.Admin) string) error {
+	pw, generated, err := adminPassword(cmd, passwordFile)
+	if err != nil {
+		return err
+	}
+	hash, err := hashPassword(cmd, pw)
+	if err != nil {
+		return err
+	}
+	s, err := data.open(cmd.Context())
+	if err != nil {
+		return storeErr(err)
+	}
+	defer s.Close()
+	a, err := save(cmd.Context(), s, hash)
+	if err != nil {
+		return storeErr(err)
+	}
+	w := cmd.OutOrStdout()
+	fmt.Fprintln(w, done(a))
+	if generated {
+		printGeneratedPassword(w, a.Name, pw)
+	}
+	return nil
 }
 
 // adminJSON is an admin in `admin list -o json`. It has no field for the
