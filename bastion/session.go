@@ -279,6 +279,18 @@ func (s *Server) run(ac *agentConn, ch ssh.Channel, reqs <-chan *ssh.Request, st
 	}
 
 	class, reasons := s.classify(r, conn)
+	// When the grant allows the class, the upstream channel opens while the
+	// policy decides and journals (see openAhead); it is taken once the
+	// command is allowed, and abandoned on every other way out.
+	var ahead *openAhead
+	if allowedByGrant(r.grant, class) {
+		ahead = s.startOpenAhead(ctx, conn)
+	}
+	defer func() {
+		if ahead != nil {
+			ahead.abandon()
+		}
+	}()
 	op := policy.Operation{
 		AgentID:         ac.agentID,
 		ConnectionID:    conn.ID,
@@ -289,7 +301,14 @@ func (s *Server) run(ac *agentConn, ch ssh.Channel, reqs <-chan *ssh.Request, st
 	}
 	log := s.log.With().Str("conn_id", ac.id).Str("agent_id", ac.agentID).Str("alias", conn.Alias).Str("class", string(class)).Logger()
 
-	auth, rec, err := s.authorize(ctx, op, stderr, reasons)
+	auth, rec, err := s.authorize(ctx, op, stderr, reasons, func() {
+		// The grant changed to ask since it was cached: no channel is
+		// held open for the target while an admin decides.
+		if ahead != nil {
+			ahead.abandon()
+			ahead = nil
+		}
+	})
 	if err != nil {
 		go discard(held.release())
 		rec.Reason = err.Error()
@@ -319,7 +338,13 @@ func (s *Server) run(ac *agentConn, ch ssh.Channel, reqs <-chan *ssh.Request, st
 	log.Info().Str("decision", string(auth.Outcome)).Msg("allowed")
 	s.limits.record(ac.agentID, key, false)
 
-	up, err := s.pool.Open(ctx, conn)
+	var up *UpstreamSession
+	if ahead != nil {
+		up, err = ahead.take()
+		ahead = nil
+	} else {
+		up, err = s.pool.Open(ctx, conn)
+	}
 	if err != nil {
 		go discard(held.release())
 		s.unreachable(ch, conn.Alias, err)
@@ -422,13 +447,19 @@ func (s *Server) refuseRateLimited(ac *agentConn, ch ssh.Channel, kind policy.Ki
 // for a retry). While it waits, the agent reads one line on stderr: what
 // waits, its class and reasons, the approval id, how to decide it, and when
 // it expires. It returns the audit record to complete.
-func (s *Server) authorize(ctx context.Context, op policy.Operation, stderr io.Writer, reasons string) (policy.Authorization, policy.Record, error) {
+//
+// waiting, when not nil, is called once the operation starts to wait for
+// an approval, before the agent is told.
+func (s *Server) authorize(ctx context.Context, op policy.Operation, stderr io.Writer, reasons string, waiting func()) (policy.Authorization, policy.Record, error) {
 	// The reasons go with an approval request, for the admin who decides.
 	op.Reasons = reasons
 	waitCtx, stopWait := context.WithCancel(ctx)
 	defer stopWait()
 	defer context.AfterFunc(s.waits, stopWait)()
 	auth, err := s.cfg.Policy.Authorize(waitCtx, op, func(a policy.Approval) {
+		if waiting != nil {
+			waiting()
+		}
 		fmt.Fprintf(stderr, "postern: waiting for approval %s: %s on %s: %s; %s; expires %s\r\n",
 			a.ID, op.Class, op.ConnectionAlias, reasons, s.cfg.ApproveHint(a.ID), a.ExpiresAt.UTC().Format(time.RFC3339))
 		s.log.Info().Str("agent_id", op.AgentID).Str("alias", op.ConnectionAlias).Str("class", string(op.Class)).

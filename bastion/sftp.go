@@ -74,7 +74,7 @@ func (s *Server) decideSFTP(ctx context.Context, ac *agentConn, ch ssh.Channel, 
 		Kind:            policy.SFTP,
 		Text:            sftpText(op),
 	}
-	_, rec, err := s.authorize(ctx, pop, ch.Stderr(), pop.Text)
+	_, rec, err := s.authorize(ctx, pop, ch.Stderr(), pop.Text, nil)
 	if err != nil {
 		rec.Reason = err.Error()
 		s.audit(rec, start)
