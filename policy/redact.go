@@ -15,12 +15,15 @@ const Redacted = "[REDACTED]"
 // would otherwise tell a reader only what kind of key leaked.
 const redactedKey = "[REDACTED PRIVATE KEY]"
 
-// A shell word value: one single-quoted or double-quoted string, or one run of
-// characters that cannot end a shell word. A secret glued to a quoted part
-// (TOKEN=ab'cd') is rare enough that stopping at the quote is accepted; the
-// opposite choice, running on over quotes, swallowed whole curl command lines
-// in `-d 'user=x&password=y' -H '...'`.
-const valuePattern = `(?:'[^']*'|"(?:[^"\\]|\\.)*"|[^\s'";&|<>()]+)`
+// A shell word value: single-quoted strings, double-quoted strings and runs of
+// characters that cannot end a shell word, joined without space, as the shell
+// joins them (-p""secret is the password "secret"). Stopping at the first
+// quote leaked the rest of such a word (FuzzRedact found it). The price is
+// over-redaction where a rule matches inside a quoted string: in
+// `-d 'user=x&password=y' -H 'Accept: json'` the value runs on to the next
+// quote's end, so ` -H 'Accept:` is hidden too. Hiding too much is the
+// chosen error.
+const valuePattern = `(?:'[^']*'|"(?:[^"\\]|\\.)*"|[^\s'";&|<>()]+)+`
 
 // The rules. They are compiled once and never written after, so they are
 // constants in all but name (the style's ban is on package-level *mutable*
@@ -97,12 +100,7 @@ func Redact(text string) string {
 		text = replaceGroups(reLongOpt, text, longOptFn)
 	}
 	if has("=") {
-		text = replaceGroups(reEnvAssign, text, func(m []string) string {
-			if !secretName(m[1]) {
-				return m[0]
-			}
-			return m[1] + "=" + Redacted
-		})
+		text = redactAssignments(text)
 	}
 	if has("sshpass") {
 		text = replaceGroups(reSSHPass, text, func(m []string) string { return m[1] + Redacted })
@@ -249,4 +247,21 @@ func replaceGroups(re *regexp.Regexp, s string, fn func(m []string) string) stri
 	}
 	b.WriteString(s[last:])
 	return b.String()
+}
+
+// redactAssignments redacts the values of secret-like NAME=value words. The
+// value of a harmless name is searched in turn: a quoted value can hold
+// assignments of its own (X="API_TOKEN=..."), which a match of the outer
+// word would otherwise hide from the rule. Each level is strictly shorter,
+// so the recursion ends.
+func redactAssignments(text string) string {
+	return replaceGroups(reEnvAssign, text, func(m []string) string {
+		if secretName(m[1]) {
+			return m[1] + "=" + Redacted
+		}
+		if !strings.Contains(m[2], "=") {
+			return m[0]
+		}
+		return m[1] + "=" + redactAssignments(m[2])
+	})
 }

@@ -25,6 +25,13 @@ func TestRedact(t *testing.T) {
 		{"api token option", "gh --api-token xyz789 repo list", "gh --api-token [REDACTED] repo list"},
 		{"sshpass -p space", "sshpass -p Hunter2 ssh host", "sshpass -p [REDACTED] ssh host"},
 		{"sshpass -p attached", "sshpass -pHunter2 ssh host", "sshpass -p[REDACTED] ssh host"},
+		// A shell word can join quoted and unquoted parts; the whole word is
+		// the secret (found by FuzzRedact: -p""0 left the 0).
+		{"mysql -p joined quotes", `mysql -p""Hunter2 shop`, "mysql -p[REDACTED] shop"},
+		{"env value joined quotes", "MYSQL_PWD=''Hunter2 mysql shop", "MYSQL_PWD=[REDACTED] mysql shop"},
+		{"env value quoted tail", "TOKEN=ab'cd ef' run", "TOKEN=[REDACTED] run"},
+		{"assignment inside a harmless value", `X="API_TOKEN=Hunter2 run" sh -c "$X"`, `X="API_TOKEN=[REDACTED] run" sh -c "$X"`},
+		{"long option joined quotes", `tool --password="ab"cd run`, "tool --password=[REDACTED] run"},
 		// NAME=value.
 		{"token env", "GITHUB_TOKEN=abc123 gh pr list", "GITHUB_TOKEN=[REDACTED] gh pr list"},
 		{"secret env lower case", "export client_secret=s3cr3t", "export client_secret=[REDACTED]"},
