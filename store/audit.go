@@ -42,7 +42,7 @@ type ChainFunc func(prev []byte, row *AuditRow) []byte
 // this process or another, can never chain from the same previous row.
 // It returns the row as stored.
 func (s *Store) AppendAudit(ctx context.Context, row AuditRow, chain ChainFunc) (AuditRow, error) {
-	return s.appendAudit(ctx, row, chain, nil, nil)
+	return s.appendAudit(ctx, row, chain, auditStmts{}, "")
 }
 
 const (
@@ -53,15 +53,15 @@ const (
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 )
 
-// appendAudit is AppendAudit with optional prepared statements for the two
-// queries (nil: prepare them now).
-func (s *Store) appendAudit(ctx context.Context, row AuditRow, chain ChainFunc, last, insert *sql.Stmt) (AuditRow, error) {
-	return s.appendAuditFinishing(ctx, row, chain, last, insert, "")
+// auditStmts are the prepared statements of an audit append; nil ones are
+// prepared for the call.
+type auditStmts struct {
+	last, insert, deleteInflight *sql.Stmt
 }
 
-// appendAuditFinishing is appendAudit that also removes journal row
-// inflightID ("" for none) in the same transaction.
-func (s *Store) appendAuditFinishing(ctx context.Context, row AuditRow, chain ChainFunc, last, insert *sql.Stmt, inflightID string) (AuditRow, error) {
+// appendAudit is AppendAudit that also removes journal row inflightID ("" for
+// none) in the same transaction.
+func (s *Store) appendAudit(ctx context.Context, row AuditRow, chain ChainFunc, st auditStmts, inflightID string) (AuditRow, error) {
 	for _, d := range row.Deciders {
 		if d == "" || strings.ContainsAny(d, ",\n") {
 			return AuditRow{}, invalid("decider name %q is empty or has a comma or newline", d)
@@ -71,8 +71,8 @@ func (s *Store) appendAuditFinishing(ctx context.Context, row AuditRow, chain Ch
 		var lastSeq int64
 		var prev []byte
 		var err error
-		if last != nil {
-			err = tx.StmtContext(ctx, last).QueryRowContext(ctx).Scan(&lastSeq, &prev)
+		if st.last != nil {
+			err = tx.StmtContext(ctx, st.last).QueryRowContext(ctx).Scan(&lastSeq, &prev)
 		} else {
 			err = tx.QueryRowContext(ctx, lastAuditQuery).Scan(&lastSeq, &prev)
 		}
@@ -101,8 +101,8 @@ func (s *Store) appendAuditFinishing(ctx context.Context, row AuditRow, chain Ch
 			row.ConnectionAlias, row.Class, row.Kind, row.Decision, row.Reason, row.ApprovalID,
 			strings.Join(row.Deciders, ","), row.Operation, exit, int64(row.Duration),
 			row.BytesIn, row.BytesOut, row.Hash}
-		if insert != nil {
-			_, err = tx.StmtContext(ctx, insert).ExecContext(ctx, args...)
+		if st.insert != nil {
+			_, err = tx.StmtContext(ctx, st.insert).ExecContext(ctx, args...)
 		} else {
 			_, err = tx.ExecContext(ctx, insertAuditStmt, args...)
 		}
@@ -110,7 +110,7 @@ func (s *Store) appendAuditFinishing(ctx context.Context, row AuditRow, chain Ch
 			return fmt.Errorf("store: write audit row: %w", err)
 		}
 		if inflightID != "" {
-			return deleteInflight(ctx, tx, inflightID)
+			return deleteInflight(ctx, tx, st.deleteInflight, inflightID)
 		}
 		return nil
 	})
@@ -131,6 +131,11 @@ type PolicyStatements struct {
 	factsByAlias *sql.Stmt
 	lastAudit    *sql.Stmt
 	insertAudit  *sql.Stmt
+	delInflight  *sql.Stmt
+}
+
+func (p *PolicyStatements) auditStmts() auditStmts {
+	return auditStmts{last: p.lastAudit, insert: p.insertAudit, deleteInflight: p.delInflight}
 }
 
 // PreparePolicy prepares the per-operation statements.
@@ -144,6 +149,7 @@ func (s *Store) PreparePolicy(ctx context.Context) (*PolicyStatements, error) {
 		{&p.factsByAlias, policyFactsQuery(true)},
 		{&p.lastAudit, lastAuditQuery},
 		{&p.insertAudit, insertAuditStmt},
+		{&p.delInflight, deleteInflightStmt},
 	} {
 		st, err := s.db.PrepareContext(ctx, x.q)
 		if err != nil {
@@ -166,13 +172,13 @@ func (p *PolicyStatements) PolicyFacts(ctx context.Context, agentID, connectionI
 
 // AppendAudit is Store.AppendAudit with the prepared statements.
 func (p *PolicyStatements) AppendAudit(ctx context.Context, row AuditRow, chain ChainFunc) (AuditRow, error) {
-	return p.s.appendAudit(ctx, row, chain, p.lastAudit, p.insertAudit)
+	return p.s.appendAudit(ctx, row, chain, p.auditStmts(), "")
 }
 
 // Close releases the prepared statements.
 func (p *PolicyStatements) Close() error {
 	var first error
-	for _, st := range []*sql.Stmt{p.factsByID, p.factsByAlias, p.lastAudit, p.insertAudit} {
+	for _, st := range []*sql.Stmt{p.factsByID, p.factsByAlias, p.lastAudit, p.insertAudit, p.delInflight} {
 		if st == nil {
 			continue
 		}

@@ -61,19 +61,28 @@ func (s *Store) BeginInflight(ctx context.Context, row AuditRow) (string, error)
 // one transaction: the operation is recorded exactly once, as ended or (by
 // RecoverInflight) as interrupted, never both.
 func (s *Store) FinishInflight(ctx context.Context, id string, row AuditRow, chain ChainFunc) (AuditRow, error) {
-	return s.appendAuditFinishing(ctx, row, chain, nil, nil, id)
+	return s.appendAudit(ctx, row, chain, auditStmts{}, id)
 }
 
 // FinishInflight is Store.FinishInflight with the prepared statements.
 func (p *PolicyStatements) FinishInflight(ctx context.Context, id string, row AuditRow, chain ChainFunc) (AuditRow, error) {
-	return p.s.appendAuditFinishing(ctx, row, chain, p.lastAudit, p.insertAudit, id)
+	return p.s.appendAudit(ctx, row, chain, p.auditStmts(), id)
 }
 
-// deleteInflight removes journal row id inside tx. A missing row is not an
-// error: the row may have been recovered by a restart meanwhile, and the
-// audit row being appended is still the truth about the operation.
-func deleteInflight(ctx context.Context, tx *sql.Tx, id string) error {
-	if _, err := tx.ExecContext(ctx, `DELETE FROM inflight WHERE id = ?`, id); err != nil {
+const deleteInflightStmt = `DELETE FROM inflight WHERE id = ?`
+
+// deleteInflight removes journal row id inside tx, with the prepared
+// statement del when there is one. A missing row is not an error: the row
+// may have been recovered by a restart meanwhile, and the audit row being
+// appended is still the truth about the operation.
+func deleteInflight(ctx context.Context, tx *sql.Tx, del *sql.Stmt, id string) error {
+	var err error
+	if del != nil {
+		_, err = tx.StmtContext(ctx, del).ExecContext(ctx, id)
+	} else {
+		_, err = tx.ExecContext(ctx, deleteInflightStmt, id)
+	}
+	if err != nil {
 		return fmt.Errorf("store: journal: %w", err)
 	}
 	return nil
