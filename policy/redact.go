@@ -25,6 +25,13 @@ const redactedKey = "[REDACTED PRIVATE KEY]"
 // chosen error.
 const valuePattern = `(?:'[^']*'|"(?:[^"\\]|\\.)*"|[^\s'";&|<>()]+)+`
 
+// valuePatternOpen is valuePattern or, as the whole value, a quote left open
+// to the end of the text. It is used only inside the value of a harmless
+// NAME=..., which a match bounds: there, an assignment can sit inside the
+// outer word's quotes (X='...DB_PASSWORD='secret), and its value's opening
+// quote closes the outer word's.
+const valuePatternOpen = `(?:'[^']*$|"(?:[^"\\]|\\.)*$|` + valuePattern + `)`
+
 // The rules. They are compiled once and never written after, so they are
 // constants in all but name (the style's ban is on package-level *mutable*
 // state).
@@ -46,6 +53,8 @@ var (
 	reLongOpt = regexp.MustCompile(`(?i)(--[A-Za-z0-9\-_]*(?:passw(?:or)?d|token|secret|api-?key|bearer|credential)[A-Za-z0-9\-_]*)(=|[ \t]+)(` + valuePattern + `)`)
 	// NAME=value; whether NAME is secret-like is decided by secretName.
 	reEnvAssign = regexp.MustCompile(`\b([A-Za-z_][A-Za-z0-9_]*)=(` + valuePattern + `)`)
+	// The same inside a harmless NAME=value's value (valuePatternOpen).
+	reEnvAssignInner = regexp.MustCompile(`\b([A-Za-z_][A-Za-z0-9_]*)=(` + valuePatternOpen + `)`)
 	// sshpass -p X and sshpass -pX.
 	reSSHPass = regexp.MustCompile(`\b(sshpass\b[^;&|\n]*?\s-p[ \t]*)(` + valuePattern + `)`)
 	// One simple command of the MySQL family, up to the operator that ends
@@ -255,13 +264,17 @@ func replaceGroups(re *regexp.Regexp, s string, fn func(m []string) string) stri
 // word would otherwise hide from the rule. Each level is strictly shorter,
 // so the recursion ends.
 func redactAssignments(text string) string {
-	return replaceGroups(reEnvAssign, text, func(m []string) string {
+	return redactAssignmentsWith(reEnvAssign, text)
+}
+
+func redactAssignmentsWith(re *regexp.Regexp, text string) string {
+	return replaceGroups(re, text, func(m []string) string {
 		if secretName(m[1]) {
 			return m[1] + "=" + Redacted
 		}
 		if !strings.Contains(m[2], "=") {
 			return m[0]
 		}
-		return m[1] + "=" + redactAssignments(m[2])
+		return m[1] + "=" + redactAssignmentsWith(reEnvAssignInner, m[2])
 	})
 }

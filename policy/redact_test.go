@@ -31,6 +31,7 @@ func TestRedact(t *testing.T) {
 		{"env value joined quotes", "MYSQL_PWD=''Hunter2 mysql shop", "MYSQL_PWD=[REDACTED] mysql shop"},
 		{"env value quoted tail", "TOKEN=ab'cd ef' run", "TOKEN=[REDACTED] run"},
 		{"assignment inside a harmless value", `X="API_TOKEN=Hunter2 run" sh -c "$X"`, `X="API_TOKEN=[REDACTED] run" sh -c "$X"`},
+		{"assignment in a harmless value's open quote", "A='x\nexport DB_PASSWORD='Hunter2'\n", "A='x\nexport DB_PASSWORD=[REDACTED]'\n"},
 		{"long option joined quotes", `tool --password="ab"cd run`, "tool --password=[REDACTED] run"},
 		// NAME=value.
 		{"token env", "GITHUB_TOKEN=abc123 gh pr list", "GITHUB_TOKEN=[REDACTED] gh pr list"},
