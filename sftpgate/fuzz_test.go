@@ -145,34 +145,6 @@ func (h *recordingHandlers) Readlink(p string) (string, error) {
 	return h.inner.FileList.(sftp.ReadlinkFileLister).Readlink(p)
 }
 
-// session opens an SFTP session to the target through handlers; close ends
-// it and waits for its server.
-func fuzzSession(t *testing.T, handlers sftp.Handlers, start string) (*sftp.Client, func() error, error) {
-	a, b := tcpPair(t)
-	var opts []sftp.RequestServerOption
-	if start != "" {
-		opts = append(opts, sftp.WithStartDirectory(start))
-	}
-	rs := sftp.NewRequestServer(b, handlers, opts...)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		rs.Serve()
-		rs.Close()
-	}()
-	c, err := sftp.NewClientPipe(a, a)
-	if err != nil {
-		a.Close()
-		<-done
-		return nil, nil, err
-	}
-	return c, func() error {
-		err := c.Close()
-		<-done
-		return err
-	}, nil
-}
-
 // fuzzHome is the fixed view's home directory on "web".
 const fuzzHome = "/home/u"
 
@@ -222,7 +194,7 @@ func runFuzzSession(t *testing.T, fixed string, stream []byte) {
 			if alias == fixed {
 				start = fuzzHome
 			}
-			c, closeFn, err := fuzzSession(t, sftp.Handlers{FileGet: h, FilePut: h, FileCmd: h, FileList: h}, start)
+			c, closeFn, err := serveSession(t, sftp.Handlers{FileGet: h, FilePut: h, FileCmd: h, FileList: h}, start)
 			if err != nil {
 				return nil, err
 			}

@@ -56,12 +56,23 @@ func newMemTarget() *memTarget { return &memTarget{handlers: sftp.InMemHandler()
 // its server.
 func (m *memTarget) session(t testing.TB) (*sftp.Client, func() error) {
 	t.Helper()
+	c, closeFn, err := serveSession(t, m.handlers, m.start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, closeFn
+}
+
+// serveSession serves handlers with a RequestServer (starting in start, "/"
+// if empty) over a loopback pair and returns a client to it; close ends the
+// session and waits for its server.
+func serveSession(t testing.TB, handlers sftp.Handlers, start string) (*sftp.Client, func() error, error) {
 	a, b := tcpPair(t)
 	var opts []sftp.RequestServerOption
-	if m.start != "" {
-		opts = append(opts, sftp.WithStartDirectory(m.start))
+	if start != "" {
+		opts = append(opts, sftp.WithStartDirectory(start))
 	}
-	rs := sftp.NewRequestServer(b, m.handlers, opts...)
+	rs := sftp.NewRequestServer(b, handlers, opts...)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -72,13 +83,13 @@ func (m *memTarget) session(t testing.TB) (*sftp.Client, func() error) {
 	if err != nil {
 		a.Close()
 		<-done
-		t.Fatal(err)
+		return nil, nil, err
 	}
 	return c, func() error {
 		err := c.Close()
 		<-done
 		return err
-	}
+	}, nil
 }
 
 // harness runs Serve over loopback with in-memory targets and records what
