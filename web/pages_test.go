@@ -127,6 +127,15 @@ type pageClient struct {
 	csrf string // the session's CSRF token, read from a page
 }
 
+// admin adds an admin called name and returns a client logged in as it.
+func (ps *pageSite) admin(name string) *pageClient {
+	ps.t.Helper()
+	ps.addAdmin(name)
+	pc := ps.client()
+	pc.loginAs(name)
+	return pc
+}
+
 func (ps *pageSite) client() *pageClient {
 	ps.t.Helper()
 	jar, err := cookiejar.New(nil)
@@ -250,9 +259,7 @@ func (ps *pageSite) approval(id string) store.Approval {
 
 func TestApprovalsPageShowsPendingRequests(t *testing.T) {
 	ps := newPageSite(t, nil)
-	ps.addAdmin("alice")
-	pc := ps.client()
-	pc.loginAs("alice")
+	pc := ps.admin("alice")
 	_, _, empty := pc.get("/approvals")
 	if !strings.Contains(empty, `<section id="approvals"`) || !strings.Contains(empty, `id="no-approvals"`) {
 		t.Errorf("empty approvals page: want section#approvals with p#no-approvals\n%s", empty)
@@ -301,9 +308,7 @@ func TestApprovalsPageShowsPendingRequests(t *testing.T) {
 
 func TestApproveAndDenyForms(t *testing.T) {
 	ps := newPageSite(t, nil)
-	ps.addAdmin("alice")
-	pc := ps.client()
-	pc.loginAs("alice")
+	pc := ps.admin("alice")
 	for _, tc := range []struct {
 		name       string
 		action     string
@@ -347,9 +352,7 @@ func TestApproveAndDenyForms(t *testing.T) {
 
 func TestApprovalExpiredDecision(t *testing.T) {
 	ps := newPageSite(t, nil)
-	ps.addAdmin("alice")
-	pc := ps.client()
-	pc.loginAs("alice")
+	pc := ps.admin("alice")
 	a := ps.ask(ps.conn, "write", "touch /srv/late", 1)
 	ps.clock.Advance(3 * time.Minute)
 	_, h, _ := pc.post("/approvals/"+a.ID+"/approve", pc.form())
@@ -401,9 +404,7 @@ func TestTwoPersonApproval(t *testing.T) {
 
 func TestCommandMarkupIsEscaped(t *testing.T) {
 	ps := newPageSite(t, nil)
-	ps.addAdmin("alice")
-	pc := ps.client()
-	pc.loginAs("alice")
+	pc := ps.admin("alice")
 	a := ps.ask(ps.conn, "write", `echo "<script>alert(1)</script>" > /tmp/x`, 1)
 	for _, path := range []string{"/approvals", "/approvals/list", "/approvals/" + a.ID} {
 		_, _, body := pc.get(path)
@@ -418,9 +419,7 @@ func TestCommandMarkupIsEscaped(t *testing.T) {
 
 func TestFlashNeedsSignature(t *testing.T) {
 	ps := newPageSite(t, nil)
-	ps.addAdmin("alice")
-	pc := ps.client()
-	pc.loginAs("alice")
+	pc := ps.admin("alice")
 	_, _, body := pc.get("/approvals?flash=postern+moved+to+evil.example&flash_kind=ok&flash_sig=00")
 	if f := flashText(body); f != "" {
 		t.Errorf("forged flash shown: %q; want none", f)
@@ -429,9 +428,7 @@ func TestFlashNeedsSignature(t *testing.T) {
 
 func TestEventStreamAnnouncesApprovals(t *testing.T) {
 	ps := newPageSite(t, func(c *Config) { c.EventPoll = 5 * time.Millisecond })
-	ps.addAdmin("alice")
-	pc := ps.client()
-	pc.loginAs("alice")
+	pc := ps.admin("alice")
 	ctx, cancel := context.WithCancel(context.Background())
 	ran := make(chan struct{})
 	go func() {
@@ -600,9 +597,7 @@ func TestPostsNeedCSRFToken(t *testing.T) {
 			return recipes.Result{}, nil
 		}
 	})
-	ps.addAdmin("alice")
-	pc := ps.client()
-	pc.loginAs("alice")
+	pc := ps.admin("alice")
 	a := ps.ask(ps.conn, "write", "touch /srv/x", 1)
 	posts := []struct {
 		path string
@@ -648,9 +643,7 @@ func TestPostsNeedCSRFToken(t *testing.T) {
 
 func TestSecurityHeaders(t *testing.T) {
 	ps := newPageSite(t, nil)
-	ps.addAdmin("alice")
-	pc := ps.client()
-	pc.loginAs("alice")
+	pc := ps.admin("alice")
 	for _, p := range []string{"/login", "/approvals", "/static/approvals.js"} {
 		_, h, _ := pc.get(p)
 		csp := h.Get("Content-Security-Policy")
@@ -691,9 +684,7 @@ func TestNoPageShowsPrivateKey(t *testing.T) {
 			return recipes.Result{Status: recipes.StatusOK, Message: "accepted"}, nil
 		}
 	})
-	ps.addAdmin("alice")
-	pc := ps.client()
-	pc.loginAs("alice")
+	pc := ps.admin("alice")
 	a := ps.ask(ps.conn, "write", "touch /srv/x", 1)
 	_, h, _ := pc.post("/connections/web1/check", pc.form())
 	afterCheck := pc.follow(h)
@@ -782,9 +773,7 @@ func TestConnectionsPageRecheck(t *testing.T) {
 
 func TestAgentsPage(t *testing.T) {
 	ps := newPageSite(t, nil)
-	ps.addAdmin("alice")
-	pc := ps.client()
-	pc.loginAs("alice")
+	pc := ps.admin("alice")
 	_, _, body := pc.get("/agents")
 	row := html.UnescapeString(regexp.MustCompile(`(?s)<tr id="agent-bot">.*?</tr>`).FindString(body))
 	if row == "" {
@@ -800,9 +789,7 @@ func TestAgentsPage(t *testing.T) {
 func TestGrantForms(t *testing.T) {
 	ps := newPageSite(t, nil)
 	ps.addConnection("prod1", store.EnvProduction)
-	ps.addAdmin("alice")
-	pc := ps.client()
-	pc.loginAs("alice")
+	pc := ps.admin("alice")
 	_, _, body := pc.get("/grants")
 	for _, id := range []string{`id="grant-bot-web1" data-granted="true"`, `id="grant-bot-prod1" data-granted="false"`} {
 		if !strings.Contains(body, id) {
@@ -869,9 +856,7 @@ func TestGrantForms(t *testing.T) {
 
 func TestAuditPage(t *testing.T) {
 	ps := newPageSite(t, nil)
-	ps.addAdmin("alice")
-	pc := ps.client()
-	pc.loginAs("alice")
+	pc := ps.admin("alice")
 	ctx := context.Background()
 	const total = 120
 	for i := range total {
@@ -957,9 +942,7 @@ func TestAuditPage(t *testing.T) {
 
 func TestRecipesPage(t *testing.T) {
 	ps := newPageSite(t, nil)
-	ps.addAdmin("alice")
-	pc := ps.client()
-	pc.loginAs("alice")
+	pc := ps.admin("alice")
 	cat, err := recipes.Load()
 	if err != nil {
 		t.Fatal(err)
