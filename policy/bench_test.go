@@ -28,12 +28,12 @@ func benchEnv(b *testing.B) (*testEnv, *store.Connection) {
 	b.Cleanup(func() { eng.Close(); st.Close() })
 	ctx := context.Background()
 	kp, hk := newKeyPair(b), newKeyPair(b)
-	a, err := st.CreateAgent(ctx, "bot", kp.authorized)
+	a, err := st.CreateAgent(ctx, "bot", kp.Authorized)
 	if err != nil {
 		b.Fatal(err)
 	}
 	c, err := st.CreateConnection(ctx, store.NewConnection{Alias: "web", Host: "h", User: "u",
-		PrivateKey: kp.privatePEM, HostKeys: []string{"h " + hk.authorized}})
+		PrivateKey: kp.PrivatePEM, HostKeys: []string{"h " + hk.Authorized}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -24,7 +24,7 @@ func TestDecide(t *testing.T) {
 	}
 	kp := newKeyPair(t)
 	if _, err := te.st.CreateConnection(ctx, store.NewConnection{Alias: "ungranted", Host: "h", User: "u",
-		PrivateKey: kp.privatePEM, HostKeys: []string{"h " + kp.authorized}}); err != nil {
+		PrivateKey: kp.PrivatePEM, HostKeys: []string{"h " + kp.Authorized}}); err != nil {
 		t.Fatal(err)
 	}
 

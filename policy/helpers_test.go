@@ -2,22 +2,18 @@ package policy
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"database/sql"
-	"encoding/pem"
 	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
-	"golang.org/x/crypto/ssh"
 
+	"github.com/postern/postern/internal/testkey"
 	"github.com/postern/postern/store"
 )
 
@@ -90,7 +86,7 @@ func newTestEnv(t *testing.T, now func() time.Time, opts Options) *testEnv {
 	te.open()
 	t.Cleanup(te.close)
 	kp := newKeyPair(t)
-	a, err := te.st.CreateAgent(context.Background(), "bot", kp.authorized)
+	a, err := te.st.CreateAgent(context.Background(), "bot", kp.Authorized)
 	if err != nil {
 		t.Fatalf("CreateAgent: %v", err)
 	}
@@ -134,8 +130,8 @@ func (te *testEnv) conn(alias string, env store.Env, rules Rules) *store.Connect
 	ctx := context.Background()
 	kp, hk := newKeyPair(te.t), newKeyPair(te.t)
 	c, err := te.st.CreateConnection(ctx, store.NewConnection{
-		Alias: alias, Host: "10.0.0.1", User: "deploy", PrivateKey: kp.privatePEM,
-		HostKeys: []string{"10.0.0.1 " + hk.authorized}, Env: env,
+		Alias: alias, Host: "10.0.0.1", User: "deploy", PrivateKey: kp.PrivatePEM,
+		HostKeys: []string{"10.0.0.1 " + hk.Authorized}, Env: env,
 	})
 	if err != nil {
 		te.t.Fatalf("CreateConnection: %v", err)
@@ -169,30 +165,8 @@ func (te *testEnv) exec(query string, args ...any) {
 	}
 }
 
-type keyPair struct {
-	privatePEM []byte
-	authorized string
-}
-
-func newKeyPair(t testing.TB) keyPair {
-	t.Helper()
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	block, err := ssh.MarshalPrivateKey(priv, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	signer, err := ssh.NewSignerFromKey(priv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return keyPair{
-		privatePEM: pem.EncodeToMemory(block),
-		authorized: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(signer.PublicKey()))),
-	}
-}
+// newKeyPair is a real ed25519 key pair (internal/testkey).
+func newKeyPair(t testing.TB) testkey.Pair { return testkey.New(t, "") }
 
 // waitResult is what a background Authorize returned.
 type waitResult struct {

@@ -64,7 +64,7 @@ func newAPISite(t testing.TB, edit func(*Config)) *apiSite {
 	}
 	as := &apiSite{t: t, clock: clock, st: st, eng: eng, srv: srv, path: path}
 	as.ci, as.ops = as.addToken("ci"), as.addToken("ops")
-	if as.agent, err = st.CreateAgent(ctx, "bot", newTestKeyPair(t).authorized+" bot@test"); err != nil {
+	if as.agent, err = st.CreateAgent(ctx, "bot", newTestKeyPair(t).Authorized+" bot@test"); err != nil {
 		t.Fatalf("CreateAgent: %v", err)
 	}
 	as.web = as.addConnection("web", store.EnvDev)

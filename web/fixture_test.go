@@ -2,16 +2,11 @@ package web
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
-	"encoding/pem"
 	"path/filepath"
-	"strings"
 	"testing"
 
-	"golang.org/x/crypto/ssh"
-
 	"github.com/postern/postern/internal/fakeclock"
+	"github.com/postern/postern/internal/testkey"
 	"github.com/postern/postern/policy"
 	"github.com/postern/postern/recipes"
 	"github.com/postern/postern/store"
@@ -54,34 +49,8 @@ func newTestBackend(t testing.TB, clock *fakeclock.Clock) testBackend {
 	return testBackend{st: st, eng: eng, cat: cat, path: path}
 }
 
-// testKeyPair is a real ed25519 key: the private key file, so that tests can
-// search answers for it, and the public key.
-type testKeyPair struct {
-	privatePEM []byte
-	authorized string
-	public     ssh.PublicKey
-}
-
-func newTestKeyPair(t testing.TB) testKeyPair {
-	t.Helper()
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	block, err := ssh.MarshalPrivateKey(priv, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	signer, err := ssh.NewSignerFromKey(priv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return testKeyPair{
-		privatePEM: pem.EncodeToMemory(block),
-		authorized: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(signer.PublicKey()))),
-		public:     signer.PublicKey(),
-	}
-}
+// newTestKeyPair is a real ed25519 key pair (internal/testkey).
+func newTestKeyPair(t testing.TB) testkey.Pair { return testkey.New(t, "") }
 
 // addTestConnection creates a connection with a real ed25519 key and
 // returns it with its private key file.
@@ -89,11 +58,11 @@ func addTestConnection(t testing.TB, st *store.Store, alias string, env store.En
 	t.Helper()
 	key, host := newTestKeyPair(t), newTestKeyPair(t)
 	c, err := st.CreateConnection(context.Background(), store.NewConnection{
-		Alias: alias, Host: "127.0.0.1", Port: 2022, User: "deploy", PrivateKey: key.privatePEM,
-		HostKeys: []string{"127.0.0.1 " + host.authorized}, Env: env,
+		Alias: alias, Host: "127.0.0.1", Port: 2022, User: "deploy", PrivateKey: key.PrivatePEM,
+		HostKeys: []string{"127.0.0.1 " + host.Authorized}, Env: env,
 	})
 	if err != nil {
 		t.Fatalf("CreateConnection(%s): %v", alias, err)
 	}
-	return c, key.privatePEM
+	return c, key.PrivatePEM
 }

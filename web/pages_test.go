@@ -76,7 +76,7 @@ func newPageSite(t *testing.T, edit func(*Config)) *pageSite {
 	t.Cleanup(ts.Close)
 	ps := &pageSite{t: t, clock: clock, st: st, eng: eng, srv: srv, ts: ts, dbPath: dbPath}
 	agentKey := newTestKeyPair(t)
-	if ps.agent, err = st.CreateAgent(ctx, "bot", agentKey.authorized); err != nil {
+	if ps.agent, err = st.CreateAgent(ctx, "bot", agentKey.Authorized); err != nil {
 		t.Fatalf("CreateAgent: %v", err)
 	}
 	ps.conn, ps.connKey = ps.addConnection("web1", store.EnvDev)
