@@ -534,3 +534,53 @@ func (h *harness) auditRowsFor(alias string) int {
 	}
 	return n
 }
+
+// TestConnectionChangeOnOpenConnection: sessions on one agent connection
+// use a kept copy of the connection row, but a change of the row (here a
+// re-pinned host key, as after `conn update`) is seen by the next session,
+// in both directions, without reconnecting.
+func TestConnectionChangeOnOpenConnection(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	ctx := context.Background()
+	c := h.client()
+	defer c.Close()
+	run := func(cmd string) (string, string, int) {
+		t.Helper()
+		s, err := c.NewSession()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		var stdout, stderr strings.Builder
+		s.Stdout, s.Stderr = &stdout, &stderr
+		code := 0
+		if err := s.Run(cmd); err != nil {
+			var ee *ssh.ExitError
+			if !errors.As(err, &ee) {
+				t.Fatalf("%s: %v", cmd, err)
+			}
+			code = ee.ExitStatus()
+		}
+		return stdout.String(), stderr.String(), code
+	}
+	if out, errOut, code := run("web echo first"); code != 0 || out != "first\n" {
+		t.Fatalf("first session: got exit %d, stdout %q, stderr %q; want 0 and \"first\\n\"", code, out, errOut)
+	}
+
+	_, wrong, _ := ed25519.GenerateKey(rand.Reader)
+	wrongPub, _ := ssh.NewSignerFromKey(wrong)
+	wrongLine := "127.0.0.1 " + strings.TrimSpace(string(ssh.MarshalAuthorizedKey(wrongPub.PublicKey())))
+	if _, err := h.st.UpdateConnectionAddress(ctx, "web", h.target.Host, h.target.Port, []string{wrongLine}); err != nil {
+		t.Fatal(err)
+	}
+	if out, errOut, code := run("web echo second"); code != ExitUnreachable || !strings.Contains(errOut, "host key of web changed") {
+		t.Errorf("after re-pinning a wrong key: got exit %d, stdout %q, stderr %q; want %d and \"host key of web changed\"", code, out, errOut, ExitUnreachable)
+	}
+
+	if _, err := h.st.UpdateConnectionAddress(ctx, "web", h.target.Host, h.target.Port, []string{h.target.KnownHostsLine}); err != nil {
+		t.Fatal(err)
+	}
+	if out, errOut, code := run("web echo third"); code != 0 || out != "third\n" {
+		t.Errorf("after re-pinning the right key: got exit %d, stdout %q, stderr %q; want 0 and \"third\\n\"", code, out, errOut)
+	}
+}

@@ -63,6 +63,9 @@ func (e *Engine) Authorize(ctx context.Context, op Operation, onWait func(Approv
 		}
 		return auth, nil
 	case Deny:
+		if errors.Is(d.Err, ErrConnectionChanged) {
+			return fail(Failed, d.Err)
+		}
 		o := Denied
 		if d.Err != nil {
 			o = Failed
@@ -106,7 +109,12 @@ func (e *Engine) Authorize(ctx context.Context, op Operation, onWait func(Approv
 		// admin may have revoked it or set the class to deny meanwhile, and
 		// an approval of the operation does not outrank that. The approval
 		// stays consumed: it was for this operation, which does not run.
-		if now := e.Decide(ctx, op); now.Rule == Deny {
+		// The connection may change during the wait (a key check moves its
+		// row) without making the approved operation another one: only
+		// the grant is checked again.
+		again := op
+		again.ConnectionModifiedAt = time.Time{}
+		if now := e.Decide(ctx, again); now.Rule == Deny {
 			auth.Decision = now
 			o := Denied
 			if now.Err != nil {

@@ -127,3 +127,59 @@ func TestNewDefaults(t *testing.T) {
 		t.Error("New without a store: got nil error; want one")
 	}
 }
+
+// TestConnectionChangedRefusesBeforeDeciding: an operation that names the
+// version of the connection row it was classified with is decided only
+// while that row is current. A stale version refuses with
+// ErrConnectionChanged, and nothing is journaled or asked, so the caller
+// can classify again and retry; the current version, or none, decides.
+func TestConnectionChangedRefusesBeforeDeciding(t *testing.T) {
+	te := newTestEnv(t, nil, Options{})
+	ctx := context.Background()
+	c := te.conn("web", store.EnvDev, Rules{Read: Allow, Write: Ask, Destructive: Deny})
+	stale := c.ModifiedAt
+	hk := newKeyPair(t)
+	moved, err := te.st.UpdateConnectionAddress(ctx, "web", "10.0.0.2", 22, []string{"10.0.0.2 " + hk.Authorized})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if moved.ModifiedAt.Equal(stale) {
+		t.Fatalf("modified_at %v did not move on update", stale)
+	}
+	tests := []struct {
+		name    string
+		version time.Time
+		class   Class
+		changed bool
+	}{
+		{"stale read", stale, Read, true},
+		{"stale write (would ask)", stale, Write, true},
+		{"current read", moved.ModifiedAt, Read, false},
+		{"no version", time.Time{}, Read, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			op := te.op(c, tt.class, "uptime")
+			op.ConnectionModifiedAt = tt.version
+			auth, err := te.eng.Authorize(ctx, op, func(Approval) { t.Error("asked for an approval; want a refusal first") })
+			if got := errors.Is(err, ErrConnectionChanged); got != tt.changed {
+				t.Fatalf("Authorize: got err %v; want ErrConnectionChanged %v", err, tt.changed)
+			}
+			if tt.changed {
+				if auth.Outcome == Allowed || auth.Approval != nil {
+					t.Errorf("Authorize: got outcome %q, approval %v; want a refusal with no approval", auth.Outcome, auth.Approval)
+				}
+				if n := te.countInflight(); n != 0 {
+					t.Errorf("journal rows after a refusal: got %d; want 0", n)
+				}
+				return
+			}
+			if auth.Outcome != Allowed {
+				t.Errorf("Authorize: got outcome %q; want allowed", auth.Outcome)
+			}
+			if _, err := te.eng.Audit(ctx, auth.Record(op)); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}

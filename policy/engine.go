@@ -237,6 +237,11 @@ func (e *Engine) Decide(ctx context.Context, op Operation) Decision {
 		return d
 	}
 	d.AgentName, d.ConnectionID, d.ConnectionAlias, d.Env = f.AgentName, f.ConnectionID, f.ConnectionAlias, f.Env
+	if !op.ConnectionModifiedAt.IsZero() && !op.ConnectionModifiedAt.Equal(f.ConnectionModifiedAt) {
+		d.Reason = "the connection changed while the operation was being decided; refused"
+		d.Err = ErrConnectionChanged
+		return d
+	}
 	switch {
 	case f.AgentDisabled:
 		d.Reason = "agent " + f.AgentName + " is disabled"

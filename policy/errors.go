@@ -27,6 +27,12 @@ var (
 	ErrAlreadyUsed = errors.New("policy: approval already used")
 	// ErrClosed: the engine was closed while the caller waited.
 	ErrClosed = errors.New("policy: engine closed")
+	// ErrConnectionChanged: the operation names the version of the
+	// connection row its caller classified it with (Operation's
+	// ConnectionModifiedAt), and the row has changed since. Nothing was
+	// decided or recorded: the caller reads the connection again,
+	// classifies again and retries.
+	ErrConnectionChanged = errors.New("policy: the connection changed since the operation was classified")
 )
 
 // DeniedError says why an operation was denied. NoGrant is true when the

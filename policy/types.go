@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/postern/postern/store"
 )
@@ -112,8 +113,14 @@ type Operation struct {
 	// ConnectionID names the connection; when empty, ConnectionAlias does.
 	ConnectionID    string
 	ConnectionAlias string
-	Class           Class
-	Kind            Kind
+	// ConnectionModifiedAt, when set, is the modified_at of the connection
+	// row the caller classified the operation with (a copy it keeps across
+	// operations). If the row has changed since, Authorize and Decide refuse
+	// with ErrConnectionChanged before deciding anything, so that a command
+	// is never decided, or relayed, with a stale recipe, host or pinned key.
+	ConnectionModifiedAt time.Time
+	Class                Class
+	Kind                 Kind
 	// Text is the exact operation: the command line for Exec, the method
 	// and paths for SFTP ("remove /srv/a"). Approvals bind to its SHA-256;
 	// the audit log keeps it redacted.

@@ -486,11 +486,15 @@ type PolicyFacts struct {
 	AgentDisabled   bool
 	ConnectionID    string
 	ConnectionAlias string
-	Env             string // dev, test, staging or production
-	HasGrant        bool   // false: the agent may not see the connection
-	ReadRule        string // allow, ask or deny; "" without a grant
-	WriteRule       string
-	DestructiveRule string
+	// ConnectionModifiedAt is the connection row's modified_at, which every
+	// change of the row moves: a caller that classified an operation with a
+	// copy of the row it kept tells from it whether that copy is current.
+	ConnectionModifiedAt time.Time
+	Env                  string // dev, test, staging or production
+	HasGrant             bool   // false: the agent may not see the connection
+	ReadRule             string // allow, ask or deny; "" without a grant
+	WriteRule            string
+	DestructiveRule      string
 }
 
 // PolicyFacts reads the facts for agentID and the connection named by its id
@@ -511,7 +515,7 @@ func policyFactsQuery(byAlias bool) string {
 	if byAlias {
 		where = `c.alias = ?`
 	}
-	return `SELECT a.id, a.name, a.disabled, c.id, c.alias, c.env,
+	return `SELECT a.id, a.name, a.disabled, c.id, c.alias, c.modified_at, c.env,
 			g.id, g.read_rule, g.write_rule, g.destructive_rule
 		FROM agents a JOIN connections c ON ` + where + `
 		LEFT JOIN grants g ON g.agent_id = a.id AND g.connection_id = c.id
@@ -522,12 +526,16 @@ func scanPolicyFacts(row *sql.Row, agentID, ref string) (PolicyFacts, error) {
 	var f PolicyFacts
 	var grantID sql.NullString
 	var r, w, d sql.NullString
+	var modified string
 	err := row.Scan(&f.AgentID, &f.AgentName, &f.AgentDisabled,
-		&f.ConnectionID, &f.ConnectionAlias, &f.Env, &grantID, &r, &w, &d)
+		&f.ConnectionID, &f.ConnectionAlias, &modified, &f.Env, &grantID, &r, &w, &d)
 	if errors.Is(err, sql.ErrNoRows) {
 		return PolicyFacts{}, fmt.Errorf("store: agent %q or connection %q %w", agentID, ref, ErrNotFound)
 	}
 	if err != nil {
+		return PolicyFacts{}, fmt.Errorf("store: read policy facts: %w", err)
+	}
+	if f.ConnectionModifiedAt, err = parseTime(modified); err != nil {
 		return PolicyFacts{}, fmt.Errorf("store: read policy facts: %w", err)
 	}
 	f.HasGrant = grantID.Valid
