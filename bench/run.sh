@@ -5,6 +5,7 @@
 #   bash bench/run.sh            # from anywhere inside the repository
 #   KEEP=1 bash bench/run.sh     # keep the scratch directory (logs, configs)
 #   SFTP_ROWS=0 / EXEC_ROWS=0    # skip the sftp rows / the exec rows
+#   SFTP_FLOOR=0                 # skip the sftp relay-floor column
 #
 # Everything listens on 127.0.0.1 only. Every process started here is stopped
 # on exit. No timing threshold makes this script fail: it measures and prints.
@@ -24,6 +25,9 @@ SFTP_MIB=${SFTP_MIB:-256} # size of the transferred file
 # Which rows run (both by default; the recorded results have both).
 EXEC_ROWS=${EXEC_ROWS:-1}
 SFTP_ROWS=${SFTP_ROWS:-1}
+# A third sftp column: the same transfers through postern's exec relay, with
+# no SFTP parsing at all (see the sftp section of README.md).
+SFTP_FLOOR=${SFTP_FLOOR:-1}
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/postern-bench.XXXXXX")
 pids=()
@@ -284,6 +288,11 @@ sftp_cmd() { # COLUMN BATCHFILE
 	case $1 in
 	direct) sftp "${opts[@]}" -i "$work/target_key" -P "$sshd_port" -b "$2" "$user@127.0.0.1" ;;
 	via) sftp "${opts[@]}" -i "$work/agent_key" -P "$postern_port" -b "$2" "tgt@127.0.0.1" ;;
+	# `sftp -s PATH` runs the target's sftp-server as an exec command instead
+	# of asking for the sftp subsystem: postern classifies that one command
+	# and relays its bytes like any other (write, allowed by the bench's
+	# grant), so this column costs only the SSH legs, never sftpgate.
+	floor) sftp "${opts[@]}" -s "$sftp_server" -i "$work/agent_key" -P "$postern_port" -b "$2" "tgt@127.0.0.1" ;;
 	esac
 }
 
@@ -364,6 +373,9 @@ if ((SFTP_ROWS)); then
 	for ((i = 0; i < WARMUP; i++)); do
 		sftp_cmd direct "$work/sftp.warm" >/dev/null 2>"$work/sftp.err" || sftp_fail direct "pwd"
 		sftp_cmd via "$work/sftp.warm" >/dev/null 2>"$work/sftp.err" || sftp_fail via "pwd"
+		if ((SFTP_FLOOR)); then
+			sftp_cmd floor "$work/sftp.warm" >/dev/null 2>"$work/sftp.err" || sftp_fail via "pwd (sftp -s)"
+		fi
 	done
 fi
 
@@ -397,19 +409,20 @@ fi
 
 if ((SFTP_ROWS)); then
 	echo "measuring the sftp rows: get and put of ${SFTP_MIB} MiB, $N_SFTP samples per column (interleaved)" >&2
+	sftp_cols=(direct via)
+	((SFTP_FLOOR)) && sftp_cols+=(floor)
 	for op in get put; do
-		for col in direct via; do
+		for col in "${sftp_cols[@]}"; do
 			for ext in "" .proc .cpu .pcpu; do : >"$work/sftp.$op.$col$ext"; done
 		done
 	done
 	for ((i = 0; i < N_SFTP; i++)); do
 		for op in get put; do
+			# Columns in turn, the order reversed every other sample.
 			if ((i % 2 == 0)); then
-				sftp_one direct "$op"
-				sftp_one via "$op"
+				for col in "${sftp_cols[@]}"; do sftp_one "$col" "$op"; done
 			else
-				sftp_one via "$op"
-				sftp_one direct "$op"
+				for ((c = ${#sftp_cols[@]} - 1; c >= 0; c--)); do sftp_one "${sftp_cols[c]}" "$op"; done
 			fi
 		done
 	done
@@ -468,8 +481,16 @@ if ((SFTP_ROWS)); then
 	row "sftp get: slowest" "$(mibs "$work/sftp.get.direct" 1)" "$(mibs "$work/sftp.get.via" 1)" ""
 	row "sftp put: median of $N_SFTP" "$(mibs "$work/sftp.put.direct" 0.5)" "$(mibs "$work/sftp.put.via" 0.5)" ">= 0.90"
 	row "sftp put: slowest" "$(mibs "$work/sftp.put.direct" 1)" "$(mibs "$work/sftp.put.via" 1)" ""
+	if ((SFTP_FLOOR)); then
+		row "relay floor (sftp -s), get: median" "$(mibs "$work/sftp.get.direct" 0.5)" "$(mibs "$work/sftp.get.floor" 0.5)" "reference"
+		row "relay floor (sftp -s), put: median" "$(mibs "$work/sftp.put.direct" 0.5)" "$(mibs "$work/sftp.put.floor" 0.5)" "reference"
+	fi
 	echo
 	echo "ratio = postern / direct throughput; ABOVE 1 means postern is faster."
+	if ((SFTP_FLOOR)); then
+		echo "relay floor: the same sftp batch through postern with \`sftp -s $sftp_server\`, relayed as one exec"
+		echo "  command with no SFTP parsing: what the two SSH legs alone cost."
+	fi
 	echo "MiB/s = ${SFTP_MIB} MiB / time of the get or put alone (between \`!date\` marks in the sftp batch)."
 	printf 'whole sftp process (connect, transfer, exit), median s: get %s direct, %s postern; put %s direct, %s postern\n' \
 		"$(secs "$work/sftp.get.direct.proc")" "$(secs "$work/sftp.get.via.proc")" \
@@ -480,6 +501,11 @@ if ((SFTP_ROWS)); then
 	printf 'CPU s per sample, median (whole machine; of it postern): get %s direct, %s postern (%s); put %s direct, %s postern (%s)\n' \
 		"$(tsec "$work/sftp.get.direct.cpu")" "$(tsec "$work/sftp.get.via.cpu")" "$(tsec "$work/sftp.get.via.pcpu")" \
 		"$(tsec "$work/sftp.put.direct.cpu")" "$(tsec "$work/sftp.put.via.cpu")" "$(tsec "$work/sftp.put.via.pcpu")"
+	if ((SFTP_FLOOR)); then
+		printf 'CPU s per sample, median, relay floor: get %s (%s postern); put %s (%s postern)\n' \
+			"$(tsec "$work/sftp.get.floor.cpu")" "$(tsec "$work/sftp.get.floor.pcpu")" \
+			"$(tsec "$work/sftp.put.floor.cpu")" "$(tsec "$work/sftp.put.floor.pcpu")"
+	fi
 	echo "sftp -b with its defaults (-B 32768 -R 64); target: Subsystem sftp $sftp_server"
 	echo "sha256 matched for all $sftp_checked transfers: ${blob_sum:0:16}..."
 fi
