@@ -27,7 +27,46 @@ const (
 	maxChunks = 2 * aheadChunks
 	// behindWrites bounds the writes in flight to the target.
 	behindWrites = 8
+	// writeBufSize is the capacity of a write-behind buffer: a chunk and
+	// the one agent write that fills it (OpenSSH's are 32 KiB), so that
+	// joining writes never grows the buffer by copying it.
+	writeBufSize = chunkSize + 64<<10
 )
+
+// bufPool keeps the buffers of one file's transfer for reuse: a relayed
+// file of 256 MiB would otherwise allocate (and the collector scan) about
+// a thousand chunk buffers. It holds at most cap(free) idle buffers, which
+// the file's own bounds (maxChunks, behindWrites) already allow in flight.
+type bufPool struct {
+	size int
+	free chan []byte
+}
+
+func newBufPool(size, keep int) *bufPool {
+	return &bufPool{size: size, free: make(chan []byte, keep)}
+}
+
+// get returns an empty buffer with capacity size.
+func (p *bufPool) get() []byte {
+	select {
+	case b := <-p.free:
+		return b[:0]
+	default:
+		return make([]byte, 0, p.size)
+	}
+}
+
+// put keeps b for a later get, unless enough are kept already or b grew
+// (an unusually large agent write) or shrank out of shape.
+func (p *bufPool) put(b []byte) {
+	if cap(b) != p.size {
+		return
+	}
+	select {
+	case p.free <- b:
+	default:
+	}
+}
 
 // chunk is one read-ahead read of [off, off+len(buf)).
 type chunk struct {
@@ -37,12 +76,19 @@ type chunk struct {
 	err  error
 	done chan struct{} // closed when the read finished
 	used int           // bytes handed out; the chunk goes once all are
+	// readers counts the reads that took the chunk and have not finished
+	// copying out of it, and dropped is set once the chunk left the map:
+	// its buffer goes back to the pool only when both say nobody can
+	// touch it again. Both are guarded by readAhead.mu.
+	readers int
+	dropped bool
 }
 
 // readAhead serves sequential reads of an upstream file from chunks read
 // ahead of them; other reads go straight to the target.
 type readAhead struct {
-	f *sftp.File
+	f    *sftp.File
+	bufs *bufPool // chunk buffers
 	// mu guards chunks, eof and next.
 	mu     sync.Mutex
 	chunks map[int64]*chunk // by offset, a multiple of chunkSize
@@ -52,7 +98,7 @@ type readAhead struct {
 }
 
 func newReadAhead(f *sftp.File) *readAhead {
-	return &readAhead{f: f, chunks: map[int64]*chunk{}, eof: -1}
+	return &readAhead{f: f, bufs: newBufPool(chunkSize, maxChunks), chunks: map[int64]*chunk{}, eof: -1}
 }
 
 // ReadAt reads p at off. A read inside or right after the chunks held, at
@@ -78,6 +124,7 @@ func (r *readAhead) ReadAt(p []byte, off int64) (int, error) {
 		r.start(base + i*chunkSize)
 	}
 	c := r.chunks[base]
+	c.readers++
 	r.mu.Unlock()
 
 	<-c.done
@@ -97,7 +144,7 @@ func (r *readAhead) start(off int64) {
 	if _, ok := r.chunks[off]; ok || r.eof >= 0 && off >= r.eof || len(r.chunks) >= maxChunks {
 		return
 	}
-	c := &chunk{off: off, buf: make([]byte, chunkSize), done: make(chan struct{})}
+	c := &chunk{off: off, buf: r.bufs.get()[:chunkSize], done: make(chan struct{})}
 	r.chunks[off] = c
 	r.wg.Add(1)
 	go func() {
@@ -133,19 +180,47 @@ func (r *readAhead) copyOut(c *chunk, p []byte, off int64) (int, error) {
 	return n, nil
 }
 
+// drop records that a read has copied n bytes out of c and no longer
+// touches it, and lets go of the chunks that are finished with.
 func (r *readAhead) drop(c *chunk, n int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	c.used += n
+	c.readers--
 	if c.used >= c.n {
-		delete(r.chunks, c.off) // every byte was handed out
+		r.removeLocked(c) // every byte was handed out
 	}
 	// Chunks far behind the reader are not coming back.
 	for off, old := range r.chunks {
 		if off < c.off-aheadChunks*chunkSize && old.isDone() {
-			delete(r.chunks, off)
+			r.removeLocked(old)
 		}
 	}
+	if c.dropped && c.readers == 0 {
+		r.recycleLocked(c)
+	}
+}
+
+// removeLocked takes c out of the map; its buffer is reused once no read
+// holds it. Called with r.mu held.
+func (r *readAhead) removeLocked(c *chunk) {
+	if r.chunks[c.off] == c {
+		delete(r.chunks, c.off)
+	}
+	c.dropped = true
+	if c.readers == 0 {
+		r.recycleLocked(c)
+	}
+}
+
+// recycleLocked gives c's buffer back, once. Only a finished fetch's
+// buffer is given back: the fetch writes into it. Called with r.mu held.
+func (r *readAhead) recycleLocked(c *chunk) {
+	if c.buf == nil || !c.isDone() {
+		return
+	}
+	r.bufs.put(c.buf)
+	c.buf = nil
 }
 
 func (c *chunk) isDone() bool {
@@ -165,6 +240,7 @@ func (r *readAhead) wait() { r.wg.Wait() }
 // first error is reported by the next WriteAt, and by Flush.
 type writeBehind struct {
 	f     *sftp.File
+	bufs  *bufPool      // buffers of writeBufSize
 	slots chan struct{} // a token per write in flight
 	wg    sync.WaitGroup
 	// mu guards buf, bufOff and err.
@@ -175,7 +251,7 @@ type writeBehind struct {
 }
 
 func newWriteBehind(f *sftp.File) *writeBehind {
-	return &writeBehind{f: f, slots: make(chan struct{}, behindWrites)}
+	return &writeBehind{f: f, bufs: newBufPool(writeBufSize, behindWrites+1), slots: make(chan struct{}, behindWrites)}
 }
 
 // WriteAt queues p for off. The data is copied; p may be reused at once.
@@ -193,6 +269,9 @@ func (w *writeBehind) WriteAt(p []byte, off int64) (int, error) {
 	}
 	if len(w.buf) == 0 {
 		w.bufOff = off
+		if w.buf == nil {
+			w.buf = w.bufs.get()
+		}
 	}
 	w.buf = append(w.buf, p...)
 	if len(w.buf) >= chunkSize {
@@ -214,7 +293,11 @@ func (w *writeBehind) sendLocked() {
 	go func() {
 		defer w.wg.Done()
 		defer func() { <-w.slots }()
-		if _, err := w.f.WriteAt(data, off); err != nil {
+		_, err := w.f.WriteAt(data, off)
+		// pkg/sftp has copied data into its packets by the time WriteAt
+		// returns, so the buffer is free again.
+		w.bufs.put(data)
+		if err != nil {
 			w.mu.Lock()
 			if w.err == nil {
 				w.err = err

@@ -3,6 +3,7 @@ package sftpgate
 import (
 	"bytes"
 	"crypto/rand"
+	"fmt"
 	"io"
 	"os"
 	"testing"
@@ -157,5 +158,53 @@ func TestWriteBehindConcurrent(t *testing.T) {
 	}
 	if !bytes.Equal(got, data) {
 		t.Error("target copy differs from what 8 concurrent writers wrote")
+	}
+}
+
+// TestReadAheadConcurrentReuse: eight readers take the file in overlapping
+// 32 KiB reads at once, as pkg/sftp's workers do, several times over, so
+// that chunk buffers go back to the pool and are reused while other reads
+// still copy out of their chunks; every byte must still be the file's.
+func TestReadAheadConcurrentReuse(t *testing.T) {
+	data := make([]byte, 6*chunkSize+4321)
+	rand.Read(data)
+	f := uploadForTest(t, data)
+	ra := newReadAhead(f)
+	defer func() { ra.wait(); f.Close() }()
+	const size = 32 << 10
+	for round := 0; round < 3; round++ {
+		// Overlapping starts: every 24 KiB, so neighbouring reads share
+		// bytes and a chunk's bytes are handed out more than once.
+		offs := seq(0, int64(len(data)), 24<<10)
+		errs := make(chan error, 8)
+		next := make(chan int64)
+		go func() {
+			defer close(next)
+			for _, off := range offs {
+				next <- off
+			}
+		}()
+		for w := 0; w < 8; w++ {
+			go func() {
+				var err error
+				for off := range next {
+					p := make([]byte, size)
+					n, rerr := ra.ReadAt(p, off)
+					if rerr != nil && rerr != io.EOF && err == nil {
+						err = rerr
+					}
+					end := min(off+size, int64(len(data)))
+					if !bytes.Equal(p[:n], data[off:end]) && err == nil {
+						err = fmt.Errorf("round %d: ReadAt(%d) = %d bytes differing from the file; want %d", round, off, n, end-off)
+					}
+				}
+				errs <- err
+			}()
+		}
+		for w := 0; w < 8; w++ {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 }
