@@ -63,14 +63,11 @@ func (e *Engine) Authorize(ctx context.Context, op Operation, onWait func(Approv
 		}
 		return auth, nil
 	case Deny:
-		if errors.Is(d.Err, ErrConnectionChanged) {
-			return fail(Failed, d.Err)
-		}
 		o := Denied
 		if d.Err != nil {
 			o = Failed
 		}
-		return fail(o, &DeniedError{Reason: d.Reason, NoGrant: d.NoGrant})
+		return fail(o, &DeniedError{Reason: d.Reason, NoGrant: d.NoGrant, Err: d.Err})
 	}
 	a, outcome, err := e.st.RequestApproval(ctx, store.Approval{
 		AgentID:         d.AgentID,
@@ -120,7 +117,7 @@ func (e *Engine) Authorize(ctx context.Context, op Operation, onWait func(Approv
 			if now.Err != nil {
 				o = Failed
 			}
-			return fail(o, &DeniedError{Reason: "the grant changed while approval " + a.ID + " waited: " + now.Reason, NoGrant: now.NoGrant})
+			return fail(o, &DeniedError{Reason: "the grant changed while approval " + a.ID + " waited: " + now.Reason, NoGrant: now.NoGrant, Err: now.Err})
 		}
 		auth.Outcome = Approved
 		if reason, err := e.begin(ctx, &auth, op); err != nil {

@@ -29,26 +29,33 @@ var (
 	ErrClosed = errors.New("policy: engine closed")
 	// ErrConnectionChanged: the operation names the version of the
 	// connection row its caller classified it with (Operation's
-	// ConnectionModifiedAt), and the row has changed since. Nothing was
-	// decided or recorded: the caller reads the connection again,
-	// classifies again and retries.
+	// ConnectionModifiedAt), and the row has changed since. It comes
+	// wrapped in a DeniedError; nothing was journaled or asked, so the
+	// caller may read the connection again, classify again and retry.
 	ErrConnectionChanged = errors.New("policy: the connection changed since the operation was classified")
 )
 
 // DeniedError says why an operation was denied. NoGrant is true when the
 // agent has no grant for the connection (or either does not exist); callers
 // then say "no such alias", so that an agent cannot learn which connections
-// exist. It matches ErrDenied.
+// exist. It matches ErrDenied, and Err when set.
 type DeniedError struct {
 	Reason   string
 	NoGrant  bool
 	DeniedBy string // the admin who denied an approval request, if one did
+	// Err is why a denial failed closed (Decision.Err): the decision could
+	// not be made, as opposed to a rule or an admin saying no. nil for those.
+	Err error
 }
 
 func (e *DeniedError) Error() string { return "policy: denied: " + e.Reason }
 
 // Is makes errors.Is(err, ErrDenied) true.
 func (e *DeniedError) Is(target error) bool { return target == ErrDenied }
+
+// Unwrap gives errors.Is and errors.As the cause of a fail-closed denial,
+// such as ErrConnectionChanged.
+func (e *DeniedError) Unwrap() error { return e.Err }
 
 // AlreadyDecidedError reports that an approval request was no longer pending
 // when an admin tried to decide it, typically because a concurrent decision
