@@ -354,15 +354,10 @@ type agentConn struct {
 }
 
 // connection returns the row of connection id: the copy this agent
-// connection keeps, or else the stored row, which it then keeps. fresh
-// forgets the kept copy first.
-func (ac *agentConn) connection(ctx context.Context, st *store.Store, id string, fresh bool) (*store.Connection, error) {
+// connection keeps, or else the stored row, which it then keeps.
+func (ac *agentConn) connection(ctx context.Context, st *store.Store, id string) (*store.Connection, error) {
 	ac.connsMu.Lock()
 	c, ok := ac.conns[id]
-	if fresh {
-		delete(ac.conns, id)
-		ok = false
-	}
 	ac.connsMu.Unlock()
 	if ok {
 		return c, nil
@@ -382,6 +377,14 @@ func (ac *agentConn) connection(ctx context.Context, st *store.Store, id string,
 	ac.conns[id] = c
 	ac.connsMu.Unlock()
 	return c, nil
+}
+
+// forgetConnection drops the kept copy of connection id, so that the next
+// connection call reads the stored row.
+func (ac *agentConn) forgetConnection(id string) {
+	ac.connsMu.Lock()
+	delete(ac.conns, id)
+	ac.connsMu.Unlock()
 }
 
 func (ac *agentConn) cachedGrants() ([]store.Grant, bool) {

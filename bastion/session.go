@@ -270,7 +270,7 @@ func (s *Server) run(ac *agentConn, ch ssh.Channel, reqs <-chan *ssh.Request, st
 		exitWith(ch, code)
 		return
 	}
-	conn, err := ac.connection(ctx, s.cfg.Store, r.grant.ConnectionID, false)
+	conn, err := ac.connection(ctx, s.cfg.Store, r.grant.ConnectionID)
 	if err != nil {
 		go discard(held.release())
 		fmt.Fprintf(stderr, "postern: unknown alias %q\r\n", r.grant.Alias)
@@ -278,32 +278,29 @@ func (s *Server) run(ac *agentConn, ch ssh.Channel, reqs <-chan *ssh.Request, st
 		return
 	}
 
-	// The connection row may be a copy kept from an earlier session; policy
-	// refuses with ErrConnectionChanged if it is no longer current, and the
-	// command is then classified and decided again with the stored row
-	// (once: a row that changes again meanwhile refuses the command).
+	// When the grant allows the class, the upstream channel opens while the
+	// policy decides and journals (see openAhead); it is taken once the
+	// command is allowed, and abandoned on every other way out.
+	var ahead *openAhead
+	abandonAhead := func() {
+		if ahead != nil {
+			ahead.abandon()
+			ahead = nil
+		}
+	}
+	defer abandonAhead()
 	var (
 		class   policy.Class
 		reasons string
-		// When the grant allows the class, the upstream channel opens while
-		// the policy decides and journals (see openAhead); it is taken once
-		// the command is allowed, and abandoned on every other way out.
-		ahead *openAhead
-		op    policy.Operation
-		auth  policy.Authorization
-		rec   policy.Record
+		auth    policy.Authorization
+		rec     policy.Record
 	)
-	defer func() {
-		if ahead != nil {
-			ahead.abandon()
-		}
-	}()
-	for attempt := 0; ; attempt++ {
+	decide := func() {
 		class, reasons = s.classify(r, conn)
 		if allowedByGrant(r.grant, class) {
 			ahead = s.startOpenAhead(ctx, conn)
 		}
-		op = policy.Operation{
+		op := policy.Operation{
 			AgentID:              ac.agentID,
 			ConnectionID:         conn.ID,
 			ConnectionAlias:      conn.Alias,
@@ -312,26 +309,21 @@ func (s *Server) run(ac *agentConn, ch ssh.Channel, reqs <-chan *ssh.Request, st
 			Kind:                 policy.Exec,
 			Text:                 opText(r),
 		}
-		auth, rec, err = s.authorize(ctx, op, stderr, reasons, func() {
-			// The grant changed to ask since it was cached: no channel is
-			// held open for the target while an admin decides.
-			if ahead != nil {
-				ahead.abandon()
-				ahead = nil
-			}
-		})
-		if !errors.Is(err, policy.ErrConnectionChanged) || attempt > 0 {
-			break
+		// If the grant changed to ask since it was cached, no channel is
+		// held open for the target while an admin decides.
+		auth, rec, err = s.authorize(ctx, op, stderr, reasons, abandonAhead)
+	}
+	decide()
+	if errors.Is(err, policy.ErrConnectionChanged) {
+		// The row was a copy kept from an earlier session and has changed
+		// since: classify and decide again with the stored row, once (a row
+		// that changes again meanwhile refuses the command).
+		abandonAhead()
+		ac.forgetConnection(conn.ID)
+		if fresh, ferr := ac.connection(ctx, s.cfg.Store, conn.ID); ferr == nil {
+			conn = fresh
+			decide()
 		}
-		if ahead != nil {
-			ahead.abandon()
-			ahead = nil
-		}
-		fresh, ferr := ac.connection(ctx, s.cfg.Store, r.grant.ConnectionID, true)
-		if ferr != nil {
-			break // refused below with the first error
-		}
-		conn = fresh
 	}
 	log := s.log.With().Str("conn_id", ac.id).Str("agent_id", ac.agentID).Str("alias", conn.Alias).Str("class", string(class)).Logger()
 
