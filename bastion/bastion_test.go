@@ -513,6 +513,25 @@ func (h *harness) client() *ssh.Client {
 	return c
 }
 
+// runSession runs cmd on a new session of c and returns its stdout, stderr
+// and exit status; err is set when the session did not end with an exit
+// status.
+func runSession(c *ssh.Client, cmd string) (stdout, stderr string, code int, err error) {
+	s, err := c.NewSession()
+	if err != nil {
+		return "", "", 0, err
+	}
+	defer s.Close()
+	var out, errb bytes.Buffer
+	s.Stdout, s.Stderr = &out, &errb
+	err = s.Run(cmd)
+	var ee *ssh.ExitError
+	if errors.As(err, &ee) {
+		code, err = ee.ExitStatus(), nil
+	}
+	return out.String(), errb.String(), code, err
+}
+
 func testsshdMaxSessions(n int) testsshd.Options {
 	return testsshd.Options{ExtraConfig: []string{"MaxSessions " + strconv.Itoa(n), "MaxStartups 200:30:300"}}
 }
@@ -546,22 +565,11 @@ func TestConnectionChangeOnOpenConnection(t *testing.T) {
 	defer c.Close()
 	run := func(cmd string) (string, string, int) {
 		t.Helper()
-		s, err := c.NewSession()
+		stdout, stderr, code, err := runSession(c, cmd)
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("%s: %v", cmd, err)
 		}
-		defer s.Close()
-		var stdout, stderr strings.Builder
-		s.Stdout, s.Stderr = &stdout, &stderr
-		code := 0
-		if err := s.Run(cmd); err != nil {
-			var ee *ssh.ExitError
-			if !errors.As(err, &ee) {
-				t.Fatalf("%s: %v", cmd, err)
-			}
-			code = ee.ExitStatus()
-		}
-		return stdout.String(), stderr.String(), code
+		return stdout, stderr, code
 	}
 	if out, errOut, code := run("web echo first"); code != 0 || out != "first\n" {
 		t.Fatalf("first session: got exit %d, stdout %q, stderr %q; want 0 and \"first\\n\"", code, out, errOut)
@@ -575,6 +583,11 @@ func TestConnectionChangeOnOpenConnection(t *testing.T) {
 	}
 	if out, errOut, code := run("web echo second"); code != ExitUnreachable || !strings.Contains(errOut, "host key of web changed") {
 		t.Errorf("after re-pinning a wrong key: got exit %d, stdout %q, stderr %q; want %d and \"host key of web changed\"", code, out, errOut, ExitUnreachable)
+	}
+	// The attempt with the stale copy was decided again, not audited: one
+	// row for the command, the failed dial.
+	if n := h.auditCount(policy.Failed); n != 1 {
+		t.Errorf("failed audit rows after the re-pinned key: got %d; want 1", n)
 	}
 
 	if _, err := h.st.UpdateConnectionAddress(ctx, "web", h.target.Host, h.target.Port, []string{h.target.KnownHostsLine}); err != nil {

@@ -1,7 +1,6 @@
 package bastion
 
 import (
-	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
@@ -261,30 +260,15 @@ func (lr *loadRun) fail(format string, args ...any) {
 func (lr *loadRun) exec(c *ssh.Client, cmd string) (stdout, stderr string, code int, err error) {
 	lr.inflight.Add(1)
 	start := time.Now()
-	s, err := c.NewSession()
-	if err != nil {
-		lr.inflight.Add(-1)
-		lr.count(0)
-		return "", "", 0, err
-	}
-	var out, errb bytes.Buffer
-	s.Stdout, s.Stderr = &out, &errb
-	err = s.Run(cmd)
+	stdout, stderr, code, err = runSession(c, cmd)
 	took := time.Since(start)
-	s.Close()
 	lr.inflight.Add(-1)
-	var ee *ssh.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &ee):
-		code, err = ee.ExitStatus(), nil
-	}
 	if err == nil {
 		lr.count(took)
 	} else {
 		lr.count(0)
 	}
-	return out.String(), errb.String(), code, err
+	return stdout, stderr, code, err
 }
 
 // count notes one command started, and its latency if it ended with an
