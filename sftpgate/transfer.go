@@ -77,11 +77,9 @@ type chunk struct {
 	done chan struct{} // closed when the read finished
 	used int           // bytes handed out; the chunk goes once all are
 	// readers counts the reads that took the chunk and have not finished
-	// copying out of it, and dropped is set once the chunk left the map:
-	// its buffer goes back to the pool only when both say nobody can
-	// touch it again. Both are guarded by readAhead.mu.
+	// copying out of it (guarded by readAhead.mu): the buffer goes back to
+	// the pool only once the chunk has left the map and readers is 0.
 	readers int
-	dropped bool
 }
 
 // readAhead serves sequential reads of an upstream file from chunks read
@@ -196,27 +194,23 @@ func (r *readAhead) drop(c *chunk, n int) {
 			r.removeLocked(old)
 		}
 	}
-	if c.dropped && c.readers == 0 {
-		r.recycleLocked(c)
-	}
+	r.recycleLocked(c)
 }
 
-// removeLocked takes c out of the map; its buffer is reused once no read
+// removeLocked takes c out of the map and recycles its buffer if no read
 // holds it. Called with r.mu held.
 func (r *readAhead) removeLocked(c *chunk) {
 	if r.chunks[c.off] == c {
 		delete(r.chunks, c.off)
 	}
-	c.dropped = true
-	if c.readers == 0 {
-		r.recycleLocked(c)
-	}
+	r.recycleLocked(c)
 }
 
-// recycleLocked gives c's buffer back, once. Only a finished fetch's
-// buffer is given back: the fetch writes into it. Called with r.mu held.
+// recycleLocked gives c's buffer back, once, when nothing can touch it
+// again: the chunk has left the map, no read is copying out of it, and its
+// fetch (which writes into it) has finished. Called with r.mu held.
 func (r *readAhead) recycleLocked(c *chunk) {
-	if c.buf == nil || !c.isDone() {
+	if c.buf == nil || c.readers > 0 || r.chunks[c.off] == c || !c.isDone() {
 		return
 	}
 	r.bufs.put(c.buf)
