@@ -221,9 +221,11 @@ func (s *Store) RequestApproval(ctx context.Context, req Approval, lifetime time
 			return fmt.Errorf("store: write approval: %w", err)
 		}
 		// Re-read for the joined names.
-		out, err = getApproval(ctx, tx, out.ID)
+		if out, err = getApproval(ctx, tx, out.ID); err != nil {
+			return err
+		}
 		outcome = RequestCreated
-		return err
+		return queueNotifications(ctx, tx, out, NotifyPending, now)
 	})
 	if err != nil {
 		return Approval{}, 0, err
@@ -345,8 +347,13 @@ func (s *Store) DecideApproval(ctx context.Context, id string, approve bool, adm
 		} else if n != 1 {
 			outcome = DecideNotPending
 		}
-		out, err = getApproval(ctx, tx, id)
-		return err
+		if out, err = getApproval(ctx, tx, id); err != nil {
+			return err
+		}
+		if outcome == DecideApproved || outcome == DecideDenied {
+			return queueNotifications(ctx, tx, out, NotifyDecided, now)
+		}
+		return nil
 	})
 	if err != nil {
 		return Approval{}, 0, err
