@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -186,6 +187,9 @@ func (s *Store) CreateNotifyChannel(ctx context.Context, nc NewNotifyChannel) (*
 		return nil, invalid("notification channel %s: the secret is longer than %d bytes", nc.Name, MaxNotifySecretLen)
 	case nc.Secret != nil && format == NotifySlack:
 		return nil, invalid("notification channel %s: a slack channel takes no secret (the webhook URL is its credential)", nc.Name)
+	case format == NotifyNtfy && bytes.ContainsFunc(nc.Secret, func(r rune) bool { return r <= ' ' || r > '~' }):
+		// It is sent as "Authorization: Bearer SECRET".
+		return nil, invalid("notification channel %s: an ntfy secret is an access token: printable ASCII without spaces", nc.Name)
 	}
 	id := newID(prefixNotifyChannel)
 	sealedURL, err := s.sealFor([]byte(nc.URL), id+":url")
@@ -602,13 +606,15 @@ func (s *Store) FinishNotification(ctx context.Context, n Notification, claim st
 			return nil
 		}
 		done = true
-		switch out.State {
-		case NotificationDelivered:
+		switch {
+		case out.State == NotificationDelivered:
 			return recordNotifyResult(ctx, tx, n.ChannelID, "", now)
-		case NotificationQueued, NotificationFailed:
-			return recordNotifyResult(ctx, tx, n.ChannelID, errText, now)
+		case out.State == NotificationCancelled, errText == "":
+			// Nothing was sent, or the attempt was given back unmade
+			// (postern stopping): the channel's record stays as it was.
+			return nil
 		}
-		return nil
+		return recordNotifyResult(ctx, tx, n.ChannelID, errText, now)
 	})
 	return done, err
 }
