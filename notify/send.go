@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -154,12 +153,4 @@ func parseRetryAfter(v string, now time.Time) time.Duration {
 		d = t.Sub(now)
 	}
 	return min(max(d, 0), maxRetryAfter)
-}
-
-// describe is an attempt's outcome for a log line or a test result.
-func (a attempt) describe() string {
-	if a.err == "" {
-		return fmt.Sprintf("HTTP %d", a.status)
-	}
-	return a.err
 }
