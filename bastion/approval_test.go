@@ -50,7 +50,7 @@ func TestDisconnectedAgentRetriesApproved(t *testing.T) {
 	id := h.waitPending()
 	cmd.Process.Kill()
 	cmd.Wait()
-	if _, err := h.eng.Approve(context.Background(), id, "alice"); err != nil {
+	if _, err := h.eng.Approve(context.Background(), id, policy.Decider{AdminID: "adm_alice", Name: "alice"}, policy.Scope{}); err != nil {
 		t.Fatal(err)
 	}
 	got := h.ssh("", "127.0.0.1", "web", "touch "+file)
@@ -70,7 +70,7 @@ func TestDisconnectedAgentRetriesApproved(t *testing.T) {
 	if id2 == id {
 		t.Errorf("third run reused approval %s; want a new request", id)
 	}
-	h.eng.Deny(context.Background(), id2, "alice", "once is enough")
+	h.eng.Deny(context.Background(), id2, policy.Decider{AdminID: "adm_alice", Name: "alice"}, "once is enough")
 	if r := <-third; r.code != ExitRefused {
 		t.Errorf("third run exit %d; want %d", r.code, ExitRefused)
 	}
@@ -86,7 +86,7 @@ func TestRestartWhilePending(t *testing.T) {
 	h.stop()
 	cmd.Wait() // the restart ends the waiting session
 	h.start()
-	if _, err := h.eng.Approve(context.Background(), id, "alice"); err != nil {
+	if _, err := h.eng.Approve(context.Background(), id, policy.Decider{AdminID: "adm_alice", Name: "alice"}, policy.Scope{}); err != nil {
 		t.Fatalf("approve %s after restart: %v", id, err)
 	}
 	got := h.ssh("", "127.0.0.1", "web", "touch "+file)
@@ -227,7 +227,7 @@ func TestWaitingSessionDoesNotStallConnection(t *testing.T) {
 	if err != nil || string(out) != "still-serving\n" {
 		t.Fatalf("second session while the first waits: %q, %v; want still-serving", out, err)
 	}
-	if _, err := h.eng.Approve(context.Background(), id, "alice"); err != nil {
+	if _, err := h.eng.Approve(context.Background(), id, policy.Decider{AdminID: "adm_alice", Name: "alice"}, policy.Scope{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := waiting.Wait(); err != nil {

@@ -361,7 +361,7 @@ func TestAskApproveRuns(t *testing.T) {
 	done := make(chan sshResult, 1)
 	go func() { done <- h.ssh("", "127.0.0.1", "web", "touch "+file) }()
 	id := h.waitPending()
-	if _, err := h.eng.Approve(context.Background(), id, "alice"); err != nil {
+	if _, err := h.eng.Approve(context.Background(), id, policy.Decider{AdminID: "adm_alice", Name: "alice"}, policy.Scope{}); err != nil {
 		t.Fatal(err)
 	}
 	got := <-done
@@ -388,7 +388,7 @@ func TestAskDenyKeepsTarget(t *testing.T) {
 	done := make(chan sshResult, 1)
 	go func() { done <- h.ssh("", "127.0.0.1", "web", "rm -f "+file) }()
 	id := h.waitPending()
-	if _, err := h.eng.Deny(context.Background(), id, "bob", "not today"); err != nil {
+	if _, err := h.eng.Deny(context.Background(), id, policy.Decider{AdminID: "adm_bob", Name: "bob"}, "not today"); err != nil {
 		t.Fatal(err)
 	}
 	got := <-done

@@ -126,7 +126,7 @@ func TestSFTPAskApprove(t *testing.T) {
 	done := make(chan sshResult, 1)
 	go func() { done <- h.sftpBatch("web", "mkdir "+remote+"/made\n") }()
 	id := h.waitPending()
-	if _, err := h.eng.Approve(context.Background(), id, "alice"); err != nil {
+	if _, err := h.eng.Approve(context.Background(), id, policy.Decider{AdminID: "adm_alice", Name: "alice"}, policy.Scope{}); err != nil {
 		t.Fatal(err)
 	}
 	if got := <-done; got.code != 0 {

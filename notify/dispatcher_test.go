@@ -78,7 +78,7 @@ func TestDeliverSignedJSON(t *testing.T) {
 	}
 
 	// The decision is announced too, with who decided.
-	if _, _, err := r.st.DecideApproval(context.Background(), a.ID, false, "alice", "not now"); err != nil {
+	if _, _, err := r.decide(a.ID, false, "not now"); err != nil {
 		t.Fatal(err)
 	}
 	r.deliverDue(d)
@@ -304,7 +304,7 @@ func TestPendingNotSentAfterDecision(t *testing.T) {
 	rc := newReceiver(t)
 	r.channel(store.NewNotifyChannel{Name: "ops", URL: rc.url(), OnPending: true, OnDecided: true})
 	a := r.ask("rm -rf /srv/app", 2*time.Minute)
-	if _, _, err := r.st.DecideApproval(context.Background(), a.ID, true, "alice", ""); err != nil {
+	if _, _, err := r.decide(a.ID, true, ""); err != nil {
 		t.Fatal(err)
 	}
 	r.deliverDue(r.dispatcher(nil, nil))
@@ -353,7 +353,7 @@ func TestTwoDispatchersDeliverOnce(t *testing.T) {
 		ids = append(ids, a.ID)
 	}
 	for _, id := range ids[:5] { // decided before any dispatcher runs: pending cancelled, decided sent
-		if _, _, err := r.st.DecideApproval(context.Background(), id, true, "alice", ""); err != nil {
+		if _, _, err := r.decide(id, true, ""); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -201,6 +201,12 @@ func (r *rig) ask(text string, lifetime time.Duration) store.Approval {
 	return a
 }
 
+// decide records alice's decision of request id.
+func (r *rig) decide(id string, approve bool, reason string) (store.Approval, store.DecideOutcome, error) {
+	return r.st.DecideApproval(context.Background(), store.Decision{ID: id, Approve: approve,
+		By: store.Decider{AdminID: "adm_alice", Name: "alice"}, Reason: reason})
+}
+
 // dispatcher makes a dispatcher over st (the rig's store if nil) with the
 // rig's clock, no jitter and a short attempt timeout, edited by edit.
 func (r *rig) dispatcher(st Store, edit func(*Config)) *Dispatcher {

@@ -43,18 +43,16 @@ type Payload struct {
 	CreatedAt       string   `json:"created_at"`
 	ExpiresAt       string   `json:"expires_at"`
 	DecidedAt       *string  `json:"decided_at"` // null while pending
+	// Scope is what an approval lets through: "request" (the one
+	// operation), "operation" (the same exact operation of the agent on
+	// the connection) or "class" (any operation of its class there) until
+	// ScopeExpiresAt; "" unless the request was approved.
+	Scope          string  `json:"scope"`
+	ScopeExpiresAt *string `json:"scope_expires_at"` // null for "request" and unless approved
 }
 
 // rfc3339 is a time in a payload.
 func rfc3339(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
-
-// agentReason is the reason the agent gave for a request (POSTERN_REASON,
-// redacted by the bastion before it is stored). It is the one place that
-// reads it, so that the payload's field is filled from wherever the store
-// keeps it.
-func agentReason(a store.Approval) string {
-	return ""
-}
 
 // newPayload describes event about a, as delivery (the outbox row's id)
 // sent at sentAt. base is the web page's URL ("" for none).
@@ -63,7 +61,7 @@ func newPayload(a store.Approval, event, delivery, base string, sentAt time.Time
 		Event: event, Delivery: delivery, SentAt: rfc3339(sentAt), ApprovalID: a.ID, Status: a.Status,
 		Agent: a.AgentName, Alias: a.ConnectionAlias, Env: string(a.ConnectionEnv), Class: a.Class, Kind: a.Kind,
 		Operation: policy.Visible(a.Operation), Reasons: policy.Visible(a.Reasons),
-		AgentReason: policy.Visible(agentReason(a)), ApprovalsNeeded: a.ApprovalsNeeded,
+		AgentReason: policy.Visible(a.AgentReason), ApprovalsNeeded: a.ApprovalsNeeded,
 		DecidedBy: a.Deciders(), Note: policy.VisibleLine(a.Reason),
 		CreatedAt: rfc3339(a.CreatedAt), ExpiresAt: rfc3339(a.ExpiresAt),
 	}
@@ -76,6 +74,16 @@ func newPayload(a store.Approval, event, delivery, base string, sentAt time.Time
 	if !a.DecidedAt.IsZero() {
 		t := rfc3339(a.DecidedAt)
 		p.DecidedAt = &t
+	}
+	if a.Status == store.ApprovalApproved {
+		p.Scope = string(a.Scope)
+		if p.Scope == "" {
+			p.Scope = string(store.ScopeRequest)
+		}
+		if !a.ScopeExpiresAt.IsZero() {
+			t := rfc3339(a.ScopeExpiresAt)
+			p.ScopeExpiresAt = &t
+		}
 	}
 	return p
 }
@@ -178,6 +186,16 @@ func facts(p Payload) []string {
 	}
 	if p.Note != "" {
 		out = append(out, "Note: "+p.Note)
+	}
+	if p.ScopeExpiresAt != nil {
+		if t, err := time.Parse(time.RFC3339Nano, *p.ScopeExpiresAt); err == nil {
+			what := "this exact operation"
+			if p.Scope == string(store.ScopeClass) {
+				what = "every " + p.Class + " operation"
+			}
+			out = append(out, "Scope: "+what+" of "+p.Agent+" on "+p.Alias+" runs without asking until "+
+				t.UTC().Format("2006-01-02 15:04:05 UTC"))
+		}
 	}
 	if p.Event == string(store.NotifyPending) || p.Event == EventTest {
 		if t, err := time.Parse(time.RFC3339Nano, p.ExpiresAt); err == nil {

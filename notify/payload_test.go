@@ -1,12 +1,14 @@
 package notify
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/postern/postern/policy"
 	"github.com/postern/postern/store"
 )
 
@@ -181,5 +183,46 @@ func TestParseRetryAfter(t *testing.T) {
 		if got := parseRetryAfter(tt.in, now); got != tt.want {
 			t.Errorf("parseRetryAfter(%q) = %v; want %v", tt.in, got, tt.want)
 		}
+	}
+}
+
+// TestReasonAndScopeInPayload: the agent's stated reason arrives escaped
+// like the operation, and a decided event names the approval's scope and
+// its end.
+func TestReasonAndScopeInPayload(t *testing.T) {
+	r := newRig(t)
+	rc := newReceiver(t)
+	r.channel(store.NewNotifyChannel{Name: "ops", URL: rc.url(), OnPending: true, OnDecided: true})
+	ctx := context.Background()
+	a, _, err := r.st.RequestApproval(ctx, store.Approval{AgentID: r.agent.ID, ConnectionID: r.conn.ID,
+		Class: "write", Kind: "exec", Operation: "touch /srv/x", OperationSHA256: policy.OperationHash("touch /srv/x"),
+		ApprovalsNeeded: 1, AgentReason: "deploy \u202eticket 42"}, 2*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := r.clock.Now().Add(30 * time.Minute)
+	if _, _, err := r.st.DecideApproval(ctx, store.Decision{ID: a.ID, Approve: true,
+		By: store.Decider{AdminID: "adm_alice", Name: "alice"}, Scope: store.ScopeClass, ScopeExpiresAt: end}); err != nil {
+		t.Fatal(err)
+	}
+	r.deliverDue(r.dispatcher(nil, nil))
+	got := rc.requests()
+	if len(got) != 1 {
+		t.Fatalf("receiver got %d requests; want the decided event only", len(got))
+	}
+	var p Payload
+	if err := json.Unmarshal(got[0].body, &p); err != nil {
+		t.Fatal(err)
+	}
+	if p.AgentReason != "deploy <U+202E>ticket 42" {
+		t.Errorf("agent_reason %q; want the escaped reason", p.AgentReason)
+	}
+	if p.Scope != "class" || p.ScopeExpiresAt == nil || *p.ScopeExpiresAt != rfc3339(end) {
+		t.Errorf("scope %q until %v; want class until %s", p.Scope, p.ScopeExpiresAt, rfc3339(end))
+	}
+	text := strings.Join(facts(p), "\n")
+	if !strings.Contains(text, "The agent says: deploy <U+202E>ticket 42") ||
+		!strings.Contains(text, "every write operation of bot on web runs without asking until") {
+		t.Errorf("chat facts %q; want the agent's reason and the scope", text)
 	}
 }

@@ -57,6 +57,9 @@ func (e *Engine) Authorize(ctx context.Context, op Operation, onWait func(Approv
 	switch d.Rule {
 	case Allow:
 		auth.Outcome = Allowed
+		if d.Scope != nil {
+			auth.Outcome, auth.Approval = Approved, d.Scope
+		}
 		if reason, err := e.begin(ctx, &auth, op); err != nil {
 			auth.Decision.Rule, auth.Decision.Reason, auth.Decision.Err = Deny, reason, err
 			return fail(Failed, &DeniedError{Reason: reason})
@@ -78,6 +81,8 @@ func (e *Engine) Authorize(ctx context.Context, op Operation, onWait func(Approv
 		Reasons:         Redact(op.Reasons),
 		OperationSHA256: OperationHash(op.Text),
 		ApprovalsNeeded: d.ApprovalsNeeded,
+		AgentReason:     agentReason(op.AgentReason),
+		SourceAddr:      op.SourceAddr,
 	}, e.lifetime)
 	if err != nil {
 		return fail(Failed, fmt.Errorf("policy: request approval: %w", err))
@@ -241,35 +246,44 @@ func (e *Engine) consume(ctx context.Context, a Approval) (Approval, error) {
 	return got, nil
 }
 
-// Approve records admin's approval of request id and wakes its waiters. For
-// a request that needs two admins, the first call records a pending second
-// approval and returns the request still pending; the second call, by a
-// different admin, approves it. Errors: ErrSameApprover, *AlreadyDecidedError
-// (matches ErrAlreadyDecided), ErrExpired, or a store error (store.ErrNotFound
-// for an unknown id).
-func (e *Engine) Approve(ctx context.Context, id, admin string) (Approval, error) {
-	return e.decide(ctx, id, true, admin, "")
+// Approve records by's approval of request id, of the given scope, and
+// wakes its waiters. For a request that needs two admins, the first call
+// records a pending second approval and returns the request still pending;
+// the second call, by a different admin (a different AdminID, whatever the
+// names), approves it. Errors: ErrInvalidAdmin, ErrScope, ErrSameApprover,
+// *AlreadyDecidedError (matches ErrAlreadyDecided), ErrExpired, or a store
+// error (store.ErrNotFound for an unknown id).
+func (e *Engine) Approve(ctx context.Context, id string, by Decider, scope Scope) (Approval, error) {
+	return e.decide(ctx, store.Decision{ID: id, Approve: true, By: by}, scope)
 }
 
-// Deny records admin's denial of request id, with an optional reason shown to
+// Deny records by's denial of request id, with an optional reason shown to
 // the agent, and wakes its waiters. Errors as for Approve.
-func (e *Engine) Deny(ctx context.Context, id, admin, reason string) (Approval, error) {
-	return e.decide(ctx, id, false, admin, reason)
+func (e *Engine) Deny(ctx context.Context, id string, by Decider, reason string) (Approval, error) {
+	return e.decide(ctx, store.Decision{ID: id, By: by, Reason: reason}, Scope{})
 }
 
-func (e *Engine) decide(ctx context.Context, id string, approve bool, admin, reason string) (Approval, error) {
-	admin = strings.TrimSpace(admin)
-	if err := checkAdminName(admin); err != nil {
+func (e *Engine) decide(ctx context.Context, d store.Decision, scope Scope) (Approval, error) {
+	d.By.Name = strings.TrimSpace(d.By.Name)
+	if err := checkAdmin(d.By); err != nil {
 		return Approval{}, err
 	}
-	a, outcome, err := e.st.DecideApproval(ctx, id, approve, admin, reason)
+	if err := e.scopeFor(ctx, &d, scope); err != nil {
+		return Approval{}, err
+	}
+	id, admin := d.ID, d.By.Name
+	a, outcome, err := e.st.DecideApproval(ctx, d)
 	if err != nil {
 		return Approval{}, fmt.Errorf("policy: decide approval %s: %w", id, err)
 	}
 	switch outcome {
 	case store.DecideApproved, store.DecideDenied:
 		e.notify(id)
-		e.log.Info().Str("approval", id).Str("admin", admin).Str("status", a.Status).Msg("approval decided")
+		ev := e.log.Info().Str("approval", id).Str("admin", admin).Str("status", a.Status)
+		if a.Scope != store.ScopeRequest {
+			ev = ev.Str("scope", string(a.Scope)).Time("scope_until", a.ScopeExpiresAt)
+		}
+		ev.Msg("approval decided")
 		return a, nil
 	case store.DecideFirstApproval:
 		e.log.Info().Str("approval", id).Str("admin", admin).Msg("first of two approvals recorded")
@@ -283,14 +297,62 @@ func (e *Engine) decide(ctx context.Context, id string, approve bool, admin, rea
 	return a, &AlreadyDecidedError{ID: id, Status: a.Status, Deciders: a.Deciders()}
 }
 
-// checkAdminName rejects names that would be ambiguous in the audit log's
-// comma-separated deciders.
-func checkAdminName(admin string) error {
-	if admin == "" {
+// scopeFor checks scope against the request and sets d's scope from it. A
+// production destructive request is never scoped, whatever its stored
+// number of approvals says (its connection may have moved to production
+// since it was asked).
+func (e *Engine) scopeFor(ctx context.Context, d *store.Decision, scope Scope) error {
+	if scope.Kind == "" || scope.Kind == store.ScopeRequest {
+		if scope.For != 0 {
+			return fmt.Errorf("%w: an approval of one request has no duration", ErrScope)
+		}
+		return nil
+	}
+	if !scope.Kind.Valid() {
+		return fmt.Errorf("%w: unknown scope %q; want request, operation or class", ErrScope, scope.Kind)
+	}
+	if !d.Approve {
+		return fmt.Errorf("%w: a denial has no scope", ErrScope)
+	}
+	if scope.For <= 0 || scope.For > MaxScope {
+		return fmt.Errorf("%w: a %s scope lasts more than 0 and at most %v, not %v", ErrScope, scope.Kind, MaxScope, scope.For)
+	}
+	a, err := e.st.GetApproval(ctx, d.ID)
+	if err != nil {
+		return fmt.Errorf("policy: decide approval %s: %w", d.ID, err)
+	}
+	if a.ApprovalsNeeded != 1 || Class(a.Class) == Destructive && a.ConnectionEnv == store.EnvProduction {
+		return fmt.Errorf("%w: a destructive operation on a production connection is approved one operation at a time, by two admins", ErrScope)
+	}
+	d.Scope, d.ScopeExpiresAt = scope.Kind, e.now().Add(scope.For)
+	return nil
+}
+
+// RevokeScope ends the scope of approval id at once; operations it would
+// have let through are asked again.
+func (e *Engine) RevokeScope(ctx context.Context, id string, by Decider) (Approval, error) {
+	if err := checkAdmin(by); err != nil {
+		return Approval{}, err
+	}
+	a, err := e.st.RevokeScope(ctx, id, by)
+	if err != nil {
+		return Approval{}, fmt.Errorf("policy: revoke scope of %s: %w", id, err)
+	}
+	e.log.Info().Str("approval", id).Str("admin", by.Name).Str("scope", string(a.Scope)).Msg("approval scope revoked")
+	return a, nil
+}
+
+// checkAdmin rejects a decision without an admin's identity, and names
+// that would be ambiguous in the audit log's comma-separated deciders.
+func checkAdmin(by Decider) error {
+	if by.AdminID == "" {
+		return fmt.Errorf("%w: a decision needs a registered admin", ErrInvalidAdmin)
+	}
+	if by.Name == "" {
 		return fmt.Errorf("%w: a decision needs the admin's name", ErrInvalidAdmin)
 	}
-	if strings.ContainsFunc(admin, func(r rune) bool { return r == ',' || r < ' ' || r == 0x7f }) {
-		return fmt.Errorf("%w: %q has a comma or control character", ErrInvalidAdmin, admin)
+	if strings.ContainsFunc(by.Name, func(r rune) bool { return r == ',' || r < ' ' || r == 0x7f }) {
+		return fmt.Errorf("%w: %q has a comma or control character", ErrInvalidAdmin, by.Name)
 	}
 	return nil
 }

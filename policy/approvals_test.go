@@ -27,7 +27,7 @@ func TestApproveWakesWaiter(t *testing.T) {
 		t.Fatalf("GetApproval = %+v, %v; want pending", got, err)
 	}
 	start := time.Now()
-	if _, err := te.eng.Approve(context.Background(), a.ID, "alice"); err != nil {
+	if _, err := te.eng.Approve(context.Background(), a.ID, te.admin("alice"), Scope{}); err != nil {
 		t.Fatalf("Approve: %v", err)
 	}
 	r := result(t, done)
@@ -48,7 +48,7 @@ func TestDenyWakesWaiter(t *testing.T) {
 	c := te.conn("web", store.EnvDev, askAll)
 	op := te.op(c, Write, "touch /etc/motd")
 	a, done := authorizeAsync(t, context.Background(), te.eng, op)
-	if _, err := te.eng.Deny(context.Background(), a.ID, "alice", "not now"); err != nil {
+	if _, err := te.eng.Deny(context.Background(), a.ID, te.admin("alice"), "not now"); err != nil {
 		t.Fatalf("Deny: %v", err)
 	}
 	r := result(t, done)
@@ -89,7 +89,7 @@ func TestPendingSurvivesRestart(t *testing.T) {
 	if again.ID != a.ID {
 		t.Fatalf("retry asked %s; want it to wait on %s", again.ID, a.ID)
 	}
-	if _, err := te.eng.Approve(context.Background(), a.ID, "alice"); err != nil {
+	if _, err := te.eng.Approve(context.Background(), a.ID, te.admin("alice"), Scope{}); err != nil {
 		t.Fatal(err)
 	}
 	if r := result(t, done); r.err != nil || r.auth.Outcome != Approved || r.auth.Approval.ID != a.ID {
@@ -107,7 +107,7 @@ func TestApprovedConsumedByRetryAfterRestart(t *testing.T) {
 	a, done := authorizeAsync(t, ctx, te.eng, op)
 	cancel()
 	result(t, done)
-	if _, err := te.eng.Approve(context.Background(), a.ID, "alice"); err != nil {
+	if _, err := te.eng.Approve(context.Background(), a.ID, te.admin("alice"), Scope{}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -144,7 +144,7 @@ func TestExpiry(t *testing.T) {
 	if err != nil || got.Status != store.ApprovalExpired {
 		t.Fatalf("stored status = %q, %v; want expired", got.Status, err)
 	}
-	if _, err := te.eng.Approve(context.Background(), a.ID, "alice"); !errors.Is(err, ErrAlreadyDecided) {
+	if _, err := te.eng.Approve(context.Background(), a.ID, te.admin("alice"), Scope{}); !errors.Is(err, ErrAlreadyDecided) {
 		t.Errorf("Approve after expiry: got %v; want ErrAlreadyDecided", err)
 	}
 }
@@ -165,7 +165,7 @@ func TestExpiryWithClock(t *testing.T) {
 		t.Fatal(err)
 	}
 	clock.Advance(DefaultApprovalLifetime)
-	if _, err := te.eng.Approve(ctx, a.ID, "alice"); !errors.Is(err, ErrExpired) {
+	if _, err := te.eng.Approve(ctx, a.ID, te.admin("alice"), Scope{}); !errors.Is(err, ErrExpired) {
 		t.Errorf("Approve at expiry: got %v; want ErrExpired", err)
 	}
 
@@ -175,7 +175,7 @@ func TestExpiryWithClock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := te.eng.Approve(ctx, b.ID, "alice"); err != nil {
+	if _, err := te.eng.Approve(ctx, b.ID, te.admin("alice"), Scope{}); err != nil {
 		t.Fatal(err)
 	}
 	clock.Advance(DefaultApprovalLifetime + time.Second)
@@ -206,7 +206,7 @@ func TestSingleUse(t *testing.T) {
 		}()
 	}
 	started.Wait()
-	if _, err := te.eng.Approve(context.Background(), a.ID, "alice"); err != nil {
+	if _, err := te.eng.Approve(context.Background(), a.ID, te.admin("alice"), Scope{}); err != nil {
 		t.Fatal(err)
 	}
 	wins := 0
@@ -244,7 +244,7 @@ func TestTwoPersonRule(t *testing.T) {
 		t.Fatalf("ApprovalsNeeded = %d; want 2", a.ApprovalsNeeded)
 	}
 	ctx := context.Background()
-	got, err := te.eng.Approve(ctx, a.ID, "alice")
+	got, err := te.eng.Approve(ctx, a.ID, te.admin("alice"), Scope{})
 	if err != nil || got.Status != store.ApprovalPending || got.FirstApprover != "alice" {
 		t.Fatalf("first Approve = %+v, %v; want pending with first approver alice", got, err)
 	}
@@ -253,10 +253,10 @@ func TestTwoPersonRule(t *testing.T) {
 		t.Fatalf("waiter returned after one approval: %s, %v", r.auth.Outcome, r.err)
 	case <-time.After(300 * time.Millisecond):
 	}
-	if _, err := te.eng.Approve(ctx, a.ID, "alice"); !errors.Is(err, ErrSameApprover) {
+	if _, err := te.eng.Approve(ctx, a.ID, te.admin("alice"), Scope{}); !errors.Is(err, ErrSameApprover) {
 		t.Fatalf("alice again: got %v; want ErrSameApprover", err)
 	}
-	if _, err := te.eng.Approve(ctx, a.ID, "bob"); err != nil {
+	if _, err := te.eng.Approve(ctx, a.ID, te.admin("bob"), Scope{}); err != nil {
 		t.Fatalf("bob: %v", err)
 	}
 	r := result(t, done)
@@ -269,10 +269,10 @@ func TestTwoPersonRule(t *testing.T) {
 	// A deny after one approval still wins.
 	op2 := te.op(c, Destructive, "DROP TABLE t")
 	b, done2 := authorizeAsync(t, ctx, te.eng, op2)
-	if _, err := te.eng.Approve(ctx, b.ID, "alice"); err != nil {
+	if _, err := te.eng.Approve(ctx, b.ID, te.admin("alice"), Scope{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := te.eng.Deny(ctx, b.ID, "bob", ""); err != nil {
+	if _, err := te.eng.Deny(ctx, b.ID, te.admin("bob"), ""); err != nil {
 		t.Fatal(err)
 	}
 	if r := result(t, done2); !errors.Is(r.err, ErrDenied) {
@@ -301,12 +301,12 @@ func TestConcurrentDecisions(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-gate
-			_, approveErr = te.eng.Approve(ctx, a.ID, "alice")
+			_, approveErr = te.eng.Approve(ctx, a.ID, te.admin("alice"), Scope{})
 		}()
 		go func() {
 			defer wg.Done()
 			<-gate
-			_, denyErr = te.eng.Deny(ctx, a.ID, "bob", "race")
+			_, denyErr = te.eng.Deny(ctx, a.ID, te.admin("bob"), "race")
 		}()
 		close(gate)
 		wg.Wait()
@@ -348,20 +348,21 @@ func TestDecideBadInput(t *testing.T) {
 	te := newTestEnv(t, nil, Options{})
 	ctx := context.Background()
 	tests := []struct {
-		name  string
-		id    string
-		admin string
-		want  error
+		name string
+		id   string
+		by   Decider
+		want error
 	}{
-		{name: "unknown id", id: "apr_nope", admin: "alice", want: store.ErrNotFound},
-		{name: "no admin", id: "apr_nope", admin: " ", want: nil},
-		{name: "comma in admin", id: "apr_nope", admin: "a,b", want: nil},
+		{name: "unknown id", id: "apr_nope", by: te.admin("alice"), want: store.ErrNotFound},
+		{name: "no admin name", id: "apr_nope", by: Decider{AdminID: "adm_x", Name: " "}, want: ErrInvalidAdmin},
+		{name: "no admin id", id: "apr_nope", by: Decider{Name: "alice"}, want: ErrInvalidAdmin},
+		{name: "comma in admin", id: "apr_nope", by: Decider{AdminID: "adm_x", Name: "a,b"}, want: ErrInvalidAdmin},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := te.eng.Approve(ctx, tt.id, tt.admin)
-			if err == nil || (tt.want != nil && !errors.Is(err, tt.want)) {
-				t.Errorf("Approve = %v; want error %v", err, tt.want)
+			_, err := te.eng.Approve(ctx, tt.id, tt.by, Scope{})
+			if !errors.Is(err, tt.want) {
+				t.Errorf("Approve = %v; want %v", err, tt.want)
 			}
 		})
 	}
@@ -399,7 +400,7 @@ func TestIdenticalRequestsShareOneApproval(t *testing.T) {
 	if err != nil || len(list) != 1 {
 		t.Fatalf("Approvals = %d rows, %v; want 1", len(list), err)
 	}
-	if _, err := te.eng.Approve(context.Background(), first, "alice"); err != nil {
+	if _, err := te.eng.Approve(context.Background(), first, te.admin("alice"), Scope{}); err != nil {
 		t.Fatal(err)
 	}
 	ran := 0
@@ -463,7 +464,7 @@ func TestWatcherReadsOnlyWaiters(t *testing.T) {
 	idleReads := len(cs.asked)
 	cs.mu.Unlock()
 	// Decide through the other engine, as another process would.
-	if _, err := te.eng.Approve(ctx, a.ID, "alice"); err != nil {
+	if _, err := te.eng.Approve(ctx, a.ID, te.admin("alice"), Scope{}); err != nil {
 		t.Fatal(err)
 	}
 	if r := result(t, done); r.err != nil {

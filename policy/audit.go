@@ -20,7 +20,7 @@ type Record struct {
 	Class           Class
 	Kind            Kind
 	Outcome         Outcome
-	Reason          string // why it was denied or failed; "" otherwise
+	Reason          string // why it was denied or failed, or the scope it ran under; "" otherwise
 	ApprovalID      string
 	Deciders        []string // admins who approved or denied
 	// Operation is the exact operation text; Audit redacts it before
@@ -63,6 +63,9 @@ func (a Authorization) Record(op Operation) Record {
 		r.ApprovalID = a.Approval.ID
 	}
 	switch {
+	case d.Scope != nil && a.Err == nil:
+		r.Reason = fmt.Sprintf("within the %s scope of approval %s, until %s", d.Scope.Scope, d.Scope.ID,
+			d.Scope.ScopeExpiresAt.UTC().Format(time.RFC3339))
 	case a.Err != nil && d.Err != nil:
 		// A fail-closed decision: the store error is for the server log,
 		// the audit keeps the reason the agent was given.

@@ -144,7 +144,7 @@ func TestAuditRecord(t *testing.T) {
 	if strings.Contains(a.Operation, "Hunter2xyz") {
 		t.Error("approval request stores the password")
 	}
-	if _, err := te.eng.Approve(ctx, a.ID, "alice"); err != nil {
+	if _, err := te.eng.Approve(ctx, a.ID, te.admin("alice"), Scope{}); err != nil {
 		t.Fatal(err)
 	}
 	r := result(t, done)

@@ -119,7 +119,7 @@ func BenchmarkWakeLatency(b *testing.B) {
 		// Let the waiter reach its select, so the wakeup is what is timed.
 		time.Sleep(200 * time.Microsecond)
 		start := time.Now()
-		if _, err := te.eng.Approve(ctx, a.ID, "alice"); err != nil {
+		if _, err := te.eng.Approve(ctx, a.ID, te.admin("alice"), Scope{}); err != nil {
 			b.Fatal(err)
 		}
 		lat = append(lat, (<-woke).Sub(start))

@@ -31,7 +31,9 @@ type Store interface {
 	RequestApproval(ctx context.Context, req store.Approval, lifetime time.Duration) (store.Approval, store.RequestOutcome, error)
 	GetApproval(ctx context.Context, id string) (store.Approval, error)
 	ConsumeApproval(ctx context.Context, id string) (store.Approval, bool, error)
-	DecideApproval(ctx context.Context, id string, approve bool, admin, reason string) (store.Approval, store.DecideOutcome, error)
+	DecideApproval(ctx context.Context, d store.Decision) (store.Approval, store.DecideOutcome, error)
+	ActiveScope(ctx context.Context, agentID, connectionID, class, operationSHA256 string) (store.Approval, bool, error)
+	RevokeScope(ctx context.Context, id string, by store.Decider) (store.Approval, error)
 	ExpireApproval(ctx context.Context, id string) (store.Approval, bool, error)
 	ExpireApprovals(ctx context.Context) (int64, error)
 	ListApprovals(ctx context.Context, all bool) ([]store.Approval, error)
@@ -205,6 +207,10 @@ type Decision struct {
 	ConnectionAlias string
 	Env             string
 	DecidedAt       time.Time
+	// Scope is set when the rule said ask and an active scope of an
+	// earlier approval lets the operation through: Rule is then Allow,
+	// and the operation is audited as approved by that approval.
+	Scope *Approval
 }
 
 // Decide answers op from the grant's rule for op.Class. It never returns an
@@ -273,7 +279,24 @@ func (e *Engine) Decide(ctx context.Context, op Operation) Decision {
 		d.ApprovalsNeeded = 1
 		if twoPerson {
 			d.ApprovalsNeeded = 2
+			return d // never scoped: one operation, two people, every time
 		}
+		e.applyScope(ctx, &d, op)
 	}
 	return d
+}
+
+// applyScope lets an asked operation through when an admin approved it, or
+// its class, with a scope that is still active. A failure to read the
+// scopes leaves the decision at Ask: the safer outcome.
+func (e *Engine) applyScope(ctx context.Context, d *Decision, op Operation) {
+	a, ok, err := e.st.ActiveScope(ctx, d.AgentID, d.ConnectionID, string(op.Class), OperationHash(op.Text))
+	if err != nil {
+		e.log.Warn().Err(err).Str("agent", d.AgentName).Str("alias", d.ConnectionAlias).
+			Msg("reading approval scopes failed; asking instead")
+		return
+	}
+	if ok {
+		d.Rule, d.Scope = Allow, &a
+	}
 }

@@ -19,10 +19,14 @@ var (
 	// ErrSameApprover: the admin who gave the first of two approvals tried to
 	// give the second.
 	ErrSameApprover = errors.New("policy: second approval must come from a different admin")
-	// ErrInvalidAdmin: the admin name given with a decision is empty or
-	// has a comma or control character (the audit log lists deciders
-	// comma-separated).
+	// ErrInvalidAdmin: a decision without a registered admin's identity,
+	// or with a name that is empty or has a comma or control character
+	// (the audit log lists deciders comma-separated).
 	ErrInvalidAdmin = errors.New("policy: invalid admin name")
+	// ErrScope: the scope asked for with an approval is not allowed: wider
+	// than one request for a production destructive operation, or longer
+	// than MaxScope.
+	ErrScope = errors.New("policy: approval scope not allowed")
 	// ErrAlreadyUsed: the approval already let its one operation through.
 	ErrAlreadyUsed = errors.New("policy: approval already used")
 	// ErrClosed: the engine was closed while the caller waited.

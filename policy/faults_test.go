@@ -491,7 +491,7 @@ func TestApprovalRecheckedAfterWait(t *testing.T) {
 			op := te.op(c, Write, "systemctl restart app")
 			a, done := authorizeAsync(t, context.Background(), te.eng, op)
 			tt.change(te)
-			if _, err := te.eng.Approve(context.Background(), a.ID, "alice"); err != nil {
+			if _, err := te.eng.Approve(context.Background(), a.ID, te.admin("alice"), Scope{}); err != nil {
 				t.Fatalf("Approve: %v", err)
 			}
 			r := result(t, done)

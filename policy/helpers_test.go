@@ -91,6 +91,13 @@ func newTestEnv(t *testing.T, now func() time.Time, opts Options) *testEnv {
 		t.Fatalf("CreateAgent: %v", err)
 	}
 	te.agent = a
+	// The admins the tests decide as (admin(name)), registered so that the
+	// CLI's --as finds them.
+	for _, name := range []string{"alice", "bob", "carol"} {
+		if _, err := te.st.CreateAdmin(context.Background(), name, "$argon2id$unused"); err != nil {
+			t.Fatalf("CreateAdmin(%s): %v", name, err)
+		}
+	}
 	return te
 }
 
@@ -205,4 +212,15 @@ func result(t *testing.T, done <-chan waitResult) waitResult {
 		t.Fatal("Authorize did not return within 10s")
 	}
 	return waitResult{}
+}
+
+// admin is the identity of a registered admin (alice or bob), as the CLI's
+// --as resolves it, for deciding in this process.
+func (te *testEnv) admin(name string) Decider {
+	te.t.Helper()
+	a, err := te.st.ResolveAdmin(context.Background(), name)
+	if err != nil {
+		te.t.Fatalf("admin %s: %v", name, err)
+	}
+	return Decider{AdminID: a.ID, Name: a.Name}
 }

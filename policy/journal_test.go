@@ -115,7 +115,7 @@ func TestJournalForApprovedOperations(t *testing.T) {
 	if n := te.countInflight(); n != 0 {
 		t.Errorf("while waiting: got %d journal rows; want 0 (nothing runs yet)", n)
 	}
-	if _, err := te.eng.Approve(ctx, a.ID, "alice"); err != nil {
+	if _, err := te.eng.Approve(ctx, a.ID, te.admin("alice"), Scope{}); err != nil {
 		t.Fatal(err)
 	}
 	r := <-results

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/postern/postern/store"
 )
@@ -129,4 +130,72 @@ type Operation struct {
 	// line). It is shown to the admin who decides an approval, redacted;
 	// it is not part of what the approval binds to.
 	Reasons string
+	// AgentReason is what the agent says the operation is for
+	// (POSTERN_REASON). It is shown to the admin and kept with the
+	// approval, redacted and cut to MaxAgentReason; it binds nothing.
+	AgentReason string
+	// SourceAddr is the address the agent connected from, for the admin.
+	SourceAddr string
+}
+
+// MaxAgentReason bounds an agent's stated reason, in bytes: a sentence or
+// two for the admin, not a document.
+const MaxAgentReason = 500
+
+// agentReason is r as an approval keeps it: redacted like the operation,
+// cut at MaxAgentReason on a character boundary.
+func agentReason(r string) string {
+	r = Redact(strings.TrimSpace(r))
+	if len(r) <= MaxAgentReason {
+		return r
+	}
+	cut := MaxAgentReason
+	for cut > 0 && !utf8.RuneStart(r[cut]) {
+		cut--
+	}
+	return r[:cut] + "…"
+}
+
+// Decider is the admin who decides an approval: AdminID is the identity
+// the two-person rule compares; Name is shown and audited.
+type Decider = store.Decider
+
+// MaxScope is the longest an approval's scope may last: long enough for a
+// working day's deployment, short enough that an elevation is never
+// forgotten.
+const MaxScope = 8 * time.Hour
+
+// Scope is the size an admin gives an approval. The zero value is one
+// request.
+type Scope struct {
+	// Kind is store.ScopeRequest (or ""), store.ScopeOperation or
+	// store.ScopeClass.
+	Kind store.Scope
+	// For is how long a wider scope lasts, from the decision; at most
+	// MaxScope. Zero for a request.
+	For time.Duration
+}
+
+// ParseScope reads a scope as people and the API give it: kind "request"
+// (or ""), "operation" or "class", and for a duration such as "30m" (empty
+// or "0" for a request). It checks the form only; Approve checks the rest.
+func ParseScope(kind, dur string) (Scope, error) {
+	k := store.Scope(strings.ToLower(strings.TrimSpace(kind)))
+	if k == "" {
+		k = store.ScopeRequest
+	}
+	if !k.Valid() {
+		return Scope{}, fmt.Errorf("%w: unknown scope %q; want request, operation or class", ErrScope, kind)
+	}
+	var d time.Duration
+	if dur = strings.TrimSpace(dur); dur != "" && dur != "0" {
+		var err error
+		if d, err = time.ParseDuration(dur); err != nil {
+			return Scope{}, fmt.Errorf("%w: duration %q: want a duration such as 30m or 2h", ErrScope, dur)
+		}
+	}
+	if k != store.ScopeRequest && d == 0 {
+		return Scope{}, fmt.Errorf("%w: a %s scope needs a duration (at most %v)", ErrScope, k, MaxScope)
+	}
+	return Scope{Kind: k, For: d}, nil
 }

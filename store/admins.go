@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -40,10 +41,14 @@ type AdminSession struct {
 }
 
 // ConsoleToken is a bearer token for the REST API. Only its SHA-256 is
-// stored; the token itself is shown once, when it is made.
+// stored; the token itself is shown once, when it is made. A token belongs
+// to an admin, whose decisions its calls make; one made before tokens had
+// owners has AdminID "" and cannot decide until it is assigned.
 type ConsoleToken struct {
 	ID          string
 	Name        string
+	AdminID     string
+	AdminName   string // "" when AdminID is
 	TokenSHA256 string
 	CreatedAt   time.Time
 	ModifiedAt  time.Time
@@ -69,15 +74,67 @@ func (s *Store) CreateAdmin(ctx context.Context, name, passwordHash string) (*Ad
 	}
 	now := formatTime(s.nowUTC())
 	id := newID(prefixAdmin)
-	_, err := s.db.ExecContext(ctx, `INSERT INTO admins (id, name, password_hash, disabled, created_at, modified_at)
-		VALUES (?, ?, ?, 0, ?, ?)`, id, name, passwordHash, now, now)
-	if err != nil {
-		if isUniqueViolation(err) {
-			return nil, &ConflictError{Kind: "admin", Value: name}
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		// Names are one identity whatever their case: "alice" and "ALICE"
+		// must never be two admins for the two-person rule.
+		var taken string
+		err := tx.QueryRowContext(ctx, `SELECT name FROM admins WHERE name = ? COLLATE NOCASE`, name).Scan(&taken)
+		if err == nil {
+			return &ConflictError{Kind: "admin", Value: taken}
+		} else if !errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("store: add admin %s: %w", name, err)
 		}
-		return nil, fmt.Errorf("store: add admin %s: %w", name, err)
+		_, err = tx.ExecContext(ctx, `INSERT INTO admins (id, name, password_hash, disabled, created_at, modified_at)
+			VALUES (?, ?, ?, 0, ?, ?)`, id, name, passwordHash, now, now)
+		if err != nil {
+			if isUniqueViolation(err) {
+				return &ConflictError{Kind: "admin", Value: name}
+			}
+			return fmt.Errorf("store: add admin %s: %w", name, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return s.AdminByName(ctx, name)
+}
+
+// ResolveAdmin returns the one admin named name, compared without regard to
+// case, or with that id. It is how a name typed by a person (`approvals
+// approve --as alice`) becomes an identity: an error wrapping ErrNotFound
+// when no admin matches, and an invalid-input error when two admins made
+// before names were unique without regard to case both match.
+func (s *Store) ResolveAdmin(ctx context.Context, name string) (*Admin, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+adminColumns+` FROM admins
+		WHERE id = ? OR name = ? COLLATE NOCASE ORDER BY name`, name, name)
+	if err != nil {
+		return nil, fmt.Errorf("store: admin %s: %w", name, err)
+	}
+	defer rows.Close()
+	var found []*Admin
+	for rows.Next() {
+		a, err := scanAdmin(rows)
+		if err != nil {
+			return nil, fmt.Errorf("store: admin %s: %w", name, err)
+		}
+		found = append(found, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: admin %s: %w", name, err)
+	}
+	switch len(found) {
+	case 0:
+		return nil, notFound("admin", name)
+	case 1:
+		return found[0], nil
+	}
+	for _, a := range found {
+		if a.Name == name || a.ID == name {
+			return a, nil
+		}
+	}
+	return nil, invalid("admin name %q matches %d admins that differ only in case; use the exact name", name, len(found))
 }
 
 // SetAdminPassword replaces an admin's password hash and ends all of the
@@ -233,30 +290,54 @@ func (s *Store) DeleteExpiredWebRecords(ctx context.Context, keepIdempotency tim
 	return n, err
 }
 
-// CreateConsoleToken stores a console token by the hex SHA-256 of its value.
-func (s *Store) CreateConsoleToken(ctx context.Context, name, tokenSHA256 string) (*ConsoleToken, error) {
+// CreateConsoleToken stores a console token of admin adminID by the hex
+// SHA-256 of its value.
+func (s *Store) CreateConsoleToken(ctx context.Context, name, tokenSHA256, adminID string) (*ConsoleToken, error) {
 	if err := ValidateName("token", name); err != nil {
 		return nil, err
 	}
 	if len(tokenSHA256) != 64 {
 		return nil, invalid("token %s: want a 64-digit token hash", name)
 	}
+	if adminID == "" {
+		return nil, invalid("token %s: a token belongs to an admin", name)
+	}
 	now := formatTime(s.nowUTC())
-	_, err := s.db.ExecContext(ctx, `INSERT INTO console_tokens (id, name, token_sha256, created_at, modified_at)
-		VALUES (?, ?, ?, ?, ?)`, newID(prefixConsoleToken), name, tokenSHA256, now, now)
+	_, err := s.db.ExecContext(ctx, `INSERT INTO console_tokens (id, name, token_sha256, created_at, modified_at, admin_id)
+		VALUES (?, ?, ?, ?, ?, ?)`, newID(prefixConsoleToken), name, tokenSHA256, now, now, adminID)
 	if err != nil {
 		if isUniqueViolation(err) {
 			return nil, &ConflictError{Kind: "token", Value: name}
 		}
+		if strings.Contains(err.Error(), "FOREIGN KEY") {
+			return nil, notFound("admin", adminID)
+		}
 		return nil, fmt.Errorf("store: add token %s: %w", name, err)
 	}
-	return s.consoleToken(ctx, `name = ?`, name)
+	return s.consoleToken(ctx, `t.name = ?`, name)
+}
+
+// AssignConsoleToken makes the named token admin adminID's, so that its
+// decisions are that admin's.
+func (s *Store) AssignConsoleToken(ctx context.Context, name, adminID string) (*ConsoleToken, error) {
+	now := formatTime(s.nowUTC())
+	r, err := s.db.ExecContext(ctx, `UPDATE console_tokens SET admin_id = ?, modified_at = ? WHERE name = ?`, adminID, now, name)
+	if err != nil {
+		if strings.Contains(err.Error(), "FOREIGN KEY") {
+			return nil, notFound("admin", adminID)
+		}
+		return nil, fmt.Errorf("store: assign token %s: %w", name, err)
+	}
+	if n, _ := r.RowsAffected(); n == 0 {
+		return nil, notFound("token", name)
+	}
+	return s.consoleToken(ctx, `t.name = ?`, name)
 }
 
 // ConsoleTokenByHash returns the token whose value hashes to tokenSHA256 and
 // records that it was used; an unknown hash is an error wrapping ErrNotFound.
 func (s *Store) ConsoleTokenByHash(ctx context.Context, tokenSHA256 string) (*ConsoleToken, error) {
-	t, err := s.consoleToken(ctx, `token_sha256 = ?`, tokenSHA256)
+	t, err := s.consoleToken(ctx, `t.token_sha256 = ?`, tokenSHA256)
 	if err != nil {
 		return nil, err
 	}
@@ -282,7 +363,7 @@ func (s *Store) RemoveConsoleToken(ctx context.Context, name string) error {
 
 // ListConsoleTokens returns every console token (hashes only), by name.
 func (s *Store) ListConsoleTokens(ctx context.Context) ([]ConsoleToken, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+tokenColumns+` FROM console_tokens ORDER BY name`)
+	rows, err := s.db.QueryContext(ctx, `SELECT `+tokenColumns+tokenFrom+` ORDER BY t.name`)
 	if err != nil {
 		return nil, fmt.Errorf("store: list tokens: %w", err)
 	}
@@ -301,12 +382,15 @@ func (s *Store) ListConsoleTokens(ctx context.Context) ([]ConsoleToken, error) {
 	return out, nil
 }
 
-const tokenColumns = `id, name, token_sha256, created_at, modified_at, last_used_at`
+const tokenColumns = `t.id, t.name, t.token_sha256, t.created_at, t.modified_at, t.last_used_at,
+	COALESCE(t.admin_id, ''), COALESCE(a.name, '')`
+
+const tokenFrom = ` FROM console_tokens t LEFT JOIN admins a ON a.id = t.admin_id`
 
 func scanToken(r rowScanner) (*ConsoleToken, error) {
 	var t ConsoleToken
 	var created, modified, used string
-	if err := r.Scan(&t.ID, &t.Name, &t.TokenSHA256, &created, &modified, &used); err != nil {
+	if err := r.Scan(&t.ID, &t.Name, &t.TokenSHA256, &created, &modified, &used, &t.AdminID, &t.AdminName); err != nil {
 		return nil, err
 	}
 	var err error
@@ -323,7 +407,7 @@ func scanToken(r rowScanner) (*ConsoleToken, error) {
 }
 
 func (s *Store) consoleToken(ctx context.Context, where string, arg string) (*ConsoleToken, error) {
-	t, err := scanToken(s.db.QueryRowContext(ctx, `SELECT `+tokenColumns+` FROM console_tokens WHERE `+where, arg))
+	t, err := scanToken(s.db.QueryRowContext(ctx, `SELECT `+tokenColumns+tokenFrom+` WHERE `+where, arg))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("store: token %w", ErrNotFound)
 	} else if err != nil {

@@ -36,8 +36,10 @@ type Approval struct {
 	ApprovalsNeeded int    // 1, or 2 for two different admins
 	Status          string // ApprovalPending, ...
 	FirstApprover   string // the first of two approvals, while the second is awaited
+	FirstApproverID string // that admin's id, which the two-person rule compares
 	FirstApprovedAt time.Time
 	DecidedBy       string // who approved (the second one) or denied
+	DecidedByID     string // that admin's id
 	DecidedAt       time.Time
 	Reason          string // the reason given with a denial
 	ExpiresAt       time.Time
@@ -45,10 +47,52 @@ type Approval struct {
 	CreatedAt       time.Time
 	ModifiedAt      time.Time
 
+	// AgentReason is what the agent said the operation is for, redacted;
+	// SourceAddr is the address the agent connected from. Both are shown
+	// to the admin who decides.
+	AgentReason string
+	SourceAddr  string
+
+	// Scope is the approval's size (ScopeRequest unless an admin chose
+	// more); a wider scope lets further operations through until
+	// ScopeExpiresAt, unless ScopeRevokedAt is set first.
+	Scope          Scope
+	ScopeExpiresAt time.Time
+	ScopeRevokedAt time.Time
+	ScopeRevokedBy string
+
 	// Read from the agents and connections tables for display.
 	AgentName       string
 	ConnectionAlias string
 	ConnectionEnv   Env // "" when the connection was removed
+	TargetUser      string
+	TargetHost      string
+	TargetPort      int
+}
+
+// Scope is the size of an approval (migrations/0005).
+type Scope string
+
+// The scopes.
+const (
+	// ScopeRequest lets exactly the operation that asked through.
+	ScopeRequest Scope = "request"
+	// ScopeOperation also lets the same exact operation of the same agent
+	// on the same connection through until the scope ends.
+	ScopeOperation Scope = "operation"
+	// ScopeClass lets any operation of the approval's class by the same
+	// agent on the same connection through until the scope ends: a
+	// time-boxed elevation of the grant's rule from ask to allow.
+	ScopeClass Scope = "class"
+)
+
+// Valid reports whether s is one of the scopes.
+func (s Scope) Valid() bool { return s == ScopeRequest || s == ScopeOperation || s == ScopeClass }
+
+// ScopeActive reports whether a's scope lets operations through at now.
+func (a *Approval) ScopeActive(now time.Time) bool {
+	return a.Scope != ScopeRequest && a.Scope != "" && a.Status == ApprovalApproved &&
+		a.ScopeRevokedAt.IsZero() && now.Before(a.ScopeExpiresAt)
 }
 
 // Deciders lists who approved or denied, in order.
@@ -80,7 +124,9 @@ const (
 const approvalColumns = `p.id, p.agent_id, p.connection_id, p.class, p.kind, p.operation,
 	p.operation_sha256, p.approvals_needed, p.status, p.first_approver, p.first_approved_at,
 	p.decided_by, p.decided_at, p.reason, p.expires_at, p.consumed_at, p.created_at,
-	p.modified_at, COALESCE(a.name, ''), COALESCE(c.alias, ''), COALESCE(c.env, ''), p.reasons`
+	p.modified_at, COALESCE(a.name, ''), COALESCE(c.alias, ''), COALESCE(c.env, ''), p.reasons,
+	p.first_approver_id, p.decided_by_id, p.agent_reason, p.source_addr, p.scope, p.scope_expires_at,
+	p.scope_revoked_at, p.scope_revoked_by, COALESCE(c.target_user, ''), COALESCE(c.host, ''), COALESCE(c.port, 0)`
 
 const approvalFrom = ` FROM approvals p
 	LEFT JOIN agents a ON a.id = p.agent_id
@@ -90,11 +136,13 @@ type rowScanner interface{ Scan(dest ...any) error }
 
 func scanApproval(r rowScanner) (Approval, error) {
 	var a Approval
-	var firstAt, decidedAt, expires, consumed, created, modified string
+	var firstAt, decidedAt, expires, consumed, created, modified, scopeEnd, scopeRevoked string
 	err := r.Scan(&a.ID, &a.AgentID, &a.ConnectionID, &a.Class, &a.Kind, &a.Operation,
 		&a.OperationSHA256, &a.ApprovalsNeeded, &a.Status, &a.FirstApprover, &firstAt,
 		&a.DecidedBy, &decidedAt, &a.Reason, &expires, &consumed, &created, &modified,
-		&a.AgentName, &a.ConnectionAlias, &a.ConnectionEnv, &a.Reasons)
+		&a.AgentName, &a.ConnectionAlias, &a.ConnectionEnv, &a.Reasons,
+		&a.FirstApproverID, &a.DecidedByID, &a.AgentReason, &a.SourceAddr, &a.Scope, &scopeEnd,
+		&scopeRevoked, &a.ScopeRevokedBy, &a.TargetUser, &a.TargetHost, &a.TargetPort)
 	if err != nil {
 		return Approval{}, err
 	}
@@ -102,7 +150,8 @@ func scanApproval(r rowScanner) (Approval, error) {
 		dst *time.Time
 		src string
 	}{{&a.FirstApprovedAt, firstAt}, {&a.DecidedAt, decidedAt}, {&a.ExpiresAt, expires},
-		{&a.ConsumedAt, consumed}, {&a.CreatedAt, created}, {&a.ModifiedAt, modified}} {
+		{&a.ConsumedAt, consumed}, {&a.CreatedAt, created}, {&a.ModifiedAt, modified},
+		{&a.ScopeExpiresAt, scopeEnd}, {&a.ScopeRevokedAt, scopeRevoked}} {
 		if *f.dst, err = parseTime(f.src); err != nil {
 			return Approval{}, err
 		}
@@ -143,7 +192,8 @@ func (s *Store) GetApproval(ctx context.Context, id string) (Approval, error) {
 //   - writes a new pending request that expires after lifetime:
 //     RequestCreated.
 //
-// Identical means same agent, connection, class, kind and SHA-256.
+// Identical means same agent, connection, class, kind and SHA-256. A new
+// request also keeps req's AgentReason and SourceAddr, for display.
 func (s *Store) RequestApproval(ctx context.Context, req Approval, lifetime time.Duration) (Approval, RequestOutcome, error) {
 	if lifetime <= 0 {
 		return Approval{}, 0, invalid("approval lifetime %v is not positive", lifetime)
@@ -203,17 +253,20 @@ func (s *Store) RequestApproval(ctx context.Context, req Approval, lifetime time
 			Reasons:         req.Reasons,
 			OperationSHA256: req.OperationSHA256,
 			ApprovalsNeeded: req.ApprovalsNeeded,
+			AgentReason:     req.AgentReason,
+			SourceAddr:      req.SourceAddr,
 			Status:          ApprovalPending,
 			ExpiresAt:       now.Add(lifetime),
 			CreatedAt:       now,
 			ModifiedAt:      now,
 		}
 		_, err = tx.ExecContext(ctx, `INSERT INTO approvals (id, agent_id, connection_id, class, kind,
-			operation, reasons, operation_sha256, approvals_needed, status, expires_at, created_at, modified_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?)`,
+			operation, reasons, operation_sha256, approvals_needed, status, expires_at, created_at, modified_at,
+			agent_reason, source_addr)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?)`,
 			out.ID, out.AgentID, out.ConnectionID, out.Class, out.Kind, out.Operation, out.Reasons,
 			out.OperationSHA256, out.ApprovalsNeeded, formatTime(out.ExpiresAt),
-			formatTime(now), formatTime(now))
+			formatTime(now), formatTime(now), out.AgentReason, out.SourceAddr)
 		if err != nil {
 			if strings.Contains(err.Error(), "FOREIGN KEY") {
 				return invalid("approval for unknown agent %s or connection %s", req.AgentID, req.ConnectionID)
@@ -290,24 +343,62 @@ const (
 	DecideExpired
 )
 
-// DecideApproval applies one admin's approve (approve true) or deny to a
-// pending request, in one transaction. Every UPDATE is conditional on the
-// request still being pending (and, for a second approval, on the first
-// approver being the one just read), so when several admins decide at once,
-// in this process or another, exactly one decision takes the request out of
-// pending and the others get DecideNotPending with the winning state.
-// The returned Approval is the request after the call.
-func (s *Store) DecideApproval(ctx context.Context, id string, approve bool, admin, reason string) (Approval, DecideOutcome, error) {
-	if admin == "" {
-		return Approval{}, 0, invalid("an approval decision needs the admin's name")
+// Decider is the admin who decides an approval: AdminID is the identity the
+// two-person rule compares, Name what the audit log and the page show.
+type Decider struct {
+	AdminID string
+	Name    string
+}
+
+// Decision is one admin's decision of one approval request.
+type Decision struct {
+	ID      string
+	Approve bool // false denies
+	By      Decider
+	Reason  string // shown to the agent with a denial
+	// Scope is the approval's size (ScopeRequest if empty); a wider scope
+	// ends at ScopeExpiresAt. Ignored for a denial, and refused for a
+	// request that needs two approvals.
+	Scope          Scope
+	ScopeExpiresAt time.Time
+}
+
+// DecideApproval applies one admin's decision to a pending request, in one
+// transaction. Every UPDATE is conditional on the request still being
+// pending (and, for a second approval, on the first approver being the one
+// just read), so when several admins decide at once, in this process or
+// another, exactly one decision takes the request out of pending and the
+// others get DecideNotPending with the winning state. The returned Approval
+// is the request after the call.
+//
+// The two-person rule compares admin ids: the second approval of a request
+// that needs two must come from an admin other than the first.
+func (s *Store) DecideApproval(ctx context.Context, d Decision) (Approval, DecideOutcome, error) {
+	if d.By.AdminID == "" || d.By.Name == "" {
+		return Approval{}, 0, invalid("an approval decision needs the deciding admin")
+	}
+	if d.Scope == "" {
+		d.Scope = ScopeRequest
+	}
+	if !d.Approve {
+		d.Scope, d.ScopeExpiresAt = ScopeRequest, time.Time{}
+	}
+	if !d.Scope.Valid() {
+		return Approval{}, 0, invalid("unknown approval scope %q", d.Scope)
+	}
+	if (d.Scope == ScopeRequest) != d.ScopeExpiresAt.IsZero() {
+		return Approval{}, 0, invalid("scope %s with end %v: a wider scope needs an end, a request none", d.Scope, d.ScopeExpiresAt)
 	}
 	var out Approval
 	var outcome DecideOutcome
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		now := s.nowUTC()
-		a, err := getApproval(ctx, tx, id)
+		a, err := getApproval(ctx, tx, d.ID)
 		if err != nil {
 			return err
+		}
+		if d.Scope != ScopeRequest && a.ApprovalsNeeded != 1 {
+			return invalid("approval %s needs two admins: it lets one operation through, never a scope", d.ID)
 		}
 		var res sql.Result
 		switch {
@@ -316,38 +407,39 @@ func (s *Store) DecideApproval(ctx context.Context, id string, approve bool, adm
 			return nil
 		case !now.Before(a.ExpiresAt):
 			res, err = tx.ExecContext(ctx, `UPDATE approvals SET status = 'expired', modified_at = ?
-				WHERE id = ? AND status = 'pending'`, formatTime(now), id)
+				WHERE id = ? AND status = 'pending'`, formatTime(now), d.ID)
 			outcome = DecideExpired
-		case !approve:
+		case !d.Approve:
 			res, err = tx.ExecContext(ctx, `UPDATE approvals SET status = 'denied', decided_by = ?,
-				decided_at = ?, reason = ?, modified_at = ? WHERE id = ? AND status = 'pending'`,
-				admin, formatTime(now), reason, formatTime(now), id)
+				decided_by_id = ?, decided_at = ?, reason = ?, modified_at = ? WHERE id = ? AND status = 'pending'`,
+				d.By.Name, d.By.AdminID, formatTime(now), d.Reason, formatTime(now), d.ID)
 			outcome = DecideDenied
-		case a.ApprovalsNeeded == 2 && a.FirstApprover == "":
-			res, err = tx.ExecContext(ctx, `UPDATE approvals SET first_approver = ?,
+		case a.ApprovalsNeeded == 2 && a.FirstApproverID == "" && a.FirstApprover == "":
+			res, err = tx.ExecContext(ctx, `UPDATE approvals SET first_approver = ?, first_approver_id = ?,
 				first_approved_at = ?, modified_at = ?
 				WHERE id = ? AND status = 'pending' AND first_approver = ''`,
-				admin, formatTime(now), formatTime(now), id)
+				d.By.Name, d.By.AdminID, formatTime(now), formatTime(now), d.ID)
 			outcome = DecideFirstApproval
-		case a.ApprovalsNeeded == 2 && a.FirstApprover == admin:
+		case a.ApprovalsNeeded == 2 && sameAdmin(a, d.By):
 			out, outcome = a, DecideSameApprover
 			return nil
 		default:
 			res, err = tx.ExecContext(ctx, `UPDATE approvals SET status = 'approved', decided_by = ?,
-				decided_at = ?, modified_at = ?
+				decided_by_id = ?, decided_at = ?, modified_at = ?, scope = ?, scope_expires_at = ?
 				WHERE id = ? AND status = 'pending' AND first_approver = ?`,
-				admin, formatTime(now), formatTime(now), id, a.FirstApprover)
+				d.By.Name, d.By.AdminID, formatTime(now), formatTime(now), string(d.Scope),
+				formatTime(d.ScopeExpiresAt), d.ID, a.FirstApprover)
 			outcome = DecideApproved
 		}
 		if err != nil {
-			return fmt.Errorf("store: decide approval %s: %w", id, err)
+			return fmt.Errorf("store: decide approval %s: %w", d.ID, err)
 		}
 		if n, err := res.RowsAffected(); err != nil {
-			return fmt.Errorf("store: decide approval %s: %w", id, err)
+			return fmt.Errorf("store: decide approval %s: %w", d.ID, err)
 		} else if n != 1 {
 			outcome = DecideNotPending
 		}
-		if out, err = getApproval(ctx, tx, id); err != nil {
+		if out, err = getApproval(ctx, tx, d.ID); err != nil {
 			return err
 		}
 		if outcome == DecideApproved || outcome == DecideDenied {
@@ -359,6 +451,101 @@ func (s *Store) DecideApproval(ctx context.Context, id string, approve bool, adm
 		return Approval{}, 0, err
 	}
 	return out, outcome, nil
+}
+
+// sameAdmin reports whether by gave a's first approval. A first approval
+// recorded before admin ids were kept (schema 0005) has only a name, which
+// is then compared without regard to case, as admin names are unique that
+// way.
+func sameAdmin(a Approval, by Decider) bool {
+	if a.FirstApproverID != "" {
+		return a.FirstApproverID == by.AdminID
+	}
+	return strings.EqualFold(a.FirstApprover, by.Name)
+}
+
+// ActiveScope returns the approval whose scope lets agentID run an operation
+// of class with the given operation SHA-256 on connectionID now: an
+// operation scope of that exact operation, or a class scope of that class,
+// approved, not revoked and not ended. ok is false when there is none. Of
+// several, the one that lasts longest is returned.
+func (s *Store) ActiveScope(ctx context.Context, agentID, connectionID, class, operationSHA256 string) (a Approval, ok bool, err error) {
+	now := formatTime(s.nowUTC())
+	a, err = scanApproval(s.db.QueryRowContext(ctx, `SELECT `+approvalColumns+approvalFrom+`
+		WHERE p.agent_id = ? AND p.connection_id = ? AND p.scope != 'request'
+		  AND p.scope_expires_at > ? AND p.scope_revoked_at = '' AND p.status = 'approved'
+		  AND p.class = ? AND (p.scope = 'class' OR p.operation_sha256 = ?)
+		ORDER BY p.scope_expires_at DESC, p.id LIMIT 1`,
+		agentID, connectionID, now, class, operationSHA256))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Approval{}, false, nil
+	}
+	if err != nil {
+		return Approval{}, false, fmt.Errorf("store: active scope: %w", err)
+	}
+	return a, true, nil
+}
+
+// ListScopes returns the approvals with a scope wider than one request,
+// newest end first: only those still active at now when active is true.
+func (s *Store) ListScopes(ctx context.Context, active bool) ([]Approval, error) {
+	q := `SELECT ` + approvalColumns + approvalFrom + ` WHERE p.scope != 'request' AND p.status = 'approved'`
+	var args []any
+	if active {
+		q += ` AND p.scope_expires_at > ? AND p.scope_revoked_at = ''`
+		args = append(args, formatTime(s.nowUTC()))
+	}
+	q += ` ORDER BY p.scope_expires_at DESC, p.id`
+	return queryApprovals(ctx, s.db, "list scopes", q, args...)
+}
+
+// RevokeScope ends approval id's scope at once. It is ErrNotFound for an
+// unknown id and invalid for an approval without an active scope.
+func (s *Store) RevokeScope(ctx context.Context, id string, by Decider) (Approval, error) {
+	if by.AdminID == "" || by.Name == "" {
+		return Approval{}, invalid("revoking a scope needs the admin")
+	}
+	var out Approval
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		now := s.nowUTC()
+		a, err := getApproval(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		if !a.ScopeActive(now) {
+			return invalid("approval %s has no active scope to revoke", id)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE approvals SET scope_revoked_at = ?, scope_revoked_by = ?,
+			modified_at = ? WHERE id = ? AND scope_revoked_at = ''`,
+			formatTime(now), by.Name, formatTime(now), id); err != nil {
+			return fmt.Errorf("store: revoke scope of %s: %w", id, err)
+		}
+		out, err = getApproval(ctx, tx, id)
+		return err
+	})
+	return out, err
+}
+
+// queryApprovals runs q and scans every row as an Approval; what names the
+// call in errors.
+func queryApprovals(ctx context.Context, db *sql.DB, what, q string, args ...any) ([]Approval, error) {
+	rows, err := db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: %s: %w", what, err)
+	}
+	defer rows.Close()
+	var out []Approval
+	for rows.Next() {
+		a, err := scanApproval(rows)
+		if err != nil {
+			return nil, fmt.Errorf("store: %s: %w", what, err)
+		}
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: %s: %w", what, err)
+	}
+	return out, nil
 }
 
 // ExpireApproval marks a pending request whose lifetime has run out as
@@ -403,23 +590,7 @@ func (s *Store) ListApprovals(ctx context.Context, all bool) ([]Approval, error)
 		q += ` WHERE p.status = 'pending'`
 	}
 	q += ` ORDER BY p.created_at, p.id`
-	rows, err := s.db.QueryContext(ctx, q)
-	if err != nil {
-		return nil, fmt.Errorf("store: list approvals: %w", err)
-	}
-	defer rows.Close()
-	var out []Approval
-	for rows.Next() {
-		a, err := scanApproval(rows)
-		if err != nil {
-			return nil, fmt.Errorf("store: list approvals: %w", err)
-		}
-		out = append(out, a)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: list approvals: %w", err)
-	}
-	return out, nil
+	return queryApprovals(ctx, s.db, "list approvals", q)
 }
 
 // RecentDecidedApprovals returns at most limit requests that are no longer
@@ -430,25 +601,9 @@ func (s *Store) RecentDecidedApprovals(ctx context.Context, limit int) ([]Approv
 	if limit <= 0 {
 		return nil, nil
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT `+approvalColumns+approvalFrom+`
+	return queryApprovals(ctx, s.db, "recent approvals", `SELECT `+approvalColumns+approvalFrom+`
 		WHERE p.status IN ('approved', 'denied', 'expired')
 		ORDER BY p.modified_at DESC, p.id DESC LIMIT ?`, limit)
-	if err != nil {
-		return nil, fmt.Errorf("store: recent approvals: %w", err)
-	}
-	defer rows.Close()
-	var out []Approval
-	for rows.Next() {
-		a, err := scanApproval(rows)
-		if err != nil {
-			return nil, fmt.Errorf("store: recent approvals: %w", err)
-		}
-		out = append(out, a)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: recent approvals: %w", err)
-	}
-	return out, nil
 }
 
 // ApprovalStatuses returns the status of each named request (missing ids are

@@ -185,14 +185,14 @@ func TestApprovalsQueueNotifications(t *testing.T) {
 		time.Minute); err != nil || outcome != RequestPending {
 		t.Fatalf("identical request: %v, %v; want RequestPending", outcome, err)
 	}
-	if _, outcome, err := s.DecideApproval(ctx, a.ID, true, "alice", ""); err != nil || outcome != DecideFirstApproval {
+	if _, outcome, err := s.DecideApproval(ctx, Decision{ID: a.ID, Approve: true, By: Decider{AdminID: "adm_alice", Name: "alice"}}); err != nil || outcome != DecideFirstApproval {
 		t.Fatalf("first approval: %v, %v", outcome, err)
 	}
 	if got := outboxOf(t, s, a.ID); len(got) != 2 {
 		t.Errorf("after a retry and a first approval: %v; want still the two pending", got)
 	}
 	clock.Advance(time.Second)
-	if _, outcome, err := s.DecideApproval(ctx, a.ID, true, "bob", ""); err != nil || outcome != DecideApproved {
+	if _, outcome, err := s.DecideApproval(ctx, Decision{ID: a.ID, Approve: true, By: Decider{AdminID: "adm_bob", Name: "bob"}}); err != nil || outcome != DecideApproved {
 		t.Fatalf("second approval: %v, %v", outcome, err)
 	}
 	got = outboxOf(t, s, a.ID)
@@ -207,7 +207,7 @@ func TestApprovalsQueueNotifications(t *testing.T) {
 	}
 	// A denial queues too; an expired request's late decision does not.
 	b := askApproval(t, s, agent, conn, "touch /y", 1)
-	if _, _, err := s.DecideApproval(ctx, b.ID, false, "alice", "no"); err != nil {
+	if _, _, err := s.DecideApproval(ctx, Decision{ID: b.ID, Approve: false, By: Decider{AdminID: "adm_alice", Name: "alice"}, Reason: "no"}); err != nil {
 		t.Fatal(err)
 	}
 	if got := outboxOf(t, s, b.ID); !slices.Equal(got, []string{"decided both", "decided dec", "pending both", "pending pend"}) {
@@ -215,7 +215,7 @@ func TestApprovalsQueueNotifications(t *testing.T) {
 	}
 	c := askApproval(t, s, agent, conn, "touch /z", 1)
 	clock.Advance(3 * time.Minute)
-	if _, outcome, _ := s.DecideApproval(ctx, c.ID, true, "alice", ""); outcome != DecideExpired {
+	if _, outcome, _ := s.DecideApproval(ctx, Decision{ID: c.ID, Approve: true, By: Decider{AdminID: "adm_alice", Name: "alice"}}); outcome != DecideExpired {
 		t.Fatalf("late decision: %v; want DecideExpired", outcome)
 	}
 	if got := outboxOf(t, s, c.ID); len(got) != 2 {

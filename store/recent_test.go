@@ -29,7 +29,7 @@ func TestRecentDecidedApprovals(t *testing.T) {
 	}
 	// Decide 0, 1 and 2 in the order 2, 0, 1; 3 and 4 stay pending.
 	for _, i := range []int{2, 0, 1} {
-		if _, _, err := s.DecideApproval(ctx, ids[i], i != 0, "alice", ""); err != nil {
+		if _, _, err := s.DecideApproval(ctx, Decision{ID: ids[i], Approve: i != 0, By: Decider{AdminID: "adm_alice", Name: "alice"}}); err != nil {
 			t.Fatal(err)
 		}
 		clk.Advance(time.Second)

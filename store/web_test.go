@@ -41,6 +41,7 @@ func TestAdmins(t *testing.T) {
 		want              error
 	}{
 		{"taken name", "bob", "$argon2id$x", ErrDuplicate},
+		{"taken name in another case", "BOB", "$argon2id$x", ErrDuplicate},
 		{"bad name", "bob smith", "$argon2id$x", ErrInvalid},
 		{"empty name", "", "$argon2id$x", ErrInvalid},
 		{"empty hash", "carol", "", ErrInvalid},
@@ -66,6 +67,36 @@ func TestAdmins(t *testing.T) {
 	}
 	if _, err := s.AdminByName(ctx, "nobody"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("AdminByName(nobody) = %v; want ErrNotFound", err)
+	}
+	for _, name := range []string{"bob", "Bob", "BOB", bob.ID} {
+		got, err := s.ResolveAdmin(ctx, name)
+		if err != nil || got.ID != bob.ID {
+			t.Errorf("ResolveAdmin(%q) = %+v, %v; want bob (%s)", name, got, err, bob.ID)
+		}
+	}
+	if _, err := s.ResolveAdmin(ctx, "nobody"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("ResolveAdmin(nobody) = %v; want ErrNotFound", err)
+	}
+}
+
+// TestResolveAdminAmbiguous: two admins whose names differ only in case
+// (possible in a database made before names were unique that way) are never
+// guessed between.
+func TestResolveAdminAmbiguous(t *testing.T) {
+	s, _, _ := openTestStore(t)
+	ctx := context.Background()
+	if _, err := s.CreateAdmin(ctx, "carol", "$argon2id$c"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.db.ExecContext(ctx, `INSERT INTO admins (id, name, password_hash, created_at, modified_at)
+		VALUES ('adm_legacy', 'Carol', 'h', '', '')`); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.ResolveAdmin(ctx, "CAROL"); !errors.Is(err, ErrInvalid) {
+		t.Errorf("ResolveAdmin(CAROL) = %+v, %v; want ErrInvalid (ambiguous)", got, err)
+	}
+	if got, err := s.ResolveAdmin(ctx, "Carol"); err != nil || got.ID != "adm_legacy" {
+		t.Errorf("ResolveAdmin(Carol) = %+v, %v; want the exact match adm_legacy", got, err)
 	}
 }
 
@@ -178,32 +209,39 @@ func TestAdminSessions(t *testing.T) {
 func TestConsoleTokens(t *testing.T) {
 	s, clock, _ := openTestStore(t)
 	ctx := context.Background()
-	ci, err := s.CreateConsoleToken(ctx, "ci", hash64("ci"))
+	alice, err := s.CreateAdmin(ctx, "alice", "$argon2id$a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ci, err := s.CreateConsoleToken(ctx, "ci", hash64("ci"), alice.ID)
 	if err != nil {
 		t.Fatalf("CreateConsoleToken: %v", err)
 	}
-	if !strings.HasPrefix(ci.ID, "tok_") || ci.TokenSHA256 != hash64("ci") || !ci.LastUsedAt.IsZero() {
-		t.Errorf("token = %+v; want a tok_ id, the hash, never used", ci)
+	if !strings.HasPrefix(ci.ID, "tok_") || ci.TokenSHA256 != hash64("ci") || !ci.LastUsedAt.IsZero() ||
+		ci.AdminID != alice.ID || ci.AdminName != "alice" {
+		t.Errorf("token = %+v; want a tok_ id, the hash, never used, alice's", ci)
 	}
-	if _, err := s.CreateConsoleToken(ctx, "auto", hash64("auto")); err != nil {
+	if _, err := s.CreateConsoleToken(ctx, "auto", hash64("auto"), alice.ID); err != nil {
 		t.Fatal(err)
 	}
 	refusals := []struct {
-		name, token, hash string
-		want              error
+		name, token, hash, admin string
+		want                     error
 	}{
-		{"taken name", "ci", hash64("other"), ErrDuplicate},
-		{"bad name", "c i", hash64("other"), ErrInvalid},
-		{"short hash", "short", "abcd", ErrInvalid},
+		{"taken name", "ci", hash64("other"), alice.ID, ErrDuplicate},
+		{"bad name", "c i", hash64("other"), alice.ID, ErrInvalid},
+		{"short hash", "short", "abcd", alice.ID, ErrInvalid},
+		{"no admin", "orphan", hash64("orphan"), "", ErrInvalid},
+		{"unknown admin", "ghost", hash64("ghost"), "adm_nosuch", ErrNotFound},
 	}
 	for _, tt := range refusals {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := s.CreateConsoleToken(ctx, tt.token, tt.hash); !errors.Is(err, tt.want) {
+			if _, err := s.CreateConsoleToken(ctx, tt.token, tt.hash, tt.admin); !errors.Is(err, tt.want) {
 				t.Errorf("CreateConsoleToken(%q) = %v; want %v", tt.token, err, tt.want)
 			}
 		})
 	}
-	if _, err := s.CreateConsoleToken(ctx, "copy", hash64("ci")); err == nil {
+	if _, err := s.CreateConsoleToken(ctx, "copy", hash64("ci"), alice.ID); err == nil {
 		t.Error("a second token with the same hash was stored; want an error")
 	}
 
@@ -225,6 +263,26 @@ func TestConsoleTokens(t *testing.T) {
 	}
 	if _, err := s.ConsoleTokenByHash(ctx, hash64("nosuch")); !errors.Is(err, ErrNotFound) {
 		t.Errorf("ConsoleTokenByHash(unknown) = %v; want ErrNotFound", err)
+	}
+	// A token made before tokens had owners is assigned later.
+	if _, err := s.db.ExecContext(ctx, `INSERT INTO console_tokens (id, name, token_sha256, created_at, modified_at)
+		VALUES ('tok_old', 'old', ?, '', '')`, hash64("old")); err != nil {
+		t.Fatal(err)
+	}
+	if old, err := s.ConsoleTokenByHash(ctx, hash64("old")); err != nil || old.AdminID != "" {
+		t.Errorf("legacy token = %+v, %v; want no admin", old, err)
+	}
+	if old, err := s.AssignConsoleToken(ctx, "old", alice.ID); err != nil || old.AdminID != alice.ID || old.AdminName != "alice" {
+		t.Errorf("AssignConsoleToken = %+v, %v; want alice's", old, err)
+	}
+	if _, err := s.AssignConsoleToken(ctx, "nosuch", alice.ID); !errors.Is(err, ErrNotFound) {
+		t.Errorf("AssignConsoleToken(unknown token) = %v; want ErrNotFound", err)
+	}
+	if _, err := s.AssignConsoleToken(ctx, "old", "adm_nosuch"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("AssignConsoleToken(unknown admin) = %v; want ErrNotFound", err)
+	}
+	if err := s.RemoveConsoleToken(ctx, "old"); err != nil {
+		t.Fatal(err)
 	}
 	if err := s.RemoveConsoleToken(ctx, "ci"); err != nil {
 		t.Fatalf("RemoveConsoleToken: %v", err)

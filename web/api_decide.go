@@ -33,7 +33,7 @@ const maxIdempotencyKeyLen = 255
 
 // apiDecideStatuses are the statuses a decision answers besides the common ones.
 func apiDecideStatuses() []int {
-	return []int{http.StatusOK, http.StatusBadRequest, http.StatusNotFound, http.StatusConflict,
+	return []int{http.StatusOK, http.StatusBadRequest, http.StatusForbidden, http.StatusNotFound, http.StatusConflict,
 		http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType, http.StatusUnprocessableEntity}
 }
 
@@ -182,9 +182,13 @@ func apiReplay(w http.ResponseWriter, prev *store.IdempotentResponse, reqSum str
 	return nil
 }
 
-// apiDecideBody is the optional JSON body of a decision.
+// apiDecideBody is the optional JSON body of a decision: a denial's reason,
+// or an approval's scope ("request", "operation" or "class") and, for a
+// wider scope, how long it lasts ("30m", at most policy.MaxScope).
 type apiDecideBody struct {
 	Reason *string `json:"reason"`
+	Scope  string  `json:"scope"`
+	For    string  `json:"for"`
 }
 
 // decideAnswer makes the decision and returns its answer, success or error,
@@ -212,19 +216,33 @@ func (s *Server) decideAnswer(r *http.Request, c *apiCall, approve bool, body []
 				Message: "reason: at most 1000 bytes on one line, without control characters"})
 		}
 	}
+	if !approve && (in.Scope != "" || in.For != "") {
+		return fail(&apiError{Status: http.StatusBadRequest, Code: "invalid_body", Field: "scope",
+			Message: "scope: only an approval takes a scope"})
+	}
+	scope, err := policy.ParseScope(in.Scope, in.For)
+	if err != nil {
+		return fail(&apiError{Status: http.StatusBadRequest, Code: "invalid_body", Field: "scope", Message: err.Error()})
+	}
 	id := r.PathValue("id")
-	decider := "token:" + c.token.Name
+	if c.token.AdminID == "" {
+		// A token made before tokens had owners: its decisions would be
+		// nobody's, and two such tokens could pass the two-person rule.
+		return fail(&apiError{Status: http.StatusForbidden, Code: "token_without_admin",
+			Message: "console token " + c.token.Name + " belongs to no admin and cannot decide; " +
+				"an admin assigns it with: postern token assign " + c.token.Name + " --admin ADMIN"})
+	}
+	by := policy.Decider{AdminID: c.token.AdminID, Name: c.token.AdminName}
 	var a policy.Approval
-	var err error
 	if approve {
-		a, err = s.cfg.Engine.Approve(r.Context(), id, decider)
+		a, err = s.cfg.Engine.Approve(r.Context(), id, by, scope)
 	} else {
-		a, err = s.cfg.Engine.Deny(r.Context(), id, decider, reason)
+		a, err = s.cfg.Engine.Deny(r.Context(), id, by, reason)
 	}
 	if err != nil {
-		return fail(apiDecideError(id, decider, err))
+		return fail(apiDecideError(id, by.Name, err))
 	}
-	s.cfg.Logger.Info().Str("approval", id).Str("decider", decider).Str("status", a.Status).
+	s.cfg.Logger.Info().Str("approval", id).Str("admin", by.Name).Str("token", c.token.Name).Str("status", a.Status).
 		Str("request_id", requestID(r.Context())).Msg("web: api decision")
 	return http.StatusOK, apiJSON(apiDataBody{Data: apiApprovalView(a, s.cfg.Now()), RequestID: requestID(r.Context())})
 }
@@ -252,7 +270,9 @@ func apiDecideError(id, decider string, err error) error {
 	case errors.Is(err, policy.ErrSameApprover):
 		return &apiError{Status: http.StatusConflict, Code: "same_approver",
 			Message: decider + " already gave the first of the two approvals " + id +
-				" needs; the second must come from a different admin or token"}
+				" needs; the second must come from a different admin (another token of the same admin does not count)"}
+	case errors.Is(err, policy.ErrScope):
+		return &apiError{Status: http.StatusUnprocessableEntity, Code: "scope_not_allowed", Field: "scope", Message: err.Error()}
 	}
 	return err
 }

@@ -243,7 +243,7 @@ func TestAPIFilters(t *testing.T) {
 	d := as.ask(as.db, "destructive", "rm -rf /srv", 2)
 	as.clock.Advance(time.Second)
 	x := as.ask(as.web, "destructive", "rm /y", 1)
-	if _, err := as.eng.Deny(ctx, x.ID, "alice", "no"); err != nil {
+	if _, err := as.eng.Deny(ctx, x.ID, policy.Decider{AdminID: as.alice, Name: "alice"}, "no"); err != nil {
 		t.Fatal(err)
 	}
 

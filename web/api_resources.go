@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"slices"
 	"strconv"
@@ -123,6 +124,13 @@ type apiApproval struct {
 	ConsumedAt      apiTime `json:"consumed_at"`
 	CreatedAt       apiTime `json:"created_at"`
 	ModifiedAt      apiTime `json:"modified_at"`
+	AgentReason     string  `json:"agent_reason"`
+	SourceAddr      string  `json:"source_addr"`
+	Target          string  `json:"target"`
+	Scope           string  `json:"scope"`
+	ScopeExpiresAt  apiTime `json:"scope_expires_at"`
+	ScopeRevokedAt  apiTime `json:"scope_revoked_at"`
+	ScopeRevokedBy  string  `json:"scope_revoked_by"`
 }
 
 // apiAuditRow is one audit row; its id is its seq as a string and its
@@ -219,7 +227,18 @@ func apiApprovalView(a store.Approval, now time.Time) apiApproval {
 		Operation: a.Operation, Reasons: a.Reasons, ApprovalsNeeded: a.ApprovalsNeeded,
 		FirstApprover: a.FirstApprover, FirstApprovedAt: apiTime(a.FirstApprovedAt), DecidedBy: a.DecidedBy,
 		DecidedAt: apiTime(a.DecidedAt), Reason: a.Reason, ExpiresAt: apiTime(a.ExpiresAt),
-		ConsumedAt: apiTime(a.ConsumedAt), CreatedAt: apiTime(a.CreatedAt), ModifiedAt: apiTime(a.ModifiedAt)}
+		ConsumedAt: apiTime(a.ConsumedAt), CreatedAt: apiTime(a.CreatedAt), ModifiedAt: apiTime(a.ModifiedAt),
+		AgentReason: a.AgentReason, SourceAddr: a.SourceAddr, Target: approvalTarget(a), Scope: string(a.Scope),
+		ScopeExpiresAt: apiTime(a.ScopeExpiresAt), ScopeRevokedAt: apiTime(a.ScopeRevokedAt), ScopeRevokedBy: a.ScopeRevokedBy}
+}
+
+// approvalTarget is the approval's target as user@host:port, or "" when
+// its connection was removed.
+func approvalTarget(a store.Approval) string {
+	if a.TargetHost == "" {
+		return ""
+	}
+	return a.TargetUser + "@" + net.JoinHostPort(a.TargetHost, strconv.Itoa(a.TargetPort))
 }
 
 func apiAuditView(r store.AuditRow) apiAuditRow {

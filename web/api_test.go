@@ -3,6 +3,7 @@ package web
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -39,9 +40,11 @@ type apiSite struct {
 	// keys holds every connection's private key file: no answer may
 	// contain any of it.
 	keys [][]byte
-	ci   string // the "ci" token
-	ops  string // the "ops" token
-	path string // the database file, for tests that tamper with it
+	ci   string // the "ci" token, alice's
+	ops  string // the "ops" token, bob's
+	// alice and bob are the admin ids of the tokens' owners.
+	alice, bob string
+	path       string // the database file, for tests that tamper with it
 }
 
 // newAPISite builds the site. The limiter runs on the fake clock, which
@@ -63,7 +66,8 @@ func newAPISite(t testing.TB, edit func(*Config)) *apiSite {
 		t.Fatalf("New: %v", err)
 	}
 	as := &apiSite{t: t, clock: clock, st: st, eng: eng, srv: srv, path: path}
-	as.ci, as.ops = as.addToken("ci"), as.addToken("ops")
+	as.alice, as.bob = as.addAdmin("alice"), as.addAdmin("bob")
+	as.ci, as.ops = as.addToken("ci", as.alice), as.addToken("ops", as.bob)
 	if as.agent, err = st.CreateAgent(ctx, "bot", newTestKeyPair(t).Authorized+" bot@test"); err != nil {
 		t.Fatalf("CreateAgent: %v", err)
 	}
@@ -78,13 +82,24 @@ func newAPISite(t testing.TB, edit func(*Config)) *apiSite {
 	return as
 }
 
-func (as *apiSite) addToken(name string) string {
+// addToken makes a console token of admin adminID and returns it.
+func (as *apiSite) addToken(name, adminID string) string {
 	as.t.Helper()
 	tok, sha := NewConsoleToken()
-	if _, err := as.st.CreateConsoleToken(context.Background(), name, sha); err != nil {
+	if _, err := as.st.CreateConsoleToken(context.Background(), name, sha, adminID); err != nil {
 		as.t.Fatalf("CreateConsoleToken: %v", err)
 	}
 	return tok
+}
+
+// addAdmin registers an admin and returns its id.
+func (as *apiSite) addAdmin(name string) string {
+	as.t.Helper()
+	a, err := as.st.CreateAdmin(context.Background(), name, "$argon2id$unused")
+	if err != nil {
+		as.t.Fatalf("CreateAdmin: %v", err)
+	}
+	return a.ID
 }
 
 func (as *apiSite) addConnection(alias string, env store.Env) *store.Connection {
@@ -361,7 +376,7 @@ func field(recs []map[string]any, name string) []string {
 // a refusal is 401 with WWW-Authenticate and the error shape.
 func TestAPIAuth(t *testing.T) {
 	as := newAPISite(t, nil)
-	removed := as.addToken("gone")
+	removed := as.addToken("gone", as.alice)
 	if err := as.st.RemoveConsoleToken(context.Background(), "gone"); err != nil {
 		t.Fatal(err)
 	}
@@ -718,8 +733,8 @@ func TestAPIBodyAndMediaLimits(t *testing.T) {
 	}
 	// A JSON body with its type, and an empty object, are fine.
 	r := as.call("POST", deny, as.ci, `{"reason": "not on a Friday"}`, "Content-Type", "application/json; charset=utf-8")
-	if d := r.data(t); d["status"] != "denied" || d["reason"] != "not on a Friday" || d["decided_by"] != "token:ci" {
-		t.Errorf("deny answer %v; want denied by token:ci with the reason", d)
+	if d := r.data(t); d["status"] != "denied" || d["reason"] != "not on a Friday" || d["decided_by"] != "alice" {
+		t.Errorf("deny answer %v; want denied by alice (token ci) with the reason", d)
 	}
 }
 
@@ -729,8 +744,8 @@ func TestAPIDecisions(t *testing.T) {
 	as := newAPISite(t, nil)
 	a := as.ask(as.web, "write", "touch /x", 1)
 	r := as.call("POST", "/v1/approvals/"+a.ID+"/approve", as.ci, "{}")
-	if d := r.data(t); d["status"] != "approved" || d["decided_by"] != "token:ci" || d["decided_at"] == nil {
-		t.Fatalf("approve answer %v; want approved by token:ci", d)
+	if d := r.data(t); d["status"] != "approved" || d["decided_by"] != "alice" || d["decided_at"] == nil {
+		t.Fatalf("approve answer %v; want approved by alice (token ci)", d)
 	}
 	for _, verb := range []string{"approve", "deny"} {
 		r := as.call("POST", "/v1/approvals/"+a.ID+"/"+verb, as.ops, "")
@@ -738,8 +753,8 @@ func TestAPIDecisions(t *testing.T) {
 		if r.status != http.StatusConflict || code != "already_decided" {
 			t.Errorf("%s after approval: %d %s; want 409 already_decided", verb, r.status, code)
 		}
-		if msg := r.errMessage(t); !strings.Contains(msg, "approved by token:ci") {
-			t.Errorf("%s after approval: message %q; want it to say approved by token:ci", verb, msg)
+		if msg := r.errMessage(t); !strings.Contains(msg, "approved by alice") {
+			t.Errorf("%s after approval: message %q; want it to say approved by alice", verb, msg)
 		}
 	}
 
@@ -753,24 +768,95 @@ func TestAPIDecisions(t *testing.T) {
 	}
 }
 
-// TestAPITwoPersonRule: a request that needs two approvals takes two
-// different tokens; the same token twice is refused.
+// TestAPITwoPersonRule: a request that needs two approvals takes tokens of
+// two different admins; the same token twice, or a second token of the same
+// admin, is refused.
 func TestAPITwoPersonRule(t *testing.T) {
 	as := newAPISite(t, nil)
+	ci2 := as.addToken("ci-two", as.alice)
 	a := as.ask(as.db, "destructive", "rm -rf /srv/data", 2)
 	approve := "/v1/approvals/" + a.ID + "/approve"
-	if d := as.call("POST", approve, as.ci, "").data(t); d["status"] != "pending" || d["first_approver"] != "token:ci" {
-		t.Fatalf("first approval answer %v; want pending with first_approver token:ci", d)
+	if d := as.call("POST", approve, as.ci, "").data(t); d["status"] != "pending" || d["first_approver"] != "alice" {
+		t.Fatalf("first approval answer %v; want pending with first_approver alice", d)
 	}
-	r := as.call("POST", approve, as.ci, "")
-	if code, _ := r.errCode(t); r.status != http.StatusConflict || code != "same_approver" {
-		t.Fatalf("same token again: %d %s; want 409 same_approver", r.status, code)
+	for _, tok := range []string{as.ci, ci2} {
+		r := as.call("POST", approve, tok, "")
+		if code, _ := r.errCode(t); r.status != http.StatusConflict || code != "same_approver" {
+			t.Fatalf("alice's token again: %d %s; want 409 same_approver", r.status, code)
+		}
+		if msg := r.errMessage(t); !strings.Contains(msg, "alice") {
+			t.Errorf("same_approver message %q; want it to name alice", msg)
+		}
 	}
-	if msg := r.errMessage(t); !strings.Contains(msg, "token:ci") {
-		t.Errorf("same_approver message %q; want it to name token:ci", msg)
+	if d := as.call("POST", approve, as.ops, "").data(t); d["status"] != "approved" || d["decided_by"] != "bob" {
+		t.Errorf("second approval answer %v; want approved by bob (token ops)", d)
 	}
-	if d := as.call("POST", approve, as.ops, "").data(t); d["status"] != "approved" || d["decided_by"] != "token:ops" {
-		t.Errorf("second approval answer %v; want approved by token:ops", d)
+}
+
+// TestAPITokenWithoutAdmin: a token made before tokens had owners cannot
+// decide, and is told how to be assigned; it can still read.
+func TestAPITokenWithoutAdmin(t *testing.T) {
+	as := newAPISite(t, nil)
+	tok, sha := NewConsoleToken()
+	if _, err := as.st.CreateConsoleToken(context.Background(), "old", sha, as.alice); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", as.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`UPDATE console_tokens SET admin_id = NULL WHERE name = 'old'`); err != nil {
+		t.Fatal(err)
+	}
+	a := as.ask(as.web, "write", "touch /x", 1)
+	r := as.call("POST", "/v1/approvals/"+a.ID+"/approve", tok, "")
+	if code, _ := r.errCode(t); r.status != http.StatusForbidden || code != "token_without_admin" {
+		t.Fatalf("approve with an unowned token: %d %s; want 403 token_without_admin", r.status, code)
+	}
+	if msg := r.errMessage(t); !strings.Contains(msg, "postern token assign old --admin") {
+		t.Errorf("message %q; want it to say how to assign the token", msg)
+	}
+	if got := as.get("/v1/approvals/" + a.ID).data(t)["status"]; got != "pending" {
+		t.Errorf("request after the refused decision is %v; want pending", got)
+	}
+}
+
+// TestAPIApproveWithScope: an approval's scope through the API, and the
+// refusals: a scope on a production destructive request, one too long, a
+// scope on a denial.
+func TestAPIApproveWithScope(t *testing.T) {
+	as := newAPISite(t, nil)
+	a := as.ask(as.web, "write", "touch /x", 1)
+	d := as.call("POST", "/v1/approvals/"+a.ID+"/approve", as.ci, `{"scope": "class", "for": "30m"}`).data(t)
+	if d["status"] != "approved" || d["scope"] != "class" || d["scope_expires_at"] == nil {
+		t.Fatalf("approve with class scope: %v; want approved with a class scope and its end", d)
+	}
+	prod := as.ask(as.db, "destructive", "rm -rf /srv/data", 2)
+	b := as.ask(as.web, "write", "touch /y", 1)
+	tests := []struct {
+		name, path, body string
+		status           int
+		code             string
+	}{
+		{"production destructive", "/v1/approvals/" + prod.ID + "/approve", `{"scope": "operation", "for": "5m"}`, 422, "scope_not_allowed"},
+		{"longer than 8h", "/v1/approvals/" + b.ID + "/approve", `{"scope": "class", "for": "9h"}`, 422, "scope_not_allowed"},
+		{"no duration", "/v1/approvals/" + b.ID + "/approve", `{"scope": "class"}`, 400, "invalid_body"},
+		{"unknown scope", "/v1/approvals/" + b.ID + "/approve", `{"scope": "forever", "for": "1h"}`, 400, "invalid_body"},
+		{"scope on a denial", "/v1/approvals/" + b.ID + "/deny", `{"scope": "class", "for": "1h"}`, 400, "invalid_body"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := as.call("POST", tt.path, as.ci, tt.body)
+			if code, _ := r.errCode(t); r.status != tt.status || code != tt.code {
+				t.Errorf("%s: %d %s; want %d %s (%s)", tt.name, r.status, code, tt.status, tt.code, r.body)
+			}
+		})
+	}
+	for _, id := range []string{prod.ID, b.ID} {
+		if got := as.get("/v1/approvals/" + id).data(t)["status"]; got != "pending" {
+			t.Errorf("%s after refused scopes is %v; want pending", id, got)
+		}
 	}
 }
 
@@ -841,7 +927,7 @@ func TestAPIIdempotentApprove(t *testing.T) {
 // exactly one wins and the others get 409 naming the winner.
 func TestAPIConcurrentApprove(t *testing.T) {
 	as := newAPISite(t, nil)
-	tokens := []string{as.ci, as.ops, as.addToken("t3"), as.addToken("t4"), as.addToken("t5"), as.addToken("t6")}
+	tokens := []string{as.ci, as.ops, as.addToken("t3", as.bob), as.addToken("t4", as.bob), as.addToken("t5", as.bob), as.addToken("t6", as.bob)}
 	a := as.ask(as.web, "destructive", "rm /x", 1)
 	results := make(chan apiResp, len(tokens))
 	start := make(chan struct{})

@@ -187,7 +187,9 @@ func (s *Server) denyForm(w http.ResponseWriter, r *http.Request) {
 // concurrent decisions win, and tells the admin what happened.
 func (s *Server) decideForm(w http.ResponseWriter, r *http.Request, approve bool) {
 	id := r.PathValue("id")
-	admin := sessionFrom(r.Context()).AdminName
+	sess := sessionFrom(r.Context())
+	by := policy.Decider{AdminID: sess.AdminID, Name: sess.AdminName}
+	admin := by.Name
 	next := r.PostFormValue("next")
 	if next == "" {
 		next = "/approvals"
@@ -200,9 +202,13 @@ func (s *Server) decideForm(w http.ResponseWriter, r *http.Request, approve bool
 	var a store.Approval
 	var err error
 	if approve {
-		a, err = s.cfg.Engine.Approve(r.Context(), id, admin)
+		var scope policy.Scope
+		scope, err = policy.ParseScope(r.PostFormValue("scope"), r.PostFormValue("for"))
+		if err == nil {
+			a, err = s.cfg.Engine.Approve(r.Context(), id, by, scope)
+		}
 	} else {
-		a, err = s.cfg.Engine.Deny(r.Context(), id, admin, note)
+		a, err = s.cfg.Engine.Deny(r.Context(), id, by, note)
 	}
 	kind, msg := decisionMessage(id, admin, a, err)
 	if kind == "" {
@@ -221,6 +227,11 @@ func decisionMessage(id, admin string, a store.Approval, err error) (kind, msg s
 	switch {
 	case err == nil && a.Status == store.ApprovalPending:
 		return flashOK, "Your approval of " + id + " is recorded (1 of 2); a second admin must approve it too."
+	case err == nil && a.Status == store.ApprovalApproved && a.Scope == store.ScopeOperation:
+		return flashOK, "Approved " + id + ", and the same operation until " + a.ScopeExpiresAt.UTC().Format("15:04 MST") + "."
+	case err == nil && a.Status == store.ApprovalApproved && a.Scope == store.ScopeClass:
+		return flashOK, "Approved " + id + ", and every " + a.Class + " operation of " + a.AgentName + " on " +
+			a.ConnectionAlias + " until " + a.ScopeExpiresAt.UTC().Format("15:04 MST") + "."
 	case err == nil && a.Status == store.ApprovalApproved:
 		return flashOK, "Approved " + id + "."
 	case err == nil:
@@ -235,6 +246,8 @@ func decisionMessage(id, admin string, a store.Approval, err error) (kind, msg s
 		return flashError, "You (" + admin + ") gave the first approval of " + id + "; the second must come from a different admin."
 	case errors.Is(err, policy.ErrExpired):
 		return flashError, id + " expired before it was decided; nothing ran."
+	case errors.Is(err, policy.ErrScope):
+		return flashError, "Not approved: " + strings.TrimPrefix(err.Error(), "policy: ") + "."
 	case errors.Is(err, policy.ErrInvalidAdmin):
 		return flashError, "Your admin name cannot be recorded as a decider: " + err.Error()
 	case errors.Is(err, store.ErrNotFound):

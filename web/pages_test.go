@@ -1007,8 +1007,14 @@ func TestEventHubAnnouncesOnlyApprovalChanges(t *testing.T) {
 				Class: policy.Read, Kind: policy.Exec, Outcome: policy.Allowed, Operation: "uptime"})
 			return err
 		}, false},
-		{"first of two approvals", func() error { _, err := ps.eng.Approve(ctx, two.ID, "alice"); return err }, true},
-		{"denied", func() error { _, err := ps.eng.Deny(ctx, two.ID, "bob", ""); return err }, true},
+		{"first of two approvals", func() error {
+			_, err := ps.eng.Approve(ctx, two.ID, policy.Decider{AdminID: "adm_alice", Name: "alice"}, policy.Scope{})
+			return err
+		}, true},
+		{"denied", func() error {
+			_, err := ps.eng.Deny(ctx, two.ID, policy.Decider{AdminID: "adm_bob", Name: "bob"}, "")
+			return err
+		}, true},
 		{"listing with nothing to expire", func() error { _, err := ps.eng.Approvals(ctx, false); return err }, false},
 	} {
 		if err := step.do(); err != nil {

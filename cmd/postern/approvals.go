@@ -39,6 +39,8 @@ func newApprovalsCmd() *cobra.Command {
 		newApprovalsListCmd(data),
 		newApprovalsDecideCmd(data, true, admin),
 		newApprovalsDecideCmd(data, false, admin),
+		newScopesCmd(data, admin),
+		newRevokeScopeCmd(data, admin),
 	)
 	return cmd
 }
@@ -55,7 +57,7 @@ func osUserName() string {
 
 // withEngine opens the store and a policy engine over it for one command.
 // The engine starts no goroutine unless something waits, so this is cheap.
-func withEngine(ctx context.Context, data *dataFlag, fn func(*policy.Engine) error) error {
+func withEngine(ctx context.Context, data *dataFlag, fn func(*store.Store, *policy.Engine) error) error {
 	st, err := data.open(ctx)
 	if err != nil {
 		return storeErr(err)
@@ -66,7 +68,26 @@ func withEngine(ctx context.Context, data *dataFlag, fn func(*policy.Engine) err
 		return err
 	}
 	defer eng.Close()
-	return fn(eng)
+	return fn(st, eng)
+}
+
+// resolveAs turns --as into a registered admin's identity: a decision is
+// an admin's, and the two-person rule compares admins, not the strings
+// typed after --as.
+func resolveAs(ctx context.Context, st *store.Store, as string) (policy.Decider, error) {
+	if strings.TrimSpace(as) == "" {
+		return policy.Decider{}, usageError{errors.New("cannot tell who you are: give --as ADMIN (postern admin list)")}
+	}
+	a, err := st.ResolveAdmin(ctx, strings.TrimSpace(as))
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return policy.Decider{}, usageError{fmt.Errorf("no admin is named %q: give --as with a registered admin (postern admin list; postern admin add NAME)", as)}
+	case err != nil:
+		return policy.Decider{}, storeErr(err)
+	case a.Disabled:
+		return policy.Decider{}, usageError{fmt.Errorf("admin %s is disabled and cannot decide", a.Name)}
+	}
+	return policy.Decider{AdminID: a.ID, Name: a.Name}, nil
 }
 
 func newApprovalsListCmd(data *dataFlag) *cobra.Command {
@@ -83,7 +104,7 @@ func newApprovalsListCmd(data *dataFlag) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		return withEngine(cmd.Context(), data, func(eng *policy.Engine) error {
+		return withEngine(cmd.Context(), data, func(_ *store.Store, eng *policy.Engine) error {
 			list, err := eng.Approvals(cmd.Context(), all)
 			if err != nil {
 				return err
@@ -122,6 +143,12 @@ type approvalJSON struct {
 	ExpiresAt       string   `json:"expires_at"`
 	DecidedAt       string   `json:"decided_at,omitempty"`
 	ConsumedAt      string   `json:"consumed_at,omitempty"`
+	AgentReason     string   `json:"agent_reason,omitempty"`
+	SourceAddr      string   `json:"source_addr,omitempty"`
+	Scope           string   `json:"scope"`
+	ScopeExpiresAt  string   `json:"scope_expires_at,omitempty"`
+	ScopeRevokedAt  string   `json:"scope_revoked_at,omitempty"`
+	ScopeRevokedBy  string   `json:"scope_revoked_by,omitempty"`
 }
 
 func jsonTime(t time.Time) string {
@@ -138,6 +165,8 @@ func toApprovalJSON(a policy.Approval) approvalJSON {
 		Operation: a.Operation, OperationSHA256: a.OperationSHA256, ApprovalsNeeded: a.ApprovalsNeeded,
 		Reason: a.Reason, CreatedAt: jsonTime(a.CreatedAt), ExpiresAt: jsonTime(a.ExpiresAt),
 		DecidedAt: jsonTime(a.DecidedAt), ConsumedAt: jsonTime(a.ConsumedAt),
+		AgentReason: a.AgentReason, SourceAddr: a.SourceAddr, Scope: string(a.Scope),
+		ScopeExpiresAt: jsonTime(a.ScopeExpiresAt), ScopeRevokedAt: jsonTime(a.ScopeRevokedAt), ScopeRevokedBy: a.ScopeRevokedBy,
 	}
 	if a.Status == store.ApprovalDenied {
 		j.DecidedBy = a.DecidedBy
@@ -169,60 +198,157 @@ func printApprovals(w io.Writer, list []policy.Approval, now time.Time) error {
 		if a.Status == store.ApprovalPending {
 			expires = "in " + a.ExpiresAt.Sub(now).Round(time.Second).String()
 		}
-		op := a.Kind + ": " + oneLine(a.Operation)
+		op := a.Kind + ": " + policy.VisibleLine(a.Operation)
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
 			a.ID, a.Status, a.AgentName, a.ConnectionAlias, a.Class, approvals, expires, op)
 	}
 	return tw.Flush()
 }
 
-// oneLine keeps a multi-line operation on one table row.
-func oneLine(s string) string {
-	s = strings.ReplaceAll(s, "\r", `\r`)
-	return strings.ReplaceAll(s, "\n", `\n`)
-}
-
 // newApprovalsDecideCmd builds `approvals approve ID` (approve true) or
 // `approvals deny ID`.
 func newApprovalsDecideCmd(data *dataFlag, approve bool, defaultAdmin string) *cobra.Command {
-	var as, reason string
+	var as, reason, scopeKind, scopeFor string
 	cmd := &cobra.Command{
 		Use:   "approve ID",
 		Short: "Approve a pending request (production destructive needs two different admins)",
-		Args:  wantOneArg("approval ID"),
+		Long: `approve lets the request's operation run once. With --scope operation the
+same exact operation of the same agent on the same connection also runs
+without asking until --for has passed; with --scope class every operation
+of its class there does (a time-boxed elevation of the grant, listed by
+` + "`approvals scopes`" + ` and ended early by ` + "`approvals revoke-scope ID`" + `). --for is at
+most 8h. A destructive operation on a production connection is never
+scoped: one operation, two different admins, every time.`,
+		Args: wantOneArg("approval ID"),
 	}
-	if !approve {
+	if approve {
+		cmd.Flags().StringVar(&scopeKind, "scope", "request", "what the approval covers: request, operation or class")
+		cmd.Flags().StringVar(&scopeFor, "for", "", "how long a wider --scope lasts, such as 30m (at most 8h)")
+	} else {
 		cmd.Use = "deny ID"
 		cmd.Short = "Deny a pending request"
+		cmd.Long = ""
 		cmd.Flags().StringVar(&reason, "reason", "", "why, shown to the agent")
 	}
-	cmd.Flags().StringVar(&as, "as", defaultAdmin, "the admin deciding, recorded in the audit log")
+	cmd.Flags().StringVar(&as, "as", defaultAdmin, "the registered admin deciding (default: your OS user name), recorded in the audit log")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		id := args[0]
-		if strings.TrimSpace(as) == "" {
-			return usageError{errors.New("cannot tell who you are: give --as NAME")}
+		scope, err := policy.ParseScope(scopeKind, scopeFor)
+		if err != nil {
+			return usageError{err}
 		}
-		return withEngine(cmd.Context(), data, func(eng *policy.Engine) error {
+		return withEngine(cmd.Context(), data, func(st *store.Store, eng *policy.Engine) error {
+			by, err := resolveAs(cmd.Context(), st, as)
+			if err != nil {
+				return err
+			}
 			var a policy.Approval
-			var err error
 			if approve {
-				a, err = eng.Approve(cmd.Context(), id, as)
+				a, err = eng.Approve(cmd.Context(), id, by, scope)
 			} else {
-				a, err = eng.Deny(cmd.Context(), id, as, reason)
+				a, err = eng.Deny(cmd.Context(), id, by, reason)
 			}
 			if err != nil {
 				return decideErr(err)
 			}
 			w := cmd.OutOrStdout()
-			what := fmt.Sprintf("%s on %s: %s", a.AgentName, a.ConnectionAlias, oneLine(a.Operation))
+			what := fmt.Sprintf("%s on %s: %s", a.AgentName, a.ConnectionAlias, policy.VisibleLine(a.Operation))
 			switch {
 			case a.Status == store.ApprovalPending:
-				_, err = fmt.Fprintf(w, "first approval of %s recorded by %s; a second, different admin must approve (%s)\n", id, as, what)
+				_, err = fmt.Fprintf(w, "first approval of %s recorded by %s; a second, different admin must approve (%s)\n", id, by.Name, what)
+			case approve && a.Scope != store.ScopeRequest:
+				_, err = fmt.Fprintf(w, "approved %s (%s), with %s scope until %s\n", id, what, a.Scope, a.ScopeExpiresAt.UTC().Format(time.RFC3339))
 			case approve:
 				_, err = fmt.Fprintf(w, "approved %s (%s)\n", id, what)
 			default:
 				_, err = fmt.Fprintf(w, "denied %s (%s)\n", id, what)
 			}
+			return err
+		})
+	}
+	return cmd
+}
+
+// newScopesCmd builds `approvals scopes`: the approvals whose scope lets
+// further operations through without asking.
+func newScopesCmd(data *dataFlag, _ string) *cobra.Command {
+	var all bool
+	cmd := &cobra.Command{
+		Use:   "scopes",
+		Short: "List approvals whose scope lets operations run without asking (--all for ended ones)",
+		Args:  wantNoArgs,
+	}
+	out := addOutputFlag(cmd)
+	cmd.Flags().BoolVar(&all, "all", false, "also list ended and revoked scopes")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		asJSON, err := out.json()
+		if err != nil {
+			return err
+		}
+		return withEngine(cmd.Context(), data, func(st *store.Store, _ *policy.Engine) error {
+			list, err := st.ListScopes(cmd.Context(), !all)
+			if err != nil {
+				return storeErr(err)
+			}
+			if asJSON {
+				rows := make([]approvalJSON, 0, len(list))
+				for _, a := range list {
+					rows = append(rows, toApprovalJSON(a))
+				}
+				return writeJSON(cmd.OutOrStdout(), rows)
+			}
+			return printScopes(cmd.OutOrStdout(), list, time.Now())
+		})
+	}
+	return cmd
+}
+
+func printScopes(w io.Writer, list []policy.Approval, now time.Time) error {
+	if len(list) == 0 {
+		_, err := fmt.Fprintln(w, "no approval scopes")
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "APPROVAL\tSCOPE\tAGENT\tCONNECTION\tCLASS\tAPPROVED BY\tUNTIL\tOPERATION")
+	for _, a := range list {
+		until := a.ScopeExpiresAt.UTC().Format(time.RFC3339)
+		switch {
+		case !a.ScopeRevokedAt.IsZero():
+			until = "revoked by " + a.ScopeRevokedBy
+		case !now.Before(a.ScopeExpiresAt):
+			until = "ended " + until
+		}
+		op := "any " + a.Class
+		if a.Scope == store.ScopeOperation {
+			op = a.Kind + ": " + policy.VisibleLine(a.Operation)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
+			a.ID, a.Scope, a.AgentName, a.ConnectionAlias, a.Class, strings.Join(a.Deciders(), ","), until, op)
+	}
+	return tw.Flush()
+}
+
+// newRevokeScopeCmd builds `approvals revoke-scope ID`: the scope ends at
+// once and its operations are asked again.
+func newRevokeScopeCmd(data *dataFlag, defaultAdmin string) *cobra.Command {
+	var as string
+	cmd := &cobra.Command{
+		Use:   "revoke-scope ID",
+		Short: "End an approval's scope now: its operations are asked again",
+		Args:  wantOneArg("approval ID"),
+	}
+	cmd.Flags().StringVar(&as, "as", defaultAdmin, "the registered admin revoking (default: your OS user name)")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		return withEngine(cmd.Context(), data, func(st *store.Store, eng *policy.Engine) error {
+			by, err := resolveAs(cmd.Context(), st, as)
+			if err != nil {
+				return err
+			}
+			a, err := eng.RevokeScope(cmd.Context(), args[0], by)
+			if err != nil {
+				return decideErr(err)
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "revoked the %s scope of %s (%s on %s)\n", a.Scope, a.ID, a.AgentName, a.ConnectionAlias)
 			return err
 		})
 	}
@@ -236,7 +362,7 @@ func newApprovalsDecideCmd(data *dataFlag, approve bool, defaultAdmin string) *c
 func decideErr(err error) error {
 	switch {
 	case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrInvalid),
-		errors.Is(err, policy.ErrSameApprover), errors.Is(err, policy.ErrInvalidAdmin):
+		errors.Is(err, policy.ErrSameApprover), errors.Is(err, policy.ErrInvalidAdmin), errors.Is(err, policy.ErrScope):
 		return usageError{err}
 	case errors.Is(err, policy.ErrAlreadyDecided), errors.Is(err, policy.ErrExpired):
 		return err

@@ -136,7 +136,7 @@ func printAudit(w io.Writer, rows []store.AuditRow) error {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\n",
 			r.Seq, r.Time.Local().Format("2006-01-02 15:04:05"), r.AgentName, r.ConnectionAlias,
 			r.Class, r.Decision, by, exit, r.Duration.Round(time.Millisecond), r.BytesIn, r.BytesOut,
-			r.Kind+": "+oneLine(r.Operation))
+			r.Kind+": "+policy.VisibleLine(r.Operation))
 	}
 	return tw.Flush()
 }

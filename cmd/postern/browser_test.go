@@ -379,8 +379,13 @@ func TestBrowser(t *testing.T) {
 		if live.code != 0 {
 			t.Errorf("approved rm: got exit %d, stderr %q; want 0", live.code, live.stderr)
 		}
-		if want := "approve at " + r.base + "/approvals/" + liveID; !strings.Contains(live.stderr, want) {
+		if want := "an admin decides at " + r.base + "/approvals/" + liveID; !strings.Contains(live.stderr, want) {
 			t.Errorf("waiting line: got stderr %q; want it to contain %q", live.stderr, want)
+		}
+		// The line goes to an untrusted agent: no path of the bastion's
+		// binary or data directory.
+		if strings.Contains(live.stderr, r.cli.data) || strings.Contains(live.stderr, "--data") {
+			t.Errorf("waiting line %q names the data directory; want no bastion path", live.stderr)
 		}
 		if _, err := os.Stat(approveFile); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s after the approved rm: got %v; want it gone", approveFile, err)
@@ -518,7 +523,7 @@ func TestBrowser(t *testing.T) {
 	})
 
 	if markupID != "" {
-		r.cli.ok("", "approvals", "deny", markupID, "--reason", "test over")
+		r.cli.ok("", "approvals", "deny", markupID, "--reason", "test over", "--as", r.admin)
 		markupRun.wait(t)
 		if markupRun.code != 126 {
 			t.Errorf("denied markup write: got exit %d; want 126", markupRun.code)

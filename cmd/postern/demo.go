@@ -232,17 +232,21 @@ func runDemo(ctx context.Context, p demoParams) error {
 		Dir: p.Dir, Host: host, Port: port, KeyPath: agentKeyPath, KnownHosts: khPath,
 		HostKey: ssh.FingerprintSHA256(hostKey.PublicKey()), Target: target, Self: p.Self,
 	}
-	hint := cliApproveHint(p.Self, p.Dir)
+	hint := cliApproveHint
 	var wp *webParams
+	// The admin decides on the page and with the CLI (--as admin), so it
+	// exists with or without the page; its password is shown only with it.
+	password, err := ensureDemoAdmin(ctx, st)
+	if err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
 	if webLn != nil {
 		if wp, err = loadWeb(webLn, p.Web, p.PublicURL, p.Dir, time.Now()); err != nil {
 			return fmt.Errorf("demo: %w", err)
 		}
-		if in.AdminPassword, err = ensureDemoAdmin(ctx, st); err != nil {
-			return fmt.Errorf("demo: %w", err)
-		}
+		in.AdminPassword = password
 		in.WebURL, in.CertFingerprint = wp.URL, wp.Cert.Fingerprint
-		hint = webApproveHint(wp.URL, p.Self, p.Dir)
+		hint = webApproveHint(wp.URL)
 	}
 	printDemoInstructions(p.Out, in)
 	serving = true
@@ -293,7 +297,7 @@ func printDemoInstructions(w io.Writer, in demoInstructions) {
 	fmt.Fprintf(w, "  %s %s %s uptime\n", sshCmd, in.Host, demoAlias)
 	fmt.Fprintf(w, "  %s %s@%s 'ls -la'\n", sshCmd, demoAlias, in.Host)
 	fmt.Fprintf(w, "  %s %s %s 'echo hi > note.txt'    # waits: approve with\n", sshCmd, in.Host, demoAlias)
-	fmt.Fprintf(w, "  %s approvals approve ID --data %s\n", in.Self, shellQuote(in.Dir))
+	fmt.Fprintf(w, "  %s approvals approve ID --as %s --data %s\n", in.Self, demoAdmin, shellQuote(in.Dir))
 	if in.WebURL != "" {
 		fmt.Fprintf(w, "  # or log in at %s and approve it there\n", in.WebURL)
 	}

@@ -67,7 +67,7 @@ func startDemo(t *testing.T, dir string) *demoRun {
 			d.addr = f[1]
 		case len(f) > 0 && f[0] == "ssh":
 			d.sshLine = append(d.sshLine, strings.TrimSpace(l))
-		case strings.Contains(l, "approvals approve ID --data"):
+		case strings.Contains(l, "approvals approve ID --as admin --data"):
 			d.approve = strings.TrimSpace(l)
 		case len(f) >= 6 && f[0] == "web" && f[1] == "page":
 			d.webURL, d.certFP = f[2], strings.TrimSuffix(f[len(f)-1], ")")

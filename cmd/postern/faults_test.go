@@ -45,7 +45,8 @@ func TestKilledWithPendingRequests(t *testing.T) {
 		"--user", sshd.User, "--key-file", targetKey, "--host-key", strings.TrimSpace(sshd.KnownHostsLine))
 	agent := newE2EAgent(t, c, "bot")
 	c.ok("", "grant", "bot", "target", "--write", "ask", "--destructive", "ask")
-	token := tokenFromOutput(t, c.ok("", "token", "add", "ops"))
+	c.ok("", "admin", "add", "ops-admin", "--password-file", writePasswordFile(t, "a long admin password"))
+	token := tokenFromOutput(t, c.ok("", "token", "add", "ops", "--admin", "ops-admin"))
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -149,7 +150,7 @@ func TestKilledWithPendingRequests(t *testing.T) {
 	if got := approvalIDs(c.approvals(false)); !slices.Equal(got, []string{reqB.ID}) {
 		t.Errorf("pending while B's retry waits: got %v; want [%s] (the retry waits on the stored request)", got, reqB.ID)
 	}
-	c.ok("", "approvals", "approve", reqB.ID)
+	c.ok("", "approvals", "approve", reqB.ID, "--as", "ops-admin")
 	retryB.wait(t)
 	if retryB.code != 0 {
 		t.Errorf("retry of %q after approval: got exit %d, stderr %q; want 0", cmdB, retryB.code, retryB.stderr)
@@ -175,7 +176,7 @@ func TestKilledWithPendingRequests(t *testing.T) {
 	if reqAgain.ID == reqA.ID {
 		t.Errorf("a second retry of %q waits on %s again; want a new request (an approval is single use)", cmdA, reqA.ID)
 	}
-	c.ok("", "approvals", "deny", reqAgain.ID, "--reason", "once was enough")
+	c.ok("", "approvals", "deny", reqAgain.ID, "--reason", "once was enough", "--as", "ops-admin")
 	again.wait(t)
 	if again.code != 126 {
 		t.Errorf("second retry after its denial: got exit %d, stderr %q; want 126", again.code, again.stderr)

@@ -277,7 +277,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 	password := "Canary-Admin-Password-" + newPassword()
 	h.secrets = append(h.secrets, textSecrets("admin password", password)...)
 	h.cli(c, 0, "admin", "add", "alice", "--password-file", writePasswordFile(t, password))
-	tokenOut := c.run("", "token", "add", "console")
+	tokenOut := c.run("", "token", "add", "console", "--admin", "alice")
 	if tokenOut.code != 0 {
 		t.Fatalf("token add: got exit %d; want 0\nstderr: %s", tokenOut.code, tokenOut.stderr)
 	}
@@ -463,8 +463,8 @@ func TestSecretsNeverLeak(t *testing.T) {
 	} {
 		h.cli(c, 0, args...)
 	}
-	h.cli(c, 2, "approvals", "approve", "apr_nosuch")
-	h.cli(c, 1, "approvals", "approve", req.ID)
+	h.cli(c, 2, "approvals", "approve", "apr_nosuch", "--as", "alice")
+	h.cli(c, 1, "approvals", "approve", req.ID, "--as", "alice")
 
 	// The database while postern runs (the WAL holds the newest pages),
 	// then postern's whole output and the data directory after it stopped.

@@ -146,7 +146,7 @@ for up to ` + bastion.DefaultShutdownGrace.String() + `; a second signal stops a
 		if err != nil {
 			return fmt.Errorf("serve: %w", err)
 		}
-		hint := cliApproveHint("postern", d.Path)
+		hint := cliApproveHint
 		var wp *webParams
 		if wflags.listen != "" {
 			wln, err := net.Listen("tcp", wflags.listen)
@@ -159,7 +159,7 @@ for up to ` + bastion.DefaultShutdownGrace.String() + `; a second signal stops a
 				wln.Close()
 				return fmt.Errorf("serve: %w", err)
 			}
-			hint = webApproveHint(wp.URL, "postern", d.Path)
+			hint = webApproveHint(wp.URL)
 		}
 		return runBastion(ctx, bastionParams{
 			Store:       st,

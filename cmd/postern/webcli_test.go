@@ -213,14 +213,15 @@ func TestAdminCommands(t *testing.T) {
 
 func TestTokenCommands(t *testing.T) {
 	c := newCLI(t)
-	out := c.ok("", "token", "add", "ci")
+	c.ok("", "admin", "add", "alice", "--password-file", writePasswordFile(t, "a good long password"))
+	out := c.ok("", "token", "add", "ci", "--admin", "alice")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if len(lines) != 3 || !strings.HasPrefix(lines[0], "added token ci (") || !strings.HasPrefix(lines[1], "pst_") ||
 		!strings.Contains(lines[2], "shown only now") {
 		t.Fatalf("token add: got %d lines; want the added line, the token (pst_...) and the shown-only-now note", len(lines))
 	}
 	token := lines[1]
-	c.ok("", "token", "add", "deploy")
+	c.ok("", "token", "add", "deploy", "--admin", "ALICE")
 
 	s := openStore(t, c.data)
 	toks, err := s.ListConsoleTokens(context.Background())
@@ -237,8 +238,9 @@ func TestTokenCommands(t *testing.T) {
 	if err := json.Unmarshal([]byte(raw), &list); err != nil {
 		t.Fatal(err)
 	}
-	if len(list) != 2 || list[0].Name != "ci" || list[1].Name != "deploy" || list[0].LastUsedAt != "" {
-		t.Errorf("token list -o json: got %+v; want ci, deploy, never used", list)
+	if len(list) != 2 || list[0].Name != "ci" || list[1].Name != "deploy" || list[0].LastUsedAt != "" ||
+		list[0].Admin != "alice" || list[1].Admin != "alice" {
+		t.Errorf("token list -o json: got %+v; want ci, deploy, never used, both alice's (deploy added --admin ALICE)", list)
 	}
 	text := c.ok("", "token", "list")
 	for _, out := range []string{raw, text} {
@@ -266,7 +268,7 @@ func TestWebCommandsBadInput(t *testing.T) {
 	c := newCLI(t)
 	const secret = "sh0rt-Secre" // one short of web.MinPasswordLength
 	c.ok("", "admin", "add", "alice", "--password-file", writePasswordFile(t, "a good long password"))
-	c.ok("", "token", "add", "ci")
+	c.ok("", "token", "add", "ci", "--admin", "alice")
 	empty := filepath.Join(t.TempDir(), "empty")
 	os.WriteFile(empty, []byte("\nsecond\n"), 0o600)
 	tests := []struct {
@@ -283,9 +285,14 @@ func TestWebCommandsBadInput(t *testing.T) {
 		{"passwd unknown admin", []string{"admin", "passwd", "nobody", "--password-file", writePasswordFile(t, "a good long password")}, `admin "nobody" not found`},
 		{"admin no name", []string{"admin", "add"}, "want the admin NAME"},
 		{"admin unknown subcommand", []string{"admin", "frob"}, `unknown subcommand "frob"`},
-		{"duplicate token", []string{"token", "add", "ci"}, "token ci already exists"},
+		{"duplicate token", []string{"token", "add", "ci", "--admin", "alice"}, "token ci already exists"},
+		{"admin of another case", []string{"admin", "add", "Alice", "--password-file", writePasswordFile(t, "a good long password")}, "admin alice already exists"},
+		{"token without an admin", []string{"token", "add", "orphan"}, "a token belongs to an admin: give --admin"},
+		{"token of an unknown admin", []string{"token", "add", "orphan", "--admin", "nobody"}, `no admin is named "nobody"`},
+		{"assign to an unknown admin", []string{"token", "assign", "ci", "--admin", "nobody"}, `no admin is named "nobody"`},
+		{"assign an unknown token", []string{"token", "assign", "nope", "--admin", "alice"}, `token "nope" not found`},
 		{"remove unknown token", []string{"token", "remove", "nope"}, `token "nope" not found`},
-		{"bad token name", []string{"token", "add", "a/b"}, "token name"},
+		{"bad token name", []string{"token", "add", "a/b", "--admin", "alice"}, "token name"},
 		{"token list format", []string{"token", "list", "-o", "yaml"}, "unknown output format"},
 	}
 	for _, tt := range tests {

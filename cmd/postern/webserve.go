@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"net/url"
 	"strconv"
@@ -105,20 +104,16 @@ func listenerURL(ln net.Listener) string {
 }
 
 // webApproveHint is the bastion's waiting line when the web page is on: the
-// approval's page first, the CLI as the fallback.
-func webApproveHint(baseURL, self, dataDir string) func(id string) string {
+// approval's page. The line goes to an untrusted agent, so it names no
+// path of the bastion's binary or data directory.
+func webApproveHint(baseURL string) func(id string) string {
 	return func(id string) string {
-		return fmt.Sprintf("approve at %s/approvals/%s or with `%s approvals approve %s --data %s`",
-			baseURL, id, self, id, shellQuote(dataDir))
+		return "an admin decides at " + baseURL + "/approvals/" + id
 	}
 }
 
 // cliApproveHint is the bastion's waiting line without the web page.
-func cliApproveHint(self, dataDir string) func(id string) string {
-	return func(id string) string {
-		return fmt.Sprintf("decide with `%s approvals approve %s --data %s`", self, id, shellQuote(dataDir))
-	}
-}
+func cliApproveHint(id string) string { return "an admin decides it with postern approvals" }
 
 // keyChecker is web.Config.CheckKey over st: the same check and record as
 // `postern conn check`.

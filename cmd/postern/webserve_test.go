@@ -57,7 +57,7 @@ func TestServeWeb(t *testing.T) {
 	c := newCLI(t)
 	const pw = "a long admin password"
 	c.ok("", "admin", "add", "alice", "--password-file", writePasswordFile(t, pw))
-	token := strings.Split(c.ok("", "token", "add", "ci"), "\n")[1]
+	token := strings.Split(c.ok("", "token", "add", "ci", "--admin", "alice"), "\n")[1]
 
 	p := startPostern(t, "serve", "--data", c.data, "--ssh-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0")
 	p.waitLog("postern serving")
