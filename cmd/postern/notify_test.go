@@ -60,7 +60,9 @@ func newWebhook(t *testing.T) *webhook {
 	return h
 }
 
-func (h *webhook) url() string { return h.srv.URL + "/hooks/" + hookPathToken + "?sig=" + hookPathToken }
+func (h *webhook) url() string {
+	return h.srv.URL + "/hooks/" + hookPathToken + "?sig=" + hookPathToken
+}
 
 func (h *webhook) setStatus(code int) {
 	h.mu.Lock()
