@@ -95,6 +95,9 @@ func apiRouteTable() []apiRoute {
 			handle: (*Server).apiApprove},
 		{Method: "POST", Path: "/v1/approvals/{id}/deny", Statuses: apiAuthed(apiDecideStatuses()...),
 			handle: (*Server).apiDeny},
+		{Method: "POST", Path: "/v1/approvals/{id}/revoke-scope",
+			Statuses: apiAuthed(ok, bad, http.StatusForbidden, notFound, http.StatusConflict),
+			handle:   (*Server).apiRevokeScope},
 		{Method: "GET", Path: "/v1/audit", Statuses: apiAuthed(ok, bad), handle: (*Server).apiListAudit},
 		{Method: "GET", Path: "/v1/audit/verify", Statuses: apiAuthed(ok), handle: (*Server).apiVerifyAudit},
 	}
