@@ -157,6 +157,8 @@ type apiAuditRow struct {
 	DurationMS   float64  `json:"duration_ms"`
 	BytesIn      int64    `json:"bytes_in"`
 	BytesOut     int64    `json:"bytes_out"`
+	AgentReason  string   `json:"agent_reason"`
+	SourceAddr   string   `json:"source_addr"`
 	Hash         string   `json:"hash"`
 }
 
@@ -258,7 +260,7 @@ func apiAuditView(r store.AuditRow) apiAuditRow {
 		Class: r.Class, Kind: r.Kind, Decision: r.Decision, Reason: r.Reason, ApprovalID: r.ApprovalID,
 		Deciders: deciders, Operation: r.Operation, ExitStatus: r.ExitStatus,
 		DurationMS: float64(r.Duration) / float64(time.Millisecond), BytesIn: r.BytesIn, BytesOut: r.BytesOut,
-		Hash: fmt.Sprintf("%x", r.Hash)}
+		AgentReason: r.AgentReason, SourceAddr: r.SourceAddr, Hash: fmt.Sprintf("%x", r.Hash)}
 }
 
 // The words each enumerated filter accepts. They are functions rather than
