@@ -33,6 +33,11 @@ type Record struct {
 	// InflightID is the operation's journal row (from Authorization);
 	// Audit removes it in the transaction that appends this row.
 	InflightID string
+	// AgentReason is what the agent said the operation is for; Audit
+	// redacts and cuts it as an approval does. SourceAddr is where the
+	// agent connected from.
+	AgentReason string
+	SourceAddr  string
 }
 
 // Record returns the audit record for an authorization, for the caller to
@@ -52,6 +57,8 @@ func (a Authorization) Record(op Operation) Record {
 		Deciders:        a.Deciders(),
 		Operation:       op.Text,
 		InflightID:      a.InflightID,
+		AgentReason:     op.AgentReason,
+		SourceAddr:      op.SourceAddr,
 	}
 	if r.AgentID == "" {
 		r.AgentID = op.AgentID
@@ -119,6 +126,9 @@ func auditRow(r Record) store.AuditRow {
 		Duration:        r.Duration,
 		BytesIn:         r.BytesIn,
 		BytesOut:        r.BytesOut,
+		AgentReason:     agentReason(r.AgentReason),
+		SourceAddr:      r.SourceAddr,
+		ChainVersion:    chainCurrent,
 	}
 }
 

@@ -20,6 +20,7 @@ func fillAudit(t *testing.T, te *testEnv, n int) {
 			AgentID: te.agent.ID, AgentName: "bot", ConnectionID: "con_x", ConnectionAlias: "web",
 			Class: Read, Kind: Exec, Outcome: Allowed, Operation: fmt.Sprintf("cat /var/log/app.%d", i),
 			ExitStatus: &exit, Duration: time.Duration(i) * time.Millisecond, BytesIn: int64(i), BytesOut: int64(10 * i),
+			AgentReason: fmt.Sprintf("check log %d", i), SourceAddr: "127.0.0.1:4000",
 		})
 		if err != nil {
 			t.Fatalf("Audit: %v", err)
@@ -50,6 +51,9 @@ func TestAuditChain(t *testing.T) {
 			`UPDATE audit SET seq = 2 WHERE seq = 3`,
 			`UPDATE audit SET seq = 3 WHERE seq = -2`,
 		}, wantSeq: 2, wantPos: 2},
+		{name: "edited agent reason", tamper: []string{`UPDATE audit SET agent_reason = 'routine' WHERE seq = 2`}, wantSeq: 2, wantPos: 2},
+		{name: "edited source address", tamper: []string{`UPDATE audit SET source_addr = '10.9.9.9:1' WHERE seq = 6`}, wantSeq: 6, wantPos: 6},
+		{name: "downgraded chain version", tamper: []string{`UPDATE audit SET chain_version = 1, agent_reason = '', source_addr = '' WHERE seq = 3`}, wantSeq: 3, wantPos: 3},
 		{name: "hash recomputed for edited row only", tamper: []string{
 			`UPDATE audit SET hash = (SELECT hash FROM audit WHERE seq = 5) WHERE seq = 4`,
 		}, wantSeq: 4, wantPos: 4},
@@ -81,6 +85,56 @@ func TestAuditChain(t *testing.T) {
 				t.Errorf("Broken = %v; want seq %d at position %d", res.Broken, tt.wantSeq, tt.wantPos)
 			}
 		})
+	}
+}
+
+// TestAuditChainAcrossVersions: rows written before the agent's reason and
+// address were kept (chain version 1) and rows after (version 2) make one
+// chain; a version 1 row given either field does not verify.
+func TestAuditChainAcrossVersions(t *testing.T) {
+	te := newTestEnv(t, nil, Options{})
+	for i := range 2 {
+		if _, err := te.st.AppendAudit(context.Background(), store.AuditRow{AgentID: te.agent.ID, AgentName: "bot",
+			Class: "read", Kind: "exec", Decision: "allowed", Operation: fmt.Sprintf("uptime %d", i), ChainVersion: 1}, ChainHash); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fillAudit(t, te, 3)
+	res, err := Verify(context.Background(), te.st)
+	if err != nil || res.Broken != nil || res.Rows != 5 {
+		t.Fatalf("Verify of a mixed chain = %+v, %v; want 5 intact rows", res, err)
+	}
+	te.exec(`UPDATE audit SET agent_reason = 'added later' WHERE seq = 1`)
+	res, err = Verify(context.Background(), te.st)
+	if err != nil || res.Broken == nil || res.Broken.Seq != 1 || !strings.Contains(res.Broken.Reason, "version 1") {
+		t.Fatalf("Verify after giving a version 1 row a reason = %+v, %v; want broken at 1", res.Broken, err)
+	}
+}
+
+// TestAuditRecordCarriesAgentFacts: the agent's stated reason (redacted
+// and cut) and address reach the audit row.
+func TestAuditRecordCarriesAgentFacts(t *testing.T) {
+	te := newTestEnv(t, nil, Options{})
+	c := te.conn("web", store.EnvDev, Rules{Read: Allow, Write: Allow, Destructive: Deny})
+	op := te.op(c, Write, "touch /x")
+	op.AgentReason = "deploy with PASSWORD=hunter2 " + strings.Repeat("x", 2*MaxAgentReason)
+	op.SourceAddr = "127.0.0.1:55001"
+	auth, err := te.eng.Authorize(context.Background(), op, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := te.eng.Audit(context.Background(), auth.Record(op)); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := te.st.ListAudit(context.Background(), store.AuditFilter{})
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("ListAudit = %d rows, %v; want 1", len(rows), err)
+	}
+	r := rows[0]
+	if strings.Contains(r.AgentReason, "hunter2") || len(r.AgentReason) > MaxAgentReason+len("…") ||
+		!strings.HasPrefix(r.AgentReason, "deploy with") || r.SourceAddr != op.SourceAddr || r.ChainVersion != 2 {
+		t.Errorf("audit row reason %q (%d bytes), source %q, version %d; want redacted, cut at %d, the address, version 2",
+			r.AgentReason, len(r.AgentReason), r.SourceAddr, r.ChainVersion, MaxAgentReason)
 	}
 }
 

@@ -27,7 +27,18 @@ import (
 //	         field(operation) || field(exit_status) || field(duration_ns) ||
 //	         field(bytes_in) || field(bytes_out) )
 //
-// where field(x) is the length of x as a 4-byte big-endian unsigned integer
+// for a row of chain version 1. A row of version 2 (every row written since
+// schema 0006) starts with field("postern-audit-v2") instead and ends with
+// two more fields, after bytes_out:
+//
+//	... || field(agent_reason) || field(source_addr) )
+//
+// A row's chain_version column says which encoding its hash covers; a
+// version 1 row with either newer field set does not verify, so that the
+// fields cannot be added to an old row unnoticed, and changing a row's
+// version changes what its hash must be.
+//
+// field(x) is the length of x as a 4-byte big-endian unsigned integer
 // followed by the bytes of x. Integers are written in decimal (exit_status is
 // the empty string when there is none), time as RFC 3339 in UTC with exactly
 // nine fractional digits, prev is the previous row's 32-byte hash and 32 zero
@@ -40,8 +51,16 @@ import (
 // Removing rows from the end cannot be caught by the chain alone; Verify
 // returns the head hash so that it can be kept somewhere else and compared.
 
-// chainVersion starts every hashed encoding; a new encoding gets a new one.
-const chainVersion = "postern-audit-v1"
+// The versions of the hashed encoding, each with the label that starts it.
+// A new encoding gets a new version; rows keep the one they were written
+// with.
+const (
+	chainV1      = 1
+	chainV2      = 2
+	chainCurrent = chainV2
+)
+
+func chainLabel(version int) string { return "postern-audit-v" + strconv.Itoa(version) }
 
 // chainTimeLayout is the time format inside the hashed data.
 const chainTimeLayout = "2006-01-02T15:04:05.000000000Z07:00"
@@ -58,7 +77,11 @@ func ChainHash(prev []byte, row *store.AuditRow) []byte {
 	}
 	str := func(s string) { field(h, []byte(s)) }
 	num := func(i int64) { str(strconv.FormatInt(i, 10)) }
-	str(chainVersion)
+	version := row.ChainVersion
+	if version == 0 {
+		version = chainV1
+	}
+	str(chainLabel(version))
 	field(h, prev)
 	num(row.Seq)
 	str(row.Time.UTC().Format(chainTimeLayout))
@@ -84,6 +107,10 @@ func ChainHash(prev []byte, row *store.AuditRow) []byte {
 	num(int64(row.Duration / time.Nanosecond))
 	num(row.BytesIn)
 	num(row.BytesOut)
+	if version >= chainV2 {
+		str(row.AgentReason)
+		str(row.SourceAddr)
+	}
 	return h.Sum(nil)
 }
 
@@ -129,6 +156,12 @@ func Verify(ctx context.Context, src AuditSource) (VerifyResult, error) {
 		}
 		if row.Seq != res.Rows {
 			return brk(fmt.Sprintf("sequence number is %d; want %d: a row before it was deleted or the rows were reordered", row.Seq, res.Rows))
+		}
+		switch {
+		case row.ChainVersion < chainV1 || row.ChainVersion > chainCurrent:
+			return brk(fmt.Sprintf("chain version %d is unknown", row.ChainVersion))
+		case row.ChainVersion == chainV1 && (row.AgentReason != "" || row.SourceAddr != ""):
+			return brk("a version 1 row carries fields its hash does not cover: they were added after it was written")
 		}
 		want := ChainHash(prev, &row)
 		if !bytes.Equal(want, row.Hash) {

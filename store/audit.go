@@ -29,7 +29,14 @@ type AuditRow struct {
 	Duration        time.Duration
 	BytesIn         int64
 	BytesOut        int64
-	Hash            []byte // SHA-256, set by AppendAudit through its chain func
+	// AgentReason is what the agent said the operation is for, redacted;
+	// SourceAddr is the address the agent connected from.
+	AgentReason string
+	SourceAddr  string
+	// ChainVersion names the encoding the row's hash covers (1: without
+	// AgentReason and SourceAddr; 2: with them). Package policy sets it.
+	ChainVersion int
+	Hash         []byte // SHA-256, set by AppendAudit through its chain func
 }
 
 // ChainFunc computes a row's hash from the previous row's hash (32 zero bytes
@@ -49,8 +56,9 @@ const (
 	lastAuditQuery  = `SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1`
 	insertAuditStmt = `INSERT INTO audit (seq, time, agent_id, agent_name,
 			connection_id, connection_alias, class, kind, decision, reason, approval_id, deciders,
-			operation, exit_status, duration_ns, bytes_in, bytes_out, hash)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+			operation, exit_status, duration_ns, bytes_in, bytes_out, hash, chain_version,
+			agent_reason, source_addr)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 )
 
 // auditStmts are the prepared statements of an audit append; nil ones are
@@ -66,6 +74,9 @@ func (s *Store) appendAudit(ctx context.Context, row AuditRow, chain ChainFunc, 
 		if d == "" || strings.ContainsAny(d, ",\n") {
 			return AuditRow{}, invalid("decider name %q is empty or has a comma or newline", d)
 		}
+	}
+	if row.ChainVersion == 0 {
+		row.ChainVersion = 1
 	}
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		var lastSeq int64
@@ -100,7 +111,7 @@ func (s *Store) appendAudit(ctx context.Context, row AuditRow, chain ChainFunc, 
 		args := []any{row.Seq, formatTime(row.Time), row.AgentID, row.AgentName, row.ConnectionID,
 			row.ConnectionAlias, row.Class, row.Kind, row.Decision, row.Reason, row.ApprovalID,
 			strings.Join(row.Deciders, ","), row.Operation, exit, int64(row.Duration),
-			row.BytesIn, row.BytesOut, row.Hash}
+			row.BytesIn, row.BytesOut, row.Hash, row.ChainVersion, row.AgentReason, row.SourceAddr}
 		if st.insert != nil {
 			_, err = tx.StmtContext(ctx, st.insert).ExecContext(ctx, args...)
 		} else {
@@ -204,7 +215,7 @@ type AuditFilter struct {
 
 const auditColumns = `seq, time, agent_id, agent_name, connection_id, connection_alias, class,
 	kind, decision, reason, approval_id, deciders, operation, exit_status, duration_ns, bytes_in,
-	bytes_out, hash`
+	bytes_out, hash, chain_version, agent_reason, source_addr`
 
 func scanAudit(r rowScanner) (AuditRow, error) {
 	var row AuditRow
@@ -213,7 +224,8 @@ func scanAudit(r rowScanner) (AuditRow, error) {
 	var dur int64
 	err := r.Scan(&row.Seq, &t, &row.AgentID, &row.AgentName, &row.ConnectionID,
 		&row.ConnectionAlias, &row.Class, &row.Kind, &row.Decision, &row.Reason, &row.ApprovalID,
-		&deciders, &row.Operation, &exit, &dur, &row.BytesIn, &row.BytesOut, &row.Hash)
+		&deciders, &row.Operation, &exit, &dur, &row.BytesIn, &row.BytesOut, &row.Hash,
+		&row.ChainVersion, &row.AgentReason, &row.SourceAddr)
 	if err != nil {
 		return AuditRow{}, err
 	}

@@ -75,6 +75,15 @@ type Grant struct {
 	ModifiedAt   time.Time
 }
 
+// ElevatedGrant is a grant with the approvals whose active scope lets the
+// agent's operations on the connection through without asking: a
+// time-boxed elevation of its Rules. (Kept apart from Grant, which stays
+// comparable.)
+type ElevatedGrant struct {
+	Grant
+	Scopes []Approval
+}
+
 // SetGrant creates the grant of agent on alias, or replaces the rules of the
 // existing one. The rules are checked with ValidateGrant against the
 // connection's environment inside the same transaction.
@@ -176,6 +185,30 @@ func (s *Store) GrantsForAgent(ctx context.Context, agentID string) ([]Grant, er
 // ListGrants returns every grant, by agent name then alias.
 func (s *Store) ListGrants(ctx context.Context) ([]Grant, error) {
 	return s.queryGrants(ctx, "")
+}
+
+// ListElevatedGrants returns every grant, by agent name then alias, each
+// with the scopes that elevate it now: what admins see of grants.
+func (s *Store) ListElevatedGrants(ctx context.Context) ([]ElevatedGrant, error) {
+	gs, err := s.queryGrants(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	scopes, err := s.ListScopes(ctx, true)
+	if err != nil {
+		return nil, err
+	}
+	type pair struct{ agent, conn string }
+	byPair := map[pair][]Approval{}
+	for _, a := range scopes {
+		k := pair{a.AgentID, a.ConnectionID}
+		byPair[k] = append(byPair[k], a)
+	}
+	out := make([]ElevatedGrant, len(gs))
+	for i, g := range gs {
+		out[i] = ElevatedGrant{Grant: g, Scopes: byPair[pair{g.AgentID, g.ConnectionID}]}
+	}
+	return out, nil
 }
 
 func (s *Store) grantWhere(ctx context.Context, cond string, args ...any) (*Grant, error) {

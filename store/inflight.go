@@ -25,6 +25,9 @@ type inflightRow struct {
 	ApprovalID      string   `json:"approval_id"`
 	Deciders        []string `json:"deciders"`
 	Operation       string   `json:"operation"`
+	AgentReason     string   `json:"agent_reason,omitempty"`
+	SourceAddr      string   `json:"source_addr,omitempty"`
+	ChainVersion    int      `json:"chain_version,omitempty"`
 }
 
 // BeginInflight writes the journal row of an operation about to run (see
@@ -37,7 +40,8 @@ func (s *Store) BeginInflight(ctx context.Context, row AuditRow) (string, error)
 		Time: formatTime(row.Time), AgentID: row.AgentID, AgentName: row.AgentName,
 		ConnectionID: row.ConnectionID, ConnectionAlias: row.ConnectionAlias, Class: row.Class,
 		Kind: row.Kind, Decision: row.Decision, Reason: row.Reason, ApprovalID: row.ApprovalID,
-		Deciders: row.Deciders, Operation: row.Operation,
+		Deciders: row.Deciders, Operation: row.Operation, AgentReason: row.AgentReason,
+		SourceAddr: row.SourceAddr, ChainVersion: row.ChainVersion,
 	})
 	if err != nil {
 		return "", fmt.Errorf("store: journal: %w", err)
@@ -125,6 +129,7 @@ func (s *Store) RecoverInflight(ctx context.Context, chain ChainFunc, reason str
 			Time: t, AgentID: ir.AgentID, AgentName: ir.AgentName, ConnectionID: ir.ConnectionID,
 			ConnectionAlias: ir.ConnectionAlias, Class: ir.Class, Kind: ir.Kind, Decision: "failed",
 			Reason: reason, ApprovalID: ir.ApprovalID, Deciders: ir.Deciders, Operation: ir.Operation,
+			AgentReason: ir.AgentReason, SourceAddr: ir.SourceAddr, ChainVersion: ir.ChainVersion,
 		}})
 	}
 	if err := rows.Close(); err != nil {

@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// Notification channels and their outbox (migrations/0006_notify.sql). The
+// Notification channels and their outbox (migrations/0007_notify.sql). The
 // store keeps the channels, seals their URLs and secrets, and queues one
 // outbox row per subscribed channel in the same transaction that creates or
 // decides an approval; package notify renders and sends them.
@@ -429,7 +429,7 @@ type Notification struct {
 	DoneAt     time.Time
 }
 
-// Outbox states (migrations/0006_notify.sql).
+// Outbox states (migrations/0007_notify.sql).
 const (
 	NotificationQueued    = "queued"
 	NotificationSending   = "sending"

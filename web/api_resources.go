@@ -98,6 +98,8 @@ type apiGrant struct {
 	Destructive  string  `json:"destructive"`
 	CreatedAt    apiTime `json:"created_at"`
 	ModifiedAt   apiTime `json:"modified_at"`
+	// Scopes are the approvals whose active scope elevates the grant.
+	Scopes []apiApproval `json:"scopes"`
 }
 
 // apiApproval is an approval request. Operation and reasons are the
@@ -155,6 +157,8 @@ type apiAuditRow struct {
 	DurationMS   float64  `json:"duration_ms"`
 	BytesIn      int64    `json:"bytes_in"`
 	BytesOut     int64    `json:"bytes_out"`
+	AgentReason  string   `json:"agent_reason"`
+	SourceAddr   string   `json:"source_addr"`
 	Hash         string   `json:"hash"`
 }
 
@@ -209,10 +213,15 @@ func apiConnectionView(c store.Connection) apiConnection {
 	return v
 }
 
-func apiGrantView(g store.Grant) apiGrant {
+func apiGrantView(g store.ElevatedGrant, now time.Time) apiGrant {
+	scopes := make([]apiApproval, 0, len(g.Scopes))
+	for _, a := range g.Scopes {
+		scopes = append(scopes, apiApprovalView(a, now))
+	}
 	return apiGrant{ID: g.ID, Agent: g.AgentName, AgentID: g.AgentID, Alias: g.Alias, ConnectionID: g.ConnectionID,
 		Env: string(g.Env), Read: string(g.Rules.Read), Write: string(g.Rules.Write),
-		Destructive: string(g.Rules.Destructive), CreatedAt: apiTime(g.CreatedAt), ModifiedAt: apiTime(g.ModifiedAt)}
+		Destructive: string(g.Rules.Destructive), CreatedAt: apiTime(g.CreatedAt), ModifiedAt: apiTime(g.ModifiedAt),
+		Scopes: scopes}
 }
 
 // apiApprovalView shows a request; one still pending past its expiry shows as
@@ -251,7 +260,7 @@ func apiAuditView(r store.AuditRow) apiAuditRow {
 		Class: r.Class, Kind: r.Kind, Decision: r.Decision, Reason: r.Reason, ApprovalID: r.ApprovalID,
 		Deciders: deciders, Operation: r.Operation, ExitStatus: r.ExitStatus,
 		DurationMS: float64(r.Duration) / float64(time.Millisecond), BytesIn: r.BytesIn, BytesOut: r.BytesOut,
-		Hash: fmt.Sprintf("%x", r.Hash)}
+		AgentReason: r.AgentReason, SourceAddr: r.SourceAddr, Hash: fmt.Sprintf("%x", r.Hash)}
 }
 
 // The words each enumerated filter accepts. They are functions rather than
@@ -517,13 +526,13 @@ func (s *Server) apiListGrants(w http.ResponseWriter, r *http.Request, c *apiCal
 	if err != nil {
 		return err
 	}
-	grants, err := s.cfg.Store.ListGrants(r.Context())
+	grants, err := s.cfg.Store.ListElevatedGrants(r.Context())
 	if err != nil {
 		return err
 	}
 	var views []apiGrant
 	for _, g := range grants {
-		v := apiGrantView(g)
+		v := apiGrantView(g, s.cfg.Now())
 		if f, ok := p.filters["agent"]; ok && f != v.Agent && f != v.AgentID {
 			continue
 		}
@@ -600,6 +609,30 @@ func (s *Server) apiGetApproval(w http.ResponseWriter, r *http.Request, c *apiCa
 	if errors.Is(err, store.ErrNotFound) {
 		return apiNotFound("approval", id)
 	} else if err != nil {
+		return err
+	}
+	return s.apiWriteData(w, r, apiApprovalView(a, s.cfg.Now()))
+}
+
+// apiRevokeScope ends an approval's scope: POST /v1/approvals/{id}/revoke-scope.
+func (s *Server) apiRevokeScope(w http.ResponseWriter, r *http.Request, c *apiCall) error {
+	if err := apiNoParams(c); err != nil {
+		return err
+	}
+	id := r.PathValue("id")
+	if c.token.AdminID == "" {
+		return &apiError{Status: http.StatusForbidden, Code: "token_without_admin",
+			Message: "console token " + c.token.Name + " belongs to no admin; " +
+				"an admin assigns it with: postern token assign " + c.token.Name + " --admin ADMIN"}
+	}
+	a, err := s.cfg.Engine.RevokeScope(r.Context(), id, policy.Decider{AdminID: c.token.AdminID, Name: c.token.AdminName})
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return apiNotFound("approval", id)
+	case errors.Is(err, store.ErrInvalid):
+		return &apiError{Status: http.StatusConflict, Code: "no_active_scope",
+			Message: "approval " + id + " has no active scope: it was approved for one request, or its scope ended or was revoked"}
+	case err != nil:
 		return err
 	}
 	return s.apiWriteData(w, r, apiApprovalView(a, s.cfg.Now()))

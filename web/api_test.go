@@ -1010,3 +1010,26 @@ func TestAPIIdempotentConcurrentRetries(t *testing.T) {
 		t.Errorf("%d fresh answers; want 1 and the rest replayed", fresh)
 	}
 }
+
+// TestAPIRevokeScope: a scope ends through the API, and the grants list
+// shows it while it lasts.
+func TestAPIRevokeScope(t *testing.T) {
+	as := newAPISite(t, nil)
+	a := as.ask(as.web, "write", "touch /x", 1)
+	as.call("POST", "/v1/approvals/"+a.ID+"/approve", as.ci, `{"scope": "operation", "for": "1h"}`).data(t)
+	grants := string(as.get("/v1/grants").body)
+	if !strings.Contains(grants, `"scopes":[{"id":"`+a.ID+`"`) {
+		t.Errorf("grants list %s; want web's grant to carry scope %s", grants, a.ID)
+	}
+	d := as.call("POST", "/v1/approvals/"+a.ID+"/revoke-scope", as.ops, "").data(t)
+	if d["scope_revoked_by"] != "bob" || d["scope_revoked_at"] == nil {
+		t.Errorf("revoke answer %v; want revoked by bob", d)
+	}
+	r := as.call("POST", "/v1/approvals/"+a.ID+"/revoke-scope", as.ops, "")
+	if code, _ := r.errCode(t); r.status != http.StatusConflict || code != "no_active_scope" {
+		t.Errorf("revoke twice: %d %s; want 409 no_active_scope", r.status, code)
+	}
+	if r := as.call("POST", "/v1/approvals/apr_nosuch/revoke-scope", as.ops, ""); r.status != http.StatusNotFound {
+		t.Errorf("revoke unknown: %d; want 404", r.status)
+	}
+}

@@ -36,6 +36,7 @@ func (s *Server) pageRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /grants", s.requireAdmin(s.grantsPage))
 	mux.HandleFunc("POST /grants", s.requireAdmin(s.grantForm))
 	mux.HandleFunc("POST /grants/revoke", s.requireAdmin(s.revokeForm))
+	mux.HandleFunc("POST /scopes/{id}/revoke", s.requireAdmin(s.revokeScopeForm))
 	mux.HandleFunc("GET /audit", s.requireAdmin(s.auditPage))
 	mux.HandleFunc("GET /recipes", s.requireAdmin(s.recipesPage))
 	mux.HandleFunc("GET /notifications", s.requireAdmin(s.notificationsPage))

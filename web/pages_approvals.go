@@ -29,6 +29,10 @@ type approvalCard struct {
 	Approvers string // "0 of 1", "1 of 2: alice"
 	Remaining int    // whole seconds until expiry, when the page was made
 	Deciders  string // who decided, "alice and bob"
+	Target    string // user@host:port of the connection
+	// Scopable: the approval may be given a wider scope than the request
+	// (never for a production destructive operation).
+	Scopable bool
 
 	// What the decision forms and the countdown need, copied into each
 	// view because a nested template sees only its own data.
@@ -75,6 +79,8 @@ func newApprovalCard(a store.Approval, now time.Time, csrf, next string) approva
 		v.Remaining = 0
 	}
 	v.Deciders = strings.Join(a.Deciders(), " and ")
+	v.Target = approvalTarget(a)
+	v.Scopable = a.ApprovalsNeeded == 1 && !(a.Class == string(policy.Destructive) && a.ConnectionEnv == store.EnvProduction)
 	return v
 }
 

@@ -1,9 +1,11 @@
 package web
 
 import (
+	"errors"
 	"net/http"
 	"strings"
 
+	"github.com/postern/postern/policy"
 	"github.com/postern/postern/store"
 )
 
@@ -14,6 +16,8 @@ type grantCell struct {
 	Env    store.Env
 	Exists bool        // false: the agent cannot see the connection
 	Rules  store.Rules // the grant's, or the defaults a new grant would get
+	// Scopes are the approvals whose active scope elevates the grant.
+	Scopes []store.Approval
 }
 
 // grantRow is one agent's row of the matrix.
@@ -42,13 +46,13 @@ func (s *Server) grantsPage(w http.ResponseWriter, r *http.Request) {
 		s.serverError(w, r, "listing connections", err)
 		return
 	}
-	grants, err := s.cfg.Store.ListGrants(ctx)
+	grants, err := s.cfg.Store.ListElevatedGrants(ctx)
 	if err != nil {
 		s.serverError(w, r, "listing grants", err)
 		return
 	}
 	type pair struct{ agent, conn string }
-	byPair := make(map[pair]store.Grant, len(grants))
+	byPair := make(map[pair]store.ElevatedGrant, len(grants))
 	for _, g := range grants {
 		byPair[pair{g.AgentID, g.ConnectionID}] = g
 	}
@@ -58,7 +62,7 @@ func (s *Server) grantsPage(w http.ResponseWriter, r *http.Request) {
 		for _, c := range conns {
 			cell := grantCell{Agent: a.Name, Alias: c.Alias, Env: c.Env, Rules: store.DefaultRules()}
 			if g, ok := byPair[pair{a.ID, c.ID}]; ok {
-				cell.Exists, cell.Rules = true, g.Rules
+				cell.Exists, cell.Rules, cell.Scopes = true, g.Rules, g.Scopes
 			}
 			row.Cells = append(row.Cells, cell)
 		}
@@ -92,6 +96,27 @@ func (s *Server) grantForm(w http.ResponseWriter, r *http.Request) {
 		Str("destructive", string(g.Rules.Destructive)).Msg("web: grant saved")
 	s.redirectFlash(w, r, "/grants", flashOK, "Saved "+agent+" on "+alias+": read="+string(g.Rules.Read)+
 		", write="+string(g.Rules.Write)+", destructive="+string(g.Rules.Destructive)+".")
+}
+
+// revokeScopeForm ends an approval's scope at once: the operations it let
+// through are asked again.
+func (s *Server) revokeScopeForm(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	sess := sessionFrom(r.Context())
+	_, err := s.cfg.Engine.RevokeScope(r.Context(), id, policy.Decider{AdminID: sess.AdminID, Name: sess.AdminName})
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		s.redirectFlash(w, r, "/grants", flashError, "There is no approval "+id+".")
+		return
+	case errors.Is(err, store.ErrInvalid), errors.Is(err, policy.ErrInvalidAdmin):
+		s.redirectFlash(w, r, "/grants", flashError, "The scope of "+id+" was not revoked: it has no active scope.")
+		return
+	case err != nil:
+		s.serverError(w, r, "revoking the scope", err)
+		return
+	}
+	s.cfg.Logger.Info().Str("admin", sess.AdminName).Str("approval", id).Msg("web: approval scope revoked")
+	s.redirectFlash(w, r, "/grants", flashOK, "Ended the scope of "+id+": its operations are asked again.")
 }
 
 // revokeForm deletes one grant: the agent can no longer see the connection.

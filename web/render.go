@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"embed"
 	"fmt"
+	"github.com/postern/postern/policy"
 	"html/template"
 	"io/fs"
 	"net/http"
@@ -40,6 +41,10 @@ var templateFuncs = template.FuncMap{
 		}
 		return t.UTC().Format("2006-01-02 15:04:05 UTC")
 	},
+	// visible shows text an agent wrote (commands, paths, reasons) with
+	// every control, bidi, zero-width or other invisible code point as an
+	// escape such as <U+202E>: the admin reads the bytes that run.
+	"visible": policy.Visible,
 }
 
 // loadPages parses layout.html with each other template.

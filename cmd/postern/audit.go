@@ -103,6 +103,8 @@ type auditJSON struct {
 	DurationMS   float64  `json:"duration_ms"`
 	BytesIn      int64    `json:"bytes_in"`
 	BytesOut     int64    `json:"bytes_out"`
+	AgentReason  string   `json:"agent_reason,omitempty"`
+	SourceAddr   string   `json:"source_addr,omitempty"`
 	Hash         string   `json:"hash"`
 }
 
@@ -114,6 +116,7 @@ func toAuditJSON(r store.AuditRow) auditJSON {
 		Operation: r.Operation, ExitStatus: r.ExitStatus,
 		DurationMS: float64(r.Duration) / float64(time.Millisecond),
 		BytesIn:    r.BytesIn, BytesOut: r.BytesOut, Hash: hex.EncodeToString(r.Hash),
+		AgentReason: r.AgentReason, SourceAddr: r.SourceAddr,
 	}
 }
 

@@ -3,9 +3,13 @@ package main
 import (
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/postern/postern/policy"
 	"github.com/postern/postern/store"
 )
 
@@ -93,27 +97,71 @@ type grantJSON struct {
 	Destructive string `json:"destructive"`
 	CreatedAt   string `json:"created_at"`
 	ModifiedAt  string `json:"modified_at"`
+	// Scopes are the approvals whose active scope elevates the grant.
+	Scopes []scopeJSON `json:"scopes"`
+}
+
+// scopeJSON is an approval's active scope as a grant shows it.
+type scopeJSON struct {
+	ApprovalID string `json:"approval_id"`
+	Scope      string `json:"scope"` // operation or class
+	Class      string `json:"class"`
+	Operation  string `json:"operation,omitempty"` // for an operation scope
+	Until      string `json:"until"`
+	ApprovedBy string `json:"approved_by"`
+}
+
+// scopeText is a grant's elevation on one line: "write allowed until 15:04
+// (apr_x)"; an operation scope names its operation.
+func scopeText(a store.Approval) string {
+	what := a.Class + " allowed"
+	if a.Scope == store.ScopeOperation {
+		what = a.Class + " " + strconv.Quote(policy.VisibleLine(a.Operation)) + " allowed"
+	}
+	return what + " until " + a.ScopeExpiresAt.UTC().Format(time.RFC3339) + " (" + a.ID + ")"
 }
 
 func newGrantListCmd(data *dataFlag) *cobra.Command {
-	return newListCmd(data, listSpec[store.Grant]{
+	return newListCmd(data, listSpec[store.ElevatedGrant]{
 		short: "List grants by agent and connection",
-		read:  (*store.Store).ListGrants,
-		json: func(g store.Grant) any {
+		read:  (*store.Store).ListElevatedGrants,
+		json: func(g store.ElevatedGrant) any {
 			return grantJSON{
 				ID: g.ID, Agent: g.AgentName, AgentID: g.AgentID, Alias: g.Alias, ConnID: g.ConnectionID,
 				Env: string(g.Env), Read: string(g.Rules.Read), Write: string(g.Rules.Write),
 				Destructive: string(g.Rules.Destructive),
 				CreatedAt:   timeJSON(g.CreatedAt), ModifiedAt: timeJSON(g.ModifiedAt),
+				Scopes: scopesJSON(g.Scopes),
 			}
 		},
 		empty:  "no grants; add one with: postern grant AGENT ALIAS",
-		header: []string{"AGENT", "ALIAS", "ENV", "READ", "WRITE", "DESTRUCTIVE", "MODIFIED"},
-		rows: func(g store.Grant) [][]string {
+		header: []string{"AGENT", "ALIAS", "ENV", "READ", "WRITE", "DESTRUCTIVE", "MODIFIED", "ELEVATED"},
+		rows: func(g store.ElevatedGrant) [][]string {
+			elevated := "-"
+			if len(g.Scopes) > 0 {
+				parts := make([]string, len(g.Scopes))
+				for i, a := range g.Scopes {
+					parts[i] = scopeText(a)
+				}
+				elevated = strings.Join(parts, "; ")
+			}
 			return [][]string{{g.AgentName, g.Alias, string(g.Env), string(g.Rules.Read), string(g.Rules.Write),
-				string(g.Rules.Destructive), timeText(g.ModifiedAt)}}
+				string(g.Rules.Destructive), timeText(g.ModifiedAt), elevated}}
 		},
 	})
+}
+
+func scopesJSON(list []store.Approval) []scopeJSON {
+	out := make([]scopeJSON, 0, len(list))
+	for _, a := range list {
+		j := scopeJSON{ApprovalID: a.ID, Scope: string(a.Scope), Class: a.Class, Until: timeJSON(a.ScopeExpiresAt),
+			ApprovedBy: strings.Join(a.Deciders(), ",")}
+		if a.Scope == store.ScopeOperation {
+			j.Operation = a.Operation
+		}
+		out = append(out, j)
+	}
+	return out
 }
 
 func newGrantRevokeCmd(data *dataFlag) *cobra.Command {

@@ -250,6 +250,12 @@
     return el ? el.textContent.trim() : '';
   }
 
+  // nameOf is the first word of a fact: the agent's or connection's name,
+  // without the source address or target the card adds after it.
+  function nameOf(article, selector) {
+    return textOf(article, selector).split(/\s+/)[0];
+  }
+
   function notifiedIDs() {
     try {
       var list = JSON.parse(storageGet(notifiedKey) || '[]');
@@ -270,8 +276,8 @@
     if (op.length > 200) {
       op = op.slice(0, 200) + '…';
     }
-    var n = new window.Notification('Approval needed: ' + textOf(article, '.class') + ' on ' + textOf(article, '.alias'), {
-      body: textOf(article, '.agent') + ': ' + op,
+    var n = new window.Notification('Approval needed: ' + textOf(article, '.class') + ' on ' + nameOf(article, '.alias'), {
+      body: nameOf(article, '.agent') + ': ' + op,
       tag: 'postern-' + id
     });
     n.onclick = function () {
