@@ -521,12 +521,13 @@ func (s *Store) NextNotificationDue(ctx context.Context) (time.Time, bool, error
 // is one UPDATE under the write lock, conditional on each row being queued
 // and due, or sending with its lease run out, and not past give_up_at: of
 // several dispatchers (in this process or others) exactly one gets each
-// row. Each claimed row counts an attempt.
+// row. Each claimed row counts an attempt. claim should be new for each
+// call, so that an outcome written with it cannot land on a later claim.
 func (s *Store) ClaimNotifications(ctx context.Context, claim string, lease time.Duration, limit int) ([]Notification, error) {
 	if claim == "" || lease <= 0 || limit <= 0 {
 		return nil, invalid("claim notifications: want a claim value, a positive lease and limit")
 	}
-	var ids []string
+	var out []Notification
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		now := s.nowUTC()
 		ts := formatTime(now)
@@ -539,26 +540,28 @@ func (s *Store) ClaimNotifications(ctx context.Context, claim string, lease time
 		if err != nil {
 			return fmt.Errorf("store: claim notifications: %w", err)
 		}
-		defer rows.Close()
+		var ids []any
 		for rows.Next() {
 			var id string
 			if err := rows.Scan(&id); err != nil {
+				rows.Close()
 				return fmt.Errorf("store: claim notifications: %w", err)
 			}
 			ids = append(ids, id)
 		}
-		return rows.Err()
+		if err := rows.Close(); err != nil || len(ids) == 0 {
+			return err
+		}
+		// Read them back in the same transaction: if this fails, the claim
+		// is rolled back with it instead of holding rows nobody sends.
+		out, err = s.queryNotifications(ctx, tx, `WHERE o.id IN (?`+strings.Repeat(", ?", len(ids)-1)+`)
+			ORDER BY o.created_at, o.id`, ids...)
+		return err
 	})
-	if err != nil || len(ids) == 0 {
+	if err != nil {
 		return nil, err
 	}
-	args := make([]any, len(ids)+1)
-	args[0] = claim
-	for i, id := range ids {
-		args[i+1] = id
-	}
-	return s.queryNotifications(ctx, s.db, `WHERE o.claim = ? AND o.id IN (?`+strings.Repeat(", ?", len(ids)-1)+`)
-		ORDER BY o.created_at, o.id`, args...)
+	return out, nil
 }
 
 // NotifyOutcome is what became of one attempt, for FinishNotification.
