@@ -419,9 +419,12 @@ func TestIdenticalRequestsShareOneApproval(t *testing.T) {
 // countingStore records what the watcher asks the store.
 type countingStore struct {
 	*store.Store
-	mu       sync.Mutex // guards asked
+	mu       sync.Mutex // guards asked and versions
 	asked    [][]string // ids passed to each ApprovalStatuses call
 	versions int        // DataVersion calls
+	// polled, if not nil, receives the count after each DataVersion call
+	// (never blocking), so that a test waits for polls, not for time.
+	polled chan int
 }
 
 func (s *countingStore) ApprovalStatuses(ctx context.Context, ids []string) (map[string]string, error) {
@@ -434,8 +437,16 @@ func (s *countingStore) ApprovalStatuses(ctx context.Context, ids []string) (map
 func (s *countingStore) DataVersion(ctx context.Context) (int64, error) {
 	s.mu.Lock()
 	s.versions++
+	n := s.versions
 	s.mu.Unlock()
-	return s.Store.DataVersion(ctx)
+	v, err := s.Store.DataVersion(ctx)
+	if s.polled != nil {
+		select {
+		case s.polled <- n:
+		default:
+		}
+	}
+	return v, err
 }
 
 // TestWatcherReadsOnlyWaiters: after a change by another connection, the
@@ -444,7 +455,7 @@ func (s *countingStore) DataVersion(ctx context.Context) (int64, error) {
 func TestWatcherReadsOnlyWaiters(t *testing.T) {
 	te := newTestEnv(t, nil, Options{})
 	c := te.conn("web", store.EnvDev, askAll)
-	cs := &countingStore{Store: te.st}
+	cs := &countingStore{Store: te.st, polled: make(chan int, 1)}
 	eng, err := New(Options{Store: cs, PollInterval: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -459,7 +470,17 @@ func TestWatcherReadsOnlyWaiters(t *testing.T) {
 		}
 	}
 	a, done := authorizeAsync(t, ctx, eng, te.op(c, Write, "waited on"))
-	time.Sleep(100 * time.Millisecond) // several idle polls
+	// Several idle polls: the waiter's own request made the first one see
+	// a change; the next five see none.
+	const idlePolls = 5
+	for seen := 0; seen < idlePolls+1; {
+		select {
+		case <-cs.polled:
+			seen++
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the watcher polled %d times in 10s at a 10ms interval; want polling", seen)
+		}
+	}
 	cs.mu.Lock()
 	idleReads := len(cs.asked)
 	cs.mu.Unlock()
@@ -472,9 +493,6 @@ func TestWatcherReadsOnlyWaiters(t *testing.T) {
 	}
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
-	if cs.versions < 5 {
-		t.Errorf("DataVersion called %d times in 100ms at a 10ms interval; want polling", cs.versions)
-	}
 	if idleReads > 1 {
 		t.Errorf("watcher read approvals %d times with no change; want at most 1", idleReads)
 	}
