@@ -274,9 +274,11 @@ func (s *Store) RequestApproval(ctx context.Context, req Approval, lifetime time
 			return fmt.Errorf("store: write approval: %w", err)
 		}
 		// Re-read for the joined names.
-		out, err = getApproval(ctx, tx, out.ID)
+		if out, err = getApproval(ctx, tx, out.ID); err != nil {
+			return err
+		}
 		outcome = RequestCreated
-		return err
+		return queueNotifications(ctx, tx, out, NotifyPending, now)
 	})
 	if err != nil {
 		return Approval{}, 0, err
@@ -437,8 +439,13 @@ func (s *Store) DecideApproval(ctx context.Context, d Decision) (Approval, Decid
 		} else if n != 1 {
 			outcome = DecideNotPending
 		}
-		out, err = getApproval(ctx, tx, d.ID)
-		return err
+		if out, err = getApproval(ctx, tx, d.ID); err != nil {
+			return err
+		}
+		if outcome == DecideApproved || outcome == DecideDenied {
+			return queueNotifications(ctx, tx, out, NotifyDecided, now)
+		}
+		return nil
 	})
 	if err != nil {
 		return Approval{}, 0, err

@@ -18,7 +18,10 @@
 // approvals are decided with policy.Engine (two-person rule, single
 // decision), operations are the redacted text the store keeps, and sealed
 // keys are never read here — a connection is shown by its key's status and
-// its pinned host keys' fingerprints, never by key material.
+// its pinned host keys' fingerprints, never by key material. Notification
+// channels (package notify) are shown the same way: a URL as
+// scheme://host/…, a secret as set or not set; the Test button and its API
+// call send through Config.Notifier.
 //
 // Agents' command text is untrusted: it reaches the page only through
 // html/template's escaping and the API only as JSON strings.

@@ -39,6 +39,10 @@ func (s *Server) pageRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /scopes/{id}/revoke", s.requireAdmin(s.revokeScopeForm))
 	mux.HandleFunc("GET /audit", s.requireAdmin(s.auditPage))
 	mux.HandleFunc("GET /recipes", s.requireAdmin(s.recipesPage))
+	mux.HandleFunc("GET /notifications", s.requireAdmin(s.notificationsPage))
+	mux.HandleFunc("POST /notifications", s.requireAdmin(s.addNotificationForm))
+	mux.HandleFunc("POST /notifications/{name}/remove", s.requireAdmin(s.removeNotificationForm))
+	mux.HandleFunc("POST /notifications/{name}/test", s.requireAdmin(s.testNotificationForm))
 }
 
 // flash is the one-line result of a form post, shown at the top of the page

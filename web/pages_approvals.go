@@ -139,7 +139,13 @@ func (s *Server) approvalsPage(w http.ResponseWriter, r *http.Request) {
 	for _, a := range recent {
 		d.Recent = append(d.Recent, newApprovalCard(a, now, "", ""))
 	}
-	s.render(w, r, http.StatusOK, "approvals.html", page("Approvals", "approvals", "approvals.js", d))
+	// The title counts the pending requests, so that a tab in the
+	// background shows that something waits; approvals.js keeps it current.
+	title := "Approvals"
+	if n := len(list.Pending); n > 0 {
+		title = "(" + strconv.Itoa(n) + ") " + title
+	}
+	s.render(w, r, http.StatusOK, "approvals.html", page(title, "approvals", "approvals.js", d))
 }
 
 func (s *Server) approvalPage(w http.ResponseWriter, r *http.Request) {

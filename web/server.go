@@ -15,6 +15,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/postern/postern/notify"
 	"github.com/postern/postern/policy"
 	"github.com/postern/postern/recipes"
 	"github.com/postern/postern/store"
@@ -61,6 +62,10 @@ type Config struct {
 	// Re-check button, POST /v1/connections/{id}/check); nil hides the
 	// button and answers 501.
 	CheckKey func(ctx context.Context, alias string) (recipes.Result, error)
+	// Notifier sends the notification pages' test messages (the Test
+	// button, POST /v1/notifications/{id}/test); nil answers those 501.
+	// Channels are listed, added and removed through Store without it.
+	Notifier *notify.Dispatcher
 	Logger   zerolog.Logger
 	Now      func() time.Time // time.Now if nil
 

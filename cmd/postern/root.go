@@ -32,6 +32,7 @@ func newRootCmd() *cobra.Command {
 		newRecipesCmd(),
 		newAdminCmd(),
 		newTokenCmd(),
+		newNotifyCmd(),
 	)
 	return root
 }

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/postern/postern/bastion"
+	"github.com/postern/postern/notify"
 	"github.com/postern/postern/policy"
 	"github.com/postern/postern/store"
 	"github.com/postern/postern/web"
@@ -249,6 +250,17 @@ func runBastion(ctx context.Context, p bastionParams) error {
 		closeListeners()
 		return fmt.Errorf("serve: %w", err)
 	}
+	// The notification dispatcher delivers what the outbox holds, whichever
+	// process queued it (this one, the CLI, another postern).
+	baseURL := ""
+	if p.Web != nil {
+		baseURL = p.Web.URL
+	}
+	notifier, err := notify.New(notify.Config{Store: st, BaseURL: baseURL, Logger: log})
+	if err != nil {
+		closeListeners()
+		return fmt.Errorf("serve: %w", err)
+	}
 	var ws *web.Server
 	if p.Web != nil {
 		ws, err = web.New(web.Config{
@@ -256,6 +268,7 @@ func runBastion(ctx context.Context, p bastionParams) error {
 			Engine:   eng,
 			Catalog:  p.Web.Catalog,
 			CheckKey: keyChecker(st, p.Web.Catalog),
+			Notifier: notifier,
 			Logger:   log,
 		})
 		if err != nil {
@@ -263,6 +276,17 @@ func runBastion(ctx context.Context, p bastionParams) error {
 			return fmt.Errorf("serve: %w", err)
 		}
 	}
+	notifyCtx, stopNotify := context.WithCancel(ctx)
+	notifyDone := make(chan struct{})
+	go func() {
+		defer close(notifyDone)
+		notifier.Run(notifyCtx)
+	}()
+	// Runs before the engine closes, and before the caller closes the store.
+	defer func() {
+		stopNotify()
+		<-notifyDone
+	}()
 
 	log.Info().
 		Str("addr", p.Listener.Addr().String()).

@@ -4,6 +4,14 @@
 // URL in the section's data-source and swaps it in, so requests appear and
 // disappear without a reload. It also counts down each request's expiry.
 //
+// On the list of pending requests it keeps their number in the page's
+// title ("(3) Approvals · postern"), so that a tab in the background shows
+// that something waits, and, once the admin allowed it (a button on the
+// page: browsers ask only after a click; the choice is remembered in
+// localStorage), shows a browser notification for each request that
+// arrives while the page is open — not for those already on the page when
+// it loaded, and not twice for one request in two tabs.
+//
 // Without it the page still works: the decision forms are plain POSTs.
 (function () {
   'use strict';
@@ -143,6 +151,8 @@
         section.removeAttribute('data-stale');
         readSkew();
         tick();
+        showCount();
+        notifyNew();
       })
       .catch(function () {
         section.setAttribute('data-stale', 'true');
@@ -182,6 +192,166 @@
     });
   }
 
+  // --- The pending count in the title, and browser notifications ---
+
+  var listMode = source === '/approvals/list';
+  var baseTitle = document.title.replace(/^\(\d+\) /, '');
+  // Keys of localStorage: the admin's answer to the offer ("granted",
+  // "denied", "default" or "dismissed"), and the ids of the requests a
+  // notification was shown for, in any tab (the newest maxNotified).
+  var choiceKey = 'postern.notifications';
+  var notifiedKey = 'postern.notified';
+  var maxNotified = 200;
+  // known holds the ids this page has seen: those on it when it loaded,
+  // which the admin sees anyway, and every one since.
+  var known = {};
+
+  function storageGet(key) {
+    try {
+      return window.localStorage.getItem(key);
+    } catch (e) {
+      return null;
+    }
+  }
+
+  function storageSet(key, value) {
+    try {
+      window.localStorage.setItem(key, value);
+    } catch (e) {
+      // Storage is off (a private window): notifications still work,
+      // without the memory across tabs.
+    }
+  }
+
+  function pendingArticles() {
+    return section.querySelectorAll('article.approval[data-id]');
+  }
+
+  function showCount() {
+    if (!listMode) {
+      return;
+    }
+    var n = pendingArticles().length;
+    document.title = n > 0 ? '(' + n + ') ' + baseTitle : baseTitle;
+  }
+
+  // escapeInvisible shows control, direction and zero-width characters as
+  // <U+XXXX>, as the server does (policy.Visible): a notification must show
+  // the command that runs, not what a direction override makes of it.
+  function escapeInvisible(text) {
+    return text.replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u00a0\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180e\u2000-\u200f\u2028-\u202f\u205f-\u206f\u3000\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff9-\ufffc]/g,
+      function (c) {
+        return '<U+' + ('000' + c.charCodeAt(0).toString(16).toUpperCase()).slice(-4) + '>';
+      });
+  }
+
+  function textOf(article, selector) {
+    var el = article.querySelector(selector);
+    return el ? el.textContent.trim() : '';
+  }
+
+  // nameOf is the first word of a fact: the agent's or connection's name,
+  // without the source address or target the card adds after it.
+  function nameOf(article, selector) {
+    return textOf(article, selector).split(/\s+/)[0];
+  }
+
+  function notifiedIDs() {
+    try {
+      var list = JSON.parse(storageGet(notifiedKey) || '[]');
+      return Array.isArray(list) ? list : [];
+    } catch (e) {
+      return [];
+    }
+  }
+
+  function rememberNotified(id) {
+    var list = notifiedIDs();
+    list.push(id);
+    storageSet(notifiedKey, JSON.stringify(list.slice(-maxNotified)));
+  }
+
+  function showNotification(article, id) {
+    var op = escapeInvisible(textOf(article, 'pre.command'));
+    if (op.length > 200) {
+      op = op.slice(0, 200) + '…';
+    }
+    var n = new window.Notification('Approval needed: ' + textOf(article, '.class') + ' on ' + nameOf(article, '.alias'), {
+      body: nameOf(article, '.agent') + ': ' + op,
+      tag: 'postern-' + id
+    });
+    n.onclick = function () {
+      window.focus();
+      window.location.assign('/approvals/' + encodeURIComponent(id));
+      n.close();
+    };
+  }
+
+  function markKnown() {
+    var arts = pendingArticles();
+    for (var i = 0; i < arts.length; i++) {
+      known[arts[i].getAttribute('data-id')] = true;
+    }
+  }
+
+  function notifyNew() {
+    if (!listMode) {
+      return;
+    }
+    var arts = pendingArticles();
+    var fresh = [];
+    for (var i = 0; i < arts.length; i++) {
+      var id = arts[i].getAttribute('data-id');
+      if (!known[id]) {
+        known[id] = true;
+        fresh.push(arts[i]);
+      }
+    }
+    if (fresh.length === 0 || !window.Notification || window.Notification.permission !== 'granted') {
+      return;
+    }
+    var shown = notifiedIDs();
+    for (var j = 0; j < fresh.length; j++) {
+      var fid = fresh[j].getAttribute('data-id');
+      if (shown.indexOf(fid) >= 0) {
+        continue; // another tab showed it
+      }
+      rememberNotified(fid);
+      try {
+        showNotification(fresh[j], fid);
+      } catch (e) {
+        // A browser that allows notifications only from a service worker.
+      }
+    }
+  }
+
+  // offerNotifications shows the page's button that asks the browser for
+  // permission, once: not after the admin answered, here or before.
+  function offerNotifications() {
+    var offer = document.getElementById('notify-offer');
+    if (!listMode || !offer || !window.Notification || window.Notification.permission !== 'default' ||
+        storageGet(choiceKey) !== null) {
+      return;
+    }
+    offer.hidden = false;
+    var answered = function (permission) {
+      storageSet(choiceKey, permission || 'default');
+      offer.hidden = true;
+    };
+    document.getElementById('notify-enable').addEventListener('click', function () {
+      var p = window.Notification.requestPermission(answered);
+      if (p && typeof p.then === 'function') {
+        p.then(answered);
+      }
+    });
+    document.getElementById('notify-dismiss').addEventListener('click', function () {
+      answered('dismissed');
+    });
+  }
+
+  markKnown();
+  showCount();
+  offerNotifications();
   readSkew();
   tick();
   window.setInterval(tick, 1000);

@@ -1,0 +1,322 @@
+package notify
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/postern/postern/policy"
+	"github.com/postern/postern/store"
+)
+
+// EventTest is the event of a test message (`postern notify test`, the
+// page's Test button): it names no real request.
+const EventTest = "test"
+
+// Payload is the body of a json channel's message, documented field by
+// field in docs/notifications.md. Text that came from the agent or an
+// admin (operation, reasons, agent_reason, note) went through
+// policy.Visible: invisible and direction-changing code points arrive as
+// <U+XXXX> escapes.
+type Payload struct {
+	Event           string   `json:"event"`    // pending, decided or test
+	Delivery        string   `json:"delivery"` // the same on every retry of one notification
+	SentAt          string   `json:"sent_at"`  // this attempt, RFC 3339 UTC
+	ApprovalID      string   `json:"approval_id"`
+	Status          string   `json:"status"` // pending, approved, denied or expired
+	Agent           string   `json:"agent"`
+	Alias           string   `json:"alias"`
+	Env             string   `json:"env"` // "" when the connection was removed
+	Class           string   `json:"class"`
+	Kind            string   `json:"kind"` // exec or sftp
+	Operation       string   `json:"operation"`
+	Reasons         string   `json:"reasons"`
+	AgentReason     string   `json:"agent_reason"` // POSTERN_REASON, "" if the agent gave none
+	ApprovalsNeeded int      `json:"approvals_needed"`
+	DecidedBy       []string `json:"decided_by"` // in order; [] while pending
+	Note            string   `json:"note"`       // a denial's note for the agent
+	Link            string   `json:"link"`       // the request's page; "" when postern serves no page
+	CreatedAt       string   `json:"created_at"`
+	ExpiresAt       string   `json:"expires_at"`
+	DecidedAt       *string  `json:"decided_at"` // null while pending
+	// Scope is what an approval lets through: "request" (the one
+	// operation), "operation" (the same exact operation of the agent on
+	// the connection) or "class" (any operation of its class there) until
+	// ScopeExpiresAt; "" unless the request was approved.
+	Scope          string  `json:"scope"`
+	ScopeExpiresAt *string `json:"scope_expires_at"` // null for "request" and unless approved
+}
+
+// rfc3339 is a time in a payload.
+func rfc3339(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+// newPayload describes event about a, as delivery (the outbox row's id)
+// sent at sentAt. base is the web page's URL ("" for none).
+func newPayload(a store.Approval, event, delivery, base string, sentAt time.Time) Payload {
+	p := Payload{
+		Event: event, Delivery: delivery, SentAt: rfc3339(sentAt), ApprovalID: a.ID, Status: a.Status,
+		Agent: a.AgentName, Alias: a.ConnectionAlias, Env: string(a.ConnectionEnv), Class: a.Class, Kind: a.Kind,
+		Operation: policy.Visible(a.Operation), Reasons: policy.Visible(a.Reasons),
+		AgentReason: policy.Visible(a.AgentReason), ApprovalsNeeded: a.ApprovalsNeeded,
+		DecidedBy: a.Deciders(), Note: policy.VisibleLine(a.Reason),
+		CreatedAt: rfc3339(a.CreatedAt), ExpiresAt: rfc3339(a.ExpiresAt),
+	}
+	if p.DecidedBy == nil {
+		p.DecidedBy = []string{}
+	}
+	if base != "" {
+		p.Link = strings.TrimSuffix(base, "/") + "/approvals/" + a.ID
+	}
+	if !a.DecidedAt.IsZero() {
+		t := rfc3339(a.DecidedAt)
+		p.DecidedAt = &t
+	}
+	if a.Status == store.ApprovalApproved {
+		p.Scope = string(a.Scope)
+		if p.Scope == "" {
+			p.Scope = string(store.ScopeRequest)
+		}
+		if !a.ScopeExpiresAt.IsZero() {
+			t := rfc3339(a.ScopeExpiresAt)
+			p.ScopeExpiresAt = &t
+		}
+	}
+	return p
+}
+
+// testApproval is the request a test message describes: made up, and
+// saying so.
+func testApproval(now time.Time) store.Approval {
+	return store.Approval{ID: "apr_test", Status: store.ApprovalPending, AgentName: "postern-test",
+		ConnectionAlias: "example", ConnectionEnv: store.EnvDev, Class: "write", Kind: "exec",
+		Operation: "echo this is a test notification from postern", Reasons: "a test: no request waits",
+		ApprovalsNeeded: 1, CreatedAt: now, ExpiresAt: now.Add(policy.DefaultApprovalLifetime)}
+}
+
+// message is one HTTP POST to a channel.
+type message struct {
+	contentType string
+	header      http.Header // besides Content-Type and User-Agent
+	body        []byte
+}
+
+// Limits of the chat formats' text.
+const (
+	// slackTextMax keeps a Slack text object under its 3000-character
+	// limit.
+	slackTextMax = 2900
+	// ntfyBodyMax keeps an ntfy message under its 4096-byte limit, above
+	// which ntfy turns the body into an attachment.
+	ntfyBodyMax = 4000
+	// ntfyOperationMax leaves room in an ntfy body for the facts around
+	// the operation.
+	ntfyOperationMax = 3000
+)
+
+// render writes p in format; secret is the channel's (nil for none).
+func render(format store.NotifyFormat, p Payload, secret []byte) (message, error) {
+	switch format {
+	case store.NotifyJSON:
+		return renderJSON(p, secret), nil
+	case store.NotifySlack:
+		return renderSlack(p), nil
+	case store.NotifyNtfy:
+		return renderNtfy(p, secret), nil
+	}
+	return message{}, fmt.Errorf("notify: unknown format %q", format)
+}
+
+func renderJSON(p Payload, secret []byte) message {
+	body, err := json.Marshal(p)
+	if err != nil {
+		// Payload holds only strings, numbers and slices of strings.
+		panic(fmt.Sprintf("notify: marshal payload: %v", err))
+	}
+	h := http.Header{}
+	h.Set("X-Postern-Event", p.Event)
+	h.Set("X-Postern-Delivery", p.Delivery)
+	if secret != nil {
+		h.Set(SignatureHeader, Sign(secret, body))
+	}
+	return message{contentType: "application/json", header: h, body: body}
+}
+
+// headline is the one-line summary every chat format leads with.
+func headline(p Payload) string {
+	where := p.Alias + " (" + p.Env + ")"
+	if p.Env == "" {
+		where = p.Alias + " (connection removed)"
+	}
+	what := "a " + p.Class + " command"
+	if p.Kind == string(policy.SFTP) {
+		what = "a " + p.Class + " SFTP operation"
+	}
+	switch p.Event {
+	case EventTest:
+		return "Test notification from postern: this channel works"
+	case string(store.NotifyDecided):
+		verdict := "Decided"
+		if p.Status != "" {
+			verdict = strings.ToUpper(p.Status[:1]) + p.Status[1:]
+		}
+		if len(p.DecidedBy) > 0 {
+			verdict += " by " + strings.Join(p.DecidedBy, " and ")
+		}
+		return verdict + ": " + p.Agent + "'s " + strings.TrimPrefix(what, "a ") + " on " + where
+	}
+	head := "Approval needed: " + p.Agent + " asks to run " + what + " on " + where
+	if p.ApprovalsNeeded > 1 {
+		head += fmt.Sprintf(" (%d different admins must approve)", p.ApprovalsNeeded)
+	}
+	return head
+}
+
+// facts are the lines under the operation in the chat formats.
+func facts(p Payload) []string {
+	var out []string
+	if p.Reasons != "" {
+		out = append(out, "Why "+p.Class+": "+p.Reasons)
+	}
+	if p.AgentReason != "" {
+		out = append(out, "The agent says: "+p.AgentReason)
+	}
+	if p.Note != "" {
+		out = append(out, "Note: "+p.Note)
+	}
+	if p.ScopeExpiresAt != nil {
+		if t, err := time.Parse(time.RFC3339Nano, *p.ScopeExpiresAt); err == nil {
+			what := "this exact operation"
+			if p.Scope == string(store.ScopeClass) {
+				what = "every " + p.Class + " operation"
+			}
+			out = append(out, "Scope: "+what+" of "+p.Agent+" on "+p.Alias+" runs without asking until "+
+				t.UTC().Format("2006-01-02 15:04:05 UTC"))
+		}
+	}
+	if p.Event == string(store.NotifyPending) || p.Event == EventTest {
+		if t, err := time.Parse(time.RFC3339Nano, p.ExpiresAt); err == nil {
+			out = append(out, "Expires "+t.UTC().Format("2006-01-02 15:04:05 UTC")+" ("+p.ApprovalID+")")
+		}
+	} else {
+		out = append(out, "Request "+p.ApprovalID)
+	}
+	return out
+}
+
+// cut shortens s to at most n bytes on a rune boundary, saying how much
+// was left out.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	end := n
+	for end > 0 && !utf8.RuneStart(s[end]) {
+		end--
+	}
+	return s[:end] + fmt.Sprintf("… (%d more bytes)", len(s)-end)
+}
+
+// slackMessage is a Slack incoming-webhook message: a text for
+// notifications and clients without blocks, and simple blocks.
+type slackMessage struct {
+	Text   string       `json:"text"`
+	Blocks []slackBlock `json:"blocks"`
+}
+
+type slackBlock struct {
+	Type     string      `json:"type"`
+	Text     *slackText  `json:"text,omitempty"`
+	Elements []slackText `json:"elements,omitempty"`
+}
+
+type slackText struct {
+	Type  string `json:"type"` // mrkdwn or plain_text
+	Text  string `json:"text"`
+	Emoji *bool  `json:"emoji,omitempty"`
+}
+
+// slackEscape escapes the three characters Slack's mrkdwn reserves, so that
+// no text of ours becomes a link or a mention.
+func slackEscape(s string) string {
+	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
+}
+
+// slackPlain is a plain_text object: Slack shows it as it is, with no
+// markup, links or emoji codes interpreted — the form for every text that
+// came from an agent or an admin.
+func slackPlain(s string) slackText {
+	no := false
+	return slackText{Type: "plain_text", Text: cut(s, slackTextMax), Emoji: &no}
+}
+
+func renderSlack(p Payload) message {
+	head := slackEscape(headline(p))
+	top := "*" + head + "*"
+	if p.Link != "" {
+		top += "\n<" + slackEscape(p.Link) + "|Open " + p.ApprovalID + " in postern>"
+	}
+	m := slackMessage{Text: head, Blocks: []slackBlock{
+		{Type: "section", Text: &slackText{Type: "mrkdwn", Text: top}},
+	}}
+	if p.Operation != "" {
+		op := slackPlain(p.Kind + ": " + p.Operation)
+		m.Blocks = append(m.Blocks, slackBlock{Type: "section", Text: &op})
+	}
+	var ctx []slackText
+	for _, f := range facts(p) {
+		ctx = append(ctx, slackPlain(f))
+	}
+	m.Blocks = append(m.Blocks, slackBlock{Type: "context", Elements: ctx})
+	body, err := json.Marshal(m)
+	if err != nil {
+		panic(fmt.Sprintf("notify: marshal slack message: %v", err))
+	}
+	return message{contentType: "application/json", header: http.Header{}, body: body}
+}
+
+// headerText makes s safe as an HTTP header value: printable ASCII, with
+// anything else as '?'. Titles are built from names, which are ASCII
+// already; this only makes sure.
+func headerText(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r > 0x7e {
+			return '?'
+		}
+		return r
+	}, s)
+}
+
+// ntfyValue quotes a value of ntfy's Actions header when it holds a comma
+// or semicolon, which separate its fields and actions.
+func ntfyValue(s string) string {
+	if strings.ContainsAny(s, ",;") {
+		return `"` + strings.ReplaceAll(s, `"`, "%22") + `"`
+	}
+	return s
+}
+
+func renderNtfy(p Payload, secret []byte) message {
+	h := http.Header{}
+	h.Set("Title", headerText("postern: "+headline(p)))
+	h.Set("Tags", "postern,"+headerText(p.Class))
+	if p.Event == string(store.NotifyPending) {
+		h.Set("Priority", "high")
+	}
+	if p.Link != "" {
+		h.Set("Click", p.Link)
+		h.Set("Actions", "view, Open, "+ntfyValue(p.Link))
+	}
+	if secret != nil {
+		h.Set("Authorization", "Bearer "+string(secret))
+	}
+	var b bytes.Buffer
+	if p.Operation != "" {
+		b.WriteString(p.Kind + ": " + cut(p.Operation, ntfyOperationMax) + "\n\n")
+	}
+	b.WriteString(strings.Join(facts(p), "\n"))
+	return message{contentType: "text/plain; charset=utf-8", header: h, body: []byte(cut(b.String(), ntfyBodyMax))}
+}

@@ -1,0 +1,244 @@
+package web
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/postern/postern/notify"
+	"github.com/postern/postern/store"
+)
+
+// Notification channels over the API: list, add, read, remove and test
+// (issue 14, "Tell the people who decide"; docs/notifications.md). A
+// channel is shown as notify.ChannelJSON, the shape `postern notify list -o
+// json` prints: its URL as scheme://host/… and its secret only as
+// secret_set. Changing channels needs a token that belongs to an admin, as
+// deciding does.
+
+// apiNotifyBody is the JSON body of POST /v1/notifications.
+type apiNotifyBody struct {
+	Name   string   `json:"name"`
+	URL    string   `json:"url"`
+	Format string   `json:"format"` // json if empty
+	Secret *string  `json:"secret"` // json: the HMAC key; ntfy: an access token
+	Events []string `json:"events"` // pending and/or decided; both if empty
+}
+
+// apiNotifyTest is the answer of POST /v1/notifications/{id}/test: a
+// receiver's refusal is a result (delivered false), not an error.
+type apiNotifyTest struct {
+	Delivered bool               `json:"delivered"`
+	Status    int                `json:"status"` // the receiver's HTTP status; 0 if it never answered
+	Error     string             `json:"error"`  // why not delivered; "" when delivered
+	Channel   notify.ChannelJSON `json:"channel"`
+}
+
+// apiNotifyStatuses are the statuses of adding a channel besides the common
+// ones.
+func apiNotifyAddStatuses() []int {
+	return []int{http.StatusCreated, http.StatusBadRequest, http.StatusForbidden, http.StatusConflict,
+		http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType}
+}
+
+func apiNotifyList() apiListSpec {
+	formats := make([]string, 0, len(store.NotifyFormats))
+	for _, f := range store.NotifyFormats {
+		formats = append(formats, string(f))
+	}
+	return apiListSpec{resource: "notifications",
+		filters: map[string]func(string) error{"name": nil, "format": apiEnumFilter(formats...)},
+		sorts:   []string{"name", "created_at", "modified_at"}, defSort: "name"}
+}
+
+func (s *Server) apiListNotifications(w http.ResponseWriter, r *http.Request, c *apiCall) error {
+	p, err := parseAPIList(c.query, apiNotifyList())
+	if err != nil {
+		return err
+	}
+	chs, err := s.cfg.Store.ListNotifyChannels(r.Context())
+	if err != nil {
+		return err
+	}
+	var views []notify.ChannelJSON
+	for _, ch := range chs {
+		v := notify.ChannelView(ch)
+		if !apiMatchAll(p.filters, map[string]string{"name": v.Name, "format": v.Format}) {
+			continue
+		}
+		views = append(views, v)
+	}
+	created := func(v notify.ChannelJSON) string {
+		t, _ := time.Parse(time.RFC3339Nano, v.CreatedAt)
+		return sortTimeKey(t)
+	}
+	modified := func(v notify.ChannelJSON) string {
+		t, _ := time.Parse(time.RFC3339Nano, v.ModifiedAt)
+		return sortTimeKey(t)
+	}
+	return apiWriteList(w, r, apiPaginate(views, p, "notifications", apiSorter[notify.ChannelJSON]{
+		id: func(v notify.ChannelJSON) string { return v.ID },
+		keys: map[string]func(notify.ChannelJSON) string{
+			"name": func(v notify.ChannelJSON) string { return v.Name }, "created_at": created, "modified_at": modified,
+		},
+	}))
+}
+
+// notifyChannel reads the channel named by the path's {id} (its id or
+// name), as a 404 when there is none.
+func (s *Server) notifyChannel(r *http.Request) (*store.NotifyChannel, error) {
+	ref := r.PathValue("id")
+	ch, err := s.cfg.Store.NotifyChannel(r.Context(), ref)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, apiNotFound("notification channel", ref)
+	}
+	return ch, err
+}
+
+func (s *Server) apiGetNotification(w http.ResponseWriter, r *http.Request, c *apiCall) error {
+	if err := apiNoParams(c); err != nil {
+		return err
+	}
+	ch, err := s.notifyChannel(r)
+	if err != nil {
+		return err
+	}
+	return s.apiWriteData(w, r, notify.ChannelView(*ch))
+}
+
+// apiNeedAdminToken refuses a change by a token that belongs to no admin:
+// what it does would be nobody's.
+func apiNeedAdminToken(c *apiCall) error {
+	if c.token.AdminID != "" {
+		return nil
+	}
+	return &apiError{Status: http.StatusForbidden, Code: "token_without_admin",
+		Message: "console token " + c.token.Name + " belongs to no admin and cannot change notification channels; " +
+			"an admin assigns it with: postern token assign " + c.token.Name + " --admin ADMIN"}
+}
+
+// apiReadJSON reads a request's JSON body (at most maxAPIBody) into v.
+func apiReadJSON(w http.ResponseWriter, r *http.Request, v any) error {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxAPIBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return &apiError{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large",
+				Message: "the request body is larger than 64 KiB"}
+		}
+		return &apiError{Status: http.StatusBadRequest, Code: "invalid_body", Message: "the request body could not be read"}
+	}
+	if err := apiCheckJSONType(r); err != nil {
+		return err
+	}
+	return apiDecodeStrict(body, v)
+}
+
+// apiAddNotification adds a channel. It takes no Idempotency-Key: a retry
+// of an add that succeeded is answered 409 (the name is taken), which
+// changes nothing.
+func (s *Server) apiAddNotification(w http.ResponseWriter, r *http.Request, c *apiCall) error {
+	if err := apiNoParams(c); err != nil {
+		return err
+	}
+	if err := apiNeedAdminToken(c); err != nil {
+		return err
+	}
+	var in apiNotifyBody
+	if err := apiReadJSON(w, r, &in); err != nil {
+		return err
+	}
+	nc := store.NewNotifyChannel{Name: in.Name, URL: in.URL, Format: store.NotifyFormat(in.Format)}
+	var err error
+	if nc.OnPending, nc.OnDecided, err = store.ParseNotifyEvents(strings.Join(in.Events, ",")); err != nil {
+		return apiStoreInput("events", err)
+	}
+	if in.Secret != nil {
+		nc.Secret = []byte(*in.Secret)
+	}
+	ch, err := s.cfg.Store.CreateNotifyChannel(r.Context(), nc)
+	if err != nil {
+		return apiStoreInput("", err)
+	}
+	s.cfg.Logger.Info().Str("channel", ch.Name).Str("format", string(ch.Format)).Str("url", ch.URLShown).
+		Str("admin", c.token.AdminName).Str("token", c.token.Name).Str("request_id", requestID(r.Context())).
+		Msg("web: notification channel added")
+	apiWriteBody(w, http.StatusCreated, apiJSON(apiDataBody{Data: notify.ChannelView(*ch), RequestID: requestID(r.Context())}))
+	return nil
+}
+
+// apiStoreInput maps the store's refusal of a channel to 400 or 409, with
+// the store's message (which never quotes the URL or the secret); field
+// names the body field when known.
+func apiStoreInput(field string, err error) error {
+	msg, ok := userMessage(err)
+	switch {
+	case !ok:
+		return err
+	case errors.Is(err, store.ErrDuplicate):
+		return &apiError{Status: http.StatusConflict, Code: "already_exists", Field: "name", Message: msg}
+	}
+	if field == "" {
+		field = apiNotifyField(msg)
+	}
+	return &apiError{Status: http.StatusBadRequest, Code: "invalid_body", Field: field, Message: msg}
+}
+
+// apiNotifyField guesses the body field a store message is about.
+func apiNotifyField(msg string) string {
+	lower := strings.ToLower(msg)
+	for _, f := range []struct{ word, field string }{
+		{"secret", "secret"}, {"event", "events"}, {"format", "format"}, {"url", "url"}, {"name", "name"},
+	} {
+		if strings.Contains(lower, f.word) {
+			return f.field
+		}
+	}
+	return ""
+}
+
+func (s *Server) apiRemoveNotification(w http.ResponseWriter, r *http.Request, c *apiCall) error {
+	if err := apiNoParams(c); err != nil {
+		return err
+	}
+	if err := apiNeedAdminToken(c); err != nil {
+		return err
+	}
+	ref := r.PathValue("id")
+	ch, err := s.cfg.Store.RemoveNotifyChannel(r.Context(), ref)
+	if errors.Is(err, store.ErrNotFound) {
+		return apiNotFound("notification channel", ref)
+	} else if err != nil {
+		return err
+	}
+	s.cfg.Logger.Info().Str("channel", ch.Name).Str("admin", c.token.AdminName).Str("token", c.token.Name).
+		Str("request_id", requestID(r.Context())).Msg("web: notification channel removed")
+	return s.apiWriteData(w, r, notify.ChannelView(*ch))
+}
+
+func (s *Server) apiTestNotification(w http.ResponseWriter, r *http.Request, c *apiCall) error {
+	if err := apiNoParams(c); err != nil {
+		return err
+	}
+	if err := apiNeedAdminToken(c); err != nil {
+		return err
+	}
+	if s.cfg.Notifier == nil {
+		return &apiError{Status: http.StatusNotImplemented, Code: "not_implemented",
+			Message: "this server sends no notifications"}
+	}
+	ch, err := s.notifyChannel(r)
+	if err != nil {
+		return err
+	}
+	res, err := s.cfg.Notifier.Test(r.Context(), ch.ID)
+	if errors.Is(err, store.ErrNotFound) {
+		return apiNotFound("notification channel", r.PathValue("id")) // removed while we looked
+	} else if err != nil {
+		return err
+	}
+	return s.apiWriteData(w, r, apiNotifyTest{Delivered: res.Delivered, Status: res.Status, Error: res.Error,
+		Channel: notify.ChannelView(res.Channel)})
+}
