@@ -922,3 +922,34 @@ func TestRelayContextEnds(t *testing.T) {
 		t.Errorf("stderr: got %q; want the reason", stderr.String())
 	}
 }
+
+// TestRelayAgentClosesChannel: an agent that closes its session channel
+// mid-command (its connection stays) ends the command as closing a direct
+// channel to sshd does: relay closes the upstream channel, sshd closes the
+// command's output, the command ends by SIGPIPE at its next write, and relay
+// reports that end with AgentGone.
+func TestRelayAgentClosesChannel(t *testing.T) {
+	relayLeakCheck(t)
+	h := startRelayHarness(t, testsshd.Options{})
+	c := h.dial(t)
+	ch, reqs, err := c.OpenChannel("session", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ssh.DiscardRequests(reqs)
+	marker := newMarker(t)
+	if ok, err := ch.SendRequest("exec", true, ssh.Marshal(execRequest{Command: "yes " + marker})); err != nil || !ok {
+		t.Fatalf("exec: got %v, %v; want true, nil", ok, err)
+	}
+	if line, err := bufio.NewReader(ch).ReadString('\n'); err != nil || line != marker+"\n" {
+		t.Fatalf("first line: got %q, %v; want %q", line, err, marker+"\n")
+	}
+	if err := ch.Close(); err != nil {
+		t.Fatal(err)
+	}
+	res := h.result(t)
+	if !res.AgentGone || res.Err != nil || res.ExitSignal != "PIPE" || res.ExitStatus != nil {
+		t.Errorf("relay result: agent gone %v, err %v, signal %q, status %v; want true, nil, PIPE, none", res.AgentGone, res.Err, res.ExitSignal, res.ExitStatus)
+	}
+	waitRemoteGone(t, marker)
+}

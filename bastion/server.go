@@ -170,6 +170,28 @@ type Server struct {
 	nextConn atomic.Uint64
 }
 
+// identification is the SSH identification string postern sends agents, and
+// targets as their client. Clients choose protocol behaviour by the software
+// version in it, so it names OpenSSH, whose behaviour postern relays, with
+// "postern" as the comment (the way NetBSD's sshd keeps "OpenSSH_9.9" in
+// front of its own name):
+//
+//   - OpenSSH sends eow@openssh.com only to a peer whose version matches
+//     "OpenSSH*" (compat.c, SSH_NEW_OPENSSH). Under "SSH-2.0-postern" the
+//     agent's ssh never said that `| head -1` had exited, so `ssh bastion
+//     web yes | head -1` ran until killed; and the target's sshd, seeing
+//     x/crypto's "SSH-2.0-Go", never said that a command had closed its
+//     stdin.
+//   - asyncssh and libssh send SFTP SYMLINK's arguments in OpenSSH's order
+//     only to a server whose version names OpenSSH, and libssh reads the
+//     number after "OpenSSH_"; postern forwards SYMLINK as the OpenSSH
+//     target reads it.
+//
+// The number is past every version OpenSSH's compatibility table singles
+// out for a bug workaround (the newest is 7.7), so an OpenSSH peer works
+// around no bug postern does not have.
+const identification = "SSH-2.0-OpenSSH_9.9 postern"
+
 // agentIDExt carries the verified agent's id in ssh.Permissions. It is set
 // only by VerifiedPublicKeyCallback, after the signature was checked: never
 // from PublicKeyCallback, which also answers key queries the client made
@@ -210,7 +232,7 @@ func New(cfg Config) (*Server, error) {
 		MaxAuthTries:              cfg.MaxAuthTries,
 		PublicKeyCallback:         s.publicKeyQuery,
 		VerifiedPublicKeyCallback: s.publicKeyVerified,
-		ServerVersion:             "SSH-2.0-postern",
+		ServerVersion:             identification,
 		BannerCallback:            nil,
 	}
 	// The client's order picks the cipher, and OpenSSH's puts
@@ -471,11 +493,22 @@ func (s *Server) keepalive(ac *agentConn) {
 	}
 }
 
-// globalRequests refuses port forwarding and answers keepalives.
+// globalRequests answers the agent's global requests as OpenSSH's sshd
+// does (serverloop.c, server_input_global_request), apart from forwarding,
+// which postern refuses and audits: no-more-sessions@openssh.com succeeds,
+// and everything else fails, keepalive@openssh.com included. A failure is
+// an answer: OpenSSH's client counts any reply to its ServerAliveInterval
+// probe as the server being alive.
+//
+// no-more-sessions is answered but not enforced: sshd then drops a
+// connection that opens another session, but x/crypto hands global
+// requests and channel opens over on separate Go channels, so postern
+// cannot tell which came first, and the client sends it right after
+// opening its one session.
 func (s *Server) globalRequests(ac *agentConn, reqs <-chan *ssh.Request) {
 	for req := range reqs {
 		switch req.Type {
-		case "keepalive@openssh.com", "no-more-sessions@openssh.com":
+		case "no-more-sessions@openssh.com":
 			_ = req.Reply(true, nil)
 		case "tcpip-forward", "cancel-tcpip-forward", "streamlocal-forward@openssh.com", "cancel-streamlocal-forward@openssh.com":
 			s.refuse(ac, "remote port forwarding ("+req.Type+")")

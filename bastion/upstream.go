@@ -524,6 +524,9 @@ func (p *Pool) handshake(c *store.Connection) (*client, error) {
 			return err
 		},
 		HostKeyAlgorithms: hostKeyAlgorithms(pinned),
+		// sshd, too, sends eow@openssh.com only to a client it takes for
+		// OpenSSH (see identification).
+		ClientVersion: identification,
 		Config: ssh.Config{
 			Ciphers:      preferredCiphers,
 			KeyExchanges: preferredKeyExchanges,

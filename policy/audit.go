@@ -20,7 +20,7 @@ type Record struct {
 	Class           Class
 	Kind            Kind
 	Outcome         Outcome
-	Reason          string // why it was denied or failed; "" otherwise
+	Reason          string // why it was denied or failed, or how an operation that ran ended where ExitStatus cannot say (a signal, the agent gone); "" otherwise
 	ApprovalID      string
 	Deciders        []string // admins who approved or denied
 	// Operation is the exact operation text; Audit redacts it before
