@@ -69,6 +69,8 @@ cpu_ticks() {
 }
 now_us() { local t=${EPOCHREALTIME/[.,]/}; echo "$((10#$t))"; }
 
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+
 # ---------------------------------------------------------------- Go benchmark
 echo "running BenchmarkCipher and BenchmarkKeyExchange ($GO_BENCHTIME)" >&2
 go test ./bastion -run '^$' -bench 'Cipher|KeyExchange' -benchtime "$GO_BENCHTIME" >"$work/gobench.txt" 2>&1 ||
@@ -172,6 +174,7 @@ commit=$(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)
 echo
 echo "postern cipher bench  $(date -u +%Y-%m-%dT%H:%MZ)  commit $commit"
 echo "$(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(uname -sr), $(ssh -V 2>&1 | cut -d, -f1), $(go version | cut -d' ' -f3)"
+echo "load average before: $load_before; after: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 echo "x/crypto, both ends of one connection in one process (cpu-ns/B: CPU per byte, both ends):"
 grep -E '^Benchmark' "$work/gobench.txt" | sed 's/^Benchmark/  /'
