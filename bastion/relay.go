@@ -331,9 +331,16 @@ loop:
 
 	deadline := time.NewTimer(relayTeardownWait)
 	defer deadline.Stop()
-	if res.Err == nil || res.AgentGone {
+	switch {
+	case res.Err == nil:
 		waitAll(ctx, deadline.C, stdoutDone, stderrDone, upReqsDone, stdinDone, agentReqsDone)
-	} else {
+	case res.AgentGone:
+		// The agent's side is gone, so its goroutines end now. The target
+		// has not closed its side (the command runs on, as after a direct
+		// client left): the copies from it end when it does, or with the
+		// upstream connection.
+		waitAll(ctx, deadline.C, stdinDone, agentReqsDone)
+	default:
 		// down stays open for the caller, so the goroutines reading it
 		// cannot end yet; those on the target's side can.
 		waitAll(ctx, deadline.C, stdoutDone, stderrDone, upReqsDone)

@@ -402,11 +402,14 @@ func (s *Server) run(ac *agentConn, ch ssh.Channel, reqs <-chan *ssh.Request, st
 	}
 	result(res)
 	switch {
-	case res.AgentGone && res.Err != nil:
-		// Nobody is left to tell, and how the command ended is unknown.
-		rec.Outcome, rec.Reason = policy.Failed, res.Err.Error()
 	case res.AgentGone:
-		// The target reported the end: the row keeps it, allowed.
+		// Nobody is left to tell; the channel is closed already, and
+		// closing it again only makes sure. With the end the target
+		// reported, the row says allowed; without, failed.
+		_ = ch.Close()
+		if res.Err != nil {
+			rec.Outcome, rec.Reason = policy.Failed, res.Err.Error()
+		}
 	case res.Err != nil:
 		// The command was cut short (the target or its connection was
 		// lost, or postern is closing): the row says failed, so that an
