@@ -168,6 +168,7 @@ done
 hz=$(getconf CLK_TCK 2>/dev/null || echo 100)
 # med FILE COL: the median of column COL (1 wall us, 2 machine ticks, 3 postern ticks).
 med() { awk -v c="$2" '{ print $c }' "$1" | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+least() { awk -v c="$2" '{ print $c }' "$1" | sort -n | head -n1; }
 mibs() { awk -v us="$1" -v mib="$MIB" 'BEGIN { printf "%.1f", mib / (us / 1e6) }'; }
 secs() { awk -v t="$1" -v hz="$hz" 'BEGIN { printf "%.2f", t / hz }'; }
 commit=$(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)
@@ -179,21 +180,23 @@ echo
 echo "x/crypto, both ends of one connection in one process (cpu-ns/B: CPU per byte, both ends):"
 grep -E '^Benchmark' "$work/gobench.txt" | sed 's/^Benchmark/  /'
 echo
-printf '%-30s %-42s %-42s %7s %7s %6s %9s %6s\n' "ssh -c" "direct: negotiated" "postern, agent leg: negotiated" "direct" "postern" "ratio" "postern s" "ns/B"
+printf '%-30s %-42s %-42s %7s %7s %6s %9s %6s %7s\n' "ssh -c" "direct: negotiated" "postern, agent leg: negotiated" "direct" "postern" "ratio" "postern s" "ns/B" "min s"
 for c in $CIPHERS; do
 	d=$work/direct.${c//[^a-z0-9]/_}
 	p=$work/postern.${c//[^a-z0-9]/_}
 	dm=$(mibs "$(med "$d" 1)")
 	pm=$(mibs "$(med "$p" 1)")
 	pt=$(med "$p" 3)
-	printf '%-30s %-42s %-42s %7s %7s %6s %9s %6s\n' "$c" "$(negotiated direct "$c")" "$(negotiated postern "$c")" "$dm" "$pm" \
+	printf '%-30s %-42s %-42s %7s %7s %6s %9s %6s %7s\n' "$c" "$(negotiated direct "$c")" "$(negotiated postern "$c")" "$dm" "$pm" \
 		"$(awk -v a="$dm" -v b="$pm" 'BEGIN { printf "%.2f", b / a }')" "$(secs "$pt")" \
-		"$(awk -v t="$pt" -v hz="$hz" -v mib="$MIB" 'BEGIN { printf "%.2f", t / hz * 1e9 / (mib * 1048576) }')"
+		"$(awk -v t="$pt" -v hz="$hz" -v mib="$MIB" 'BEGIN { printf "%.2f", t / hz * 1e9 / (mib * 1048576) }')" \
+		"$(secs "$(least "$p" 3)")"
 done
 echo
 echo "direct, postern: MiB/s of \`ssh ... cat FILE >/dev/null\` (${MIB} MiB, whole ssh process), median of $N;"
 echo "ratio = postern / direct throughput. postern s: CPU seconds (user and system) of postern's process per"
-echo "transfer, median; ns/B: the same per byte. Both legs: the agent leg's cipher is the column's, the"
+echo "transfer, median; ns/B: the same per byte; min s: the least of the samples (other load on a shared"
+echo "machine only adds to a sample's CPU time). Both legs: the agent leg's cipher is the column's, the"
 echo "upstream leg's is postern's own pick (below)."
 up=$(grep '"upstream client connected"' "$work/postern.log" | grep -o '"cipher":"[^"]*","mac":"[^"]*"' | sort -u | tr '\n' ' ')
 echo "upstream leg (postern to the target), from postern's log: ${up:-not logged}"
