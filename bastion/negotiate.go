@@ -23,10 +23,11 @@ import (
 // OpenSSH on aes128-ctr with hmac-sha2-256-etm; offering chacha20-poly1305
 // lands it there; leaving both out locks paramiko out. x/crypto's
 // chacha20 has no assembly on amd64: on the 2-core machine of
-// bench/RESULTS.md, encrypting and decrypting a byte cost 2.8 ns of CPU
-// with AES-GCM, 4.3 with AES-CTR and HMAC-SHA-256, 7.3 with
-// chacha20-poly1305 (BenchmarkCipher), and a 256 MiB `cat` through postern
-// cost it 0.53 s, 0.63 s and 1.22 s with those on the agent leg.
+// bench/RESULTS.md, encrypting and decrypting a byte cost 2.2-3.3 ns of
+// CPU with AES-GCM, 3.3-4.3 with AES-CTR and HMAC-SHA-256, 5.6-7.3 with
+// chacha20-poly1305 (BenchmarkCipher, five runs), and a 256 MiB `cat`
+// through postern cost it 0.49 s, 0.79 s and 1.07 s with those on the
+// agent leg (bench/ciphers.sh, median of 7).
 //
 // So postern reads the client's KEXINIT, which the client sends
 // unprompted right after the identification lines, before x/crypto starts
