@@ -6,7 +6,9 @@
 // allowed work over a pooled upstream SSH connection that uses the sealed
 // key, which the agent never sees. Every outcome is audited.
 //
-// Files by concern: server.go (listener, handshake, auth), admission.go
+// Files by concern: server.go (listener, handshake, auth), negotiate.go
+// (postern's pick of the agent leg's cipher from the client's KEXINIT, and
+// the algorithm orders of both legs), admission.go
 // (which unauthenticated connections may run their handshake, so that a
 // flood cannot keep agents out), ratelimit.go (the per-agent command rate
 // and the slow-down after repeated denials), session.go (session channel

@@ -24,6 +24,15 @@ const (
 	// SSH data packet x/crypto sends (maxPacket), so one read fills one
 	// packet.
 	relayBufferSize = 32 << 10
+
+	// relayGoneWait bounds how long relay waits, after the agent went away
+	// mid-command and relay closed the upstream channel, for the target to
+	// report how the command ended. sshd reports it after the close: the
+	// command's pipes are closed, so it ends at its next write (SIGPIPE),
+	// or at once by SIGHUP when it has a pty. One that neither writes nor
+	// has a pty runs on, as it would after a direct client left; its end is
+	// not waited for.
+	relayGoneWait = 5 * time.Second
 )
 
 // upstreamStart is what startUpstream replays on a fresh upstream session
@@ -86,9 +95,21 @@ type relayResult struct {
 	// BytesIn is agent→target (stdin), BytesOut target→agent (stdout and
 	// stderr), as written to the other side.
 	BytesIn, BytesOut int64
+	// EOW is set when the agent's client said it no longer writes the
+	// command's output (eow@openssh.com: `| head -1` has exited) and relay
+	// passed that on to the target.
+	EOW bool
+	// AgentGone is set when the agent closed the session channel or lost
+	// its connection before the target's command ended. relay then closed
+	// the upstream channel, as the target sees a direct client go, and
+	// waited up to relayGoneWait for the command's end: ExitStatus or
+	// ExitSignal if the target reported it, else Err. The agent is told
+	// nothing; it is gone.
+	AgentGone bool
 	// Err is set when the session did not end with an exit status or
-	// signal from the target: the target was lost, the agent went away, or
-	// ctx ended. down is then still open for the caller.
+	// signal from the target: the target was lost, ctx ended, or the agent
+	// went away and the target reported no end. Unless AgentGone, down is
+	// then still open for the caller.
 	Err error
 }
 
@@ -100,16 +121,27 @@ type exitRequest struct {
 }
 
 // relay copies stdin (down→up) and stdout/stderr (up→down) byte-exactly until
-// the upstream session ends; forwards window-change and signal requests
-// down→up; forwards exit-status and exit-signal up→down; bounded by ctx.
+// the upstream session ends; forwards window-change, signal and
+// eow@openssh.com requests down→up; forwards exit-status and exit-signal
+// up→down; bounded by ctx.
+//
+// What the agent does to its side reaches the target as it would from a
+// direct client: EOF on stdin is sent on as EOF; eow@openssh.com (OpenSSH's
+// client sends it when writing the output failed, `ssh bastion web yes |
+// head -1`) is sent on, so that sshd closes the command's stdout and the
+// command ends by SIGPIPE at its next write; and when the agent closes the
+// channel or its connection ends, relay closes the upstream channel, so that
+// sshd closes the command's pipes or hangs up its pty, as it does when a
+// direct client goes.
 //
 // The contract with the caller:
 //
 //   - relay owns down's reads and downReqs, and up and upReqs, from the call
-//     on. It answers false to agent requests other than window-change and
-//     signal that want a reply, and drains both request channels until they
-//     close, so that neither SSH connection's demultiplexer ever blocks on
-//     them (the upstream connection is pooled and carries other sessions).
+//     on. It answers false to agent requests other than those it forwards,
+//     and drains both request channels until they close, so that neither
+//     SSH connection's demultiplexer ever blocks on them (the upstream
+//     connection is pooled and carries other sessions). downReqs closing
+//     is how relay learns that the agent's channel is gone.
 //   - When the target ends the session with exit-status or exit-signal,
 //     relay waits until stdout and stderr have both been copied to the end
 //     (output that OpenSSH sends after the exit status included), then sends
@@ -118,14 +150,18 @@ type exitRequest struct {
 //     It closes up and waits, at most relayTeardownWait, for both peers to
 //     acknowledge; every goroutine it started has then ended (a peer that
 //     never acknowledges keeps them until its connection closes). Err is
-//     nil, even if the agent has gone away meanwhile.
+//     nil.
+//   - When the agent goes away first (its channel closes, or a write to it
+//     fails), relay closes up at once and waits at most relayGoneWait for
+//     the target's exit-status or exit-signal, which it records but cannot
+//     forward; AgentGone is set, and Err unless the end was reported. down
+//     is closed already; the caller has nothing to tell the agent.
 //   - Otherwise (the target closed the session or was lost without an exit
-//     status, writing
-//     to the agent failed, or ctx ended) relay closes up and returns Err
-//     with down still open: the caller writes the reason to down.Stderr(),
-//     sends exit-status 255 and closes down. The goroutines reading down's
-//     stdin and requests are still running then; they end when down closes,
-//     which is why the caller must close it.
+//     status, or ctx ended) relay closes up and returns Err with down still
+//     open: the caller writes the reason to down.Stderr(), sends exit-status
+//     255 and closes down. The goroutines reading down's stdin and requests
+//     are still running then; they end when down closes, which is why the
+//     caller must close it.
 //
 // relay never closes down's stdin side early: an agent that never sends EOF
 // does not hold the session once the target's command has exited, because
@@ -136,11 +172,13 @@ type exitRequest struct {
 // and byte counts) after the target's command ended and before the agent is
 // told: the caller records the outcome there, so that an agent that saw its
 // command end finds it in the audit log even if postern dies the next
-// instant.
+// instant. It is not called when the agent has gone away.
 func relay(ctx context.Context, down ssh.Channel, downReqs <-chan *ssh.Request, up ssh.Channel, upReqs <-chan *ssh.Request, beforeExit func(relayResult)) relayResult {
 	var bytesIn, bytesOut atomic.Int64
 
-	// Agent → target: stdin, then EOF; window-change and signal requests.
+	// Agent → target: stdin, then EOF; window-change, signal and eow
+	// requests. x/crypto reads EOF both when the agent sends EOF and when
+	// its channel closes; in the second case the close follows at once.
 	stdinDone := make(chan struct{})
 	go func() {
 		defer close(stdinDone)
@@ -151,10 +189,11 @@ func relay(ctx context.Context, down ssh.Channel, downReqs <-chan *ssh.Request, 
 			_ = up.CloseWrite()
 		}
 	}()
+	var eowSent atomic.Bool
 	agentReqsDone := make(chan struct{})
 	go func() {
 		defer close(agentReqsDone)
-		forwardAgentRequests(downReqs, up)
+		forwardAgentRequests(downReqs, up, &eowSent)
 	}()
 
 	// Target → agent: stdout and stderr, concurrently, so that an unread
@@ -174,11 +213,37 @@ func relay(ctx context.Context, down ssh.Channel, downReqs <-chan *ssh.Request, 
 	var (
 		res        relayResult
 		exits      []exitRequest
-		outputsEnd int      // output streams copied to their end
-		reqs       = upReqs // nil once closed, so select skips it
+		outputsEnd int              // output streams copied to their end (or cut off)
+		reqs       = upReqs         // nil once closed, so select skips it
+		agentReqs  = agentReqsDone  // nil once the agent is gone
+		goneTimer  *time.Timer      // runs once the agent is gone
+		goneWait   <-chan time.Time // goneTimer's channel, nil before
 	)
+	agentGone := func() {
+		if res.AgentGone {
+			return
+		}
+		res.AgentGone, agentReqs = true, nil
+		// What sshd sees when a direct client goes: the session channel
+		// closes. It closes the command's pipes (or hangs up its pty) and
+		// still reports the command's end, which is worth waiting for.
+		_ = up.Close()
+		goneTimer = time.NewTimer(relayGoneWait)
+		goneWait = goneTimer.C
+	}
+	defer func() {
+		if goneTimer != nil {
+			goneTimer.Stop()
+		}
+	}()
+	ended := func() bool {
+		if res.AgentGone {
+			return len(exits) > 0 || reqs == nil
+		}
+		return outputsEnd == 2 && (len(exits) > 0 || reqs == nil)
+	}
 loop:
-	for outputsEnd < 2 || (len(exits) == 0 && reqs != nil) {
+	for !ended() {
 		select {
 		case req, ok := <-reqs:
 			if !ok {
@@ -189,39 +254,49 @@ loop:
 				exits = append(exits, ex)
 				continue
 			}
-			if req.Type == "eow@openssh.com" {
-				// OpenSSH's "end of write": the command no longer reads
+			if req.Type == "eow@openssh.com" && !res.AgentGone {
+				// sshd's "end of write": the command no longer reads
 				// stdin. Passing it on lets the agent's client stop sending.
 				if _, err := down.SendRequest(req.Type, false, req.Payload); err != nil {
-					res.Err = fmt.Errorf("bastion: write to agent: %w", err)
-					break loop
+					agentGone()
 				}
 				continue
 			}
 			refuse(req)
 		case err := <-outErrs:
-			if err != nil {
-				res.Err = err
-				break loop
-			}
 			// A command may close its stdout and stderr and run on
 			// (`exec >/dev/null 2>&1; sleep 60; exit 3`), so the end of
 			// output is not the end of the session: wait for the exit
 			// status. The wait is bounded by the upstream connection's
 			// keepalives, which close a dead client and with it upReqs.
 			outputsEnd++
+			if err != nil {
+				// Only a write to the agent fails: its channel is closed.
+				agentGone()
+			}
+		case <-agentReqs:
+			agentGone()
+		case <-goneWait:
+			break loop
 		case <-ctx.Done():
 			res.Err = fmt.Errorf("bastion: relay stopped: %w", ctx.Err())
 			break loop
 		}
 	}
-	if res.Err == nil && len(exits) == 0 {
+	res.EOW = eowSent.Load()
+	switch {
+	case res.Err != nil || len(exits) > 0:
+	case res.AgentGone && reqs == nil:
+		res.Err = errors.New("bastion: the agent went away while the command ran; the target closed the session without reporting the command's end")
+	case res.AgentGone:
+		res.Err = fmt.Errorf("bastion: the agent went away while the command ran; the target did not report the command's end within %v", relayGoneWait)
+	default:
 		res.Err = errors.New("bastion: target ended the session without an exit status (connection lost?)")
 	}
 
 	// The agent is told first: it should not wait for postern's cleanup
 	// of the target's side.
-	if res.Err == nil {
+	if res.Err == nil && !res.AgentGone {
 		if beforeExit != nil {
 			early := res
 			early.BytesIn, early.BytesOut = bytesIn.Load(), bytesOut.Load()
@@ -256,9 +331,16 @@ loop:
 
 	deadline := time.NewTimer(relayTeardownWait)
 	defer deadline.Stop()
-	if res.Err == nil {
+	switch {
+	case res.Err == nil:
 		waitAll(ctx, deadline.C, stdoutDone, stderrDone, upReqsDone, stdinDone, agentReqsDone)
-	} else {
+	case res.AgentGone:
+		// The agent's side is gone, so its goroutines end now. The target
+		// has not closed its side (the command runs on, as after a direct
+		// client left): the copies from it end when it does, or with the
+		// upstream connection.
+		waitAll(ctx, deadline.C, stdinDone, agentReqsDone)
+	default:
 		// down stays open for the caller, so the goroutines reading it
 		// cannot end yet; those on the target's side can.
 		waitAll(ctx, deadline.C, stdoutDone, stderrDone, upReqsDone)
@@ -295,11 +377,13 @@ func exitFromTarget(req *ssh.Request, res *relayResult) (exitRequest, bool) {
 	return exitRequest{name: req.Type, payload: append([]byte(nil), req.Payload...)}, true
 }
 
-// forwardAgentRequests passes the agent's window-change and signal requests
-// on to the target and refuses everything else, until reqs closes. It must
-// drain reqs to the end: an unread request channel blocks the agent's whole
-// connection.
-func forwardAgentRequests(reqs <-chan *ssh.Request, up ssh.Channel) {
+// forwardAgentRequests passes the agent's window-change, signal and
+// eow@openssh.com requests on to the target, as sent (a reply only if the
+// agent wants one, and then the target's), and refuses everything else,
+// until reqs closes. It sets eowSent once an eow has reached the target. It
+// must drain reqs to the end: an unread request channel blocks the agent's
+// whole connection.
+func forwardAgentRequests(reqs <-chan *ssh.Request, up ssh.Channel, eowSent *atomic.Bool) {
 	for req := range reqs {
 		var err error
 		switch req.Type {
@@ -307,6 +391,12 @@ func forwardAgentRequests(reqs <-chan *ssh.Request, up ssh.Channel) {
 			_, err = parseWindowChange(req.Payload)
 		case "signal":
 			_, err = parseSignal(req.Payload)
+		case "eow@openssh.com":
+			// OpenSSH's client sends it, without a reply, when writing the
+			// command's output failed (its reader exited). sshd then
+			// closes the command's stdout, which ends `yes` and `tail -f`
+			// by SIGPIPE; refused, they ran until killed.
+			err = parseEOW(req.Payload)
 		default:
 			err = fmt.Errorf("bastion: %s not allowed during a session", req.Type)
 		}
@@ -315,6 +405,9 @@ func forwardAgentRequests(reqs <-chan *ssh.Request, up ssh.Channel) {
 			continue
 		}
 		ok, err := up.SendRequest(req.Type, req.WantReply, req.Payload)
+		if err == nil && req.Type == "eow@openssh.com" {
+			eowSent.Store(true)
+		}
 		if req.WantReply {
 			// A failed reply means the agent's channel is closing, which
 			// ends this loop when reqs closes.

@@ -922,3 +922,64 @@ func TestRelayContextEnds(t *testing.T) {
 		t.Errorf("stderr: got %q; want the reason", stderr.String())
 	}
 }
+
+// TestRelayAgentClosesChannel: an agent that closes its session channel
+// mid-command (its connection stays) ends the command as closing a direct
+// channel to sshd does: relay closes the upstream channel, sshd closes the
+// command's output, the command ends by SIGPIPE at its next write, and relay
+// reports that end with AgentGone.
+func TestRelayAgentClosesChannel(t *testing.T) {
+	relayLeakCheck(t)
+	h := startRelayHarness(t, testsshd.Options{})
+	c := h.dial(t)
+	ch, reqs, err := c.OpenChannel("session", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ssh.DiscardRequests(reqs)
+	marker := newMarker(t)
+	if ok, err := ch.SendRequest("exec", true, ssh.Marshal(execRequest{Command: "yes " + marker})); err != nil || !ok {
+		t.Fatalf("exec: got %v, %v; want true, nil", ok, err)
+	}
+	if line, err := bufio.NewReader(ch).ReadString('\n'); err != nil || line != marker+"\n" {
+		t.Fatalf("first line: got %q, %v; want %q", line, err, marker+"\n")
+	}
+	if err := ch.Close(); err != nil {
+		t.Fatal(err)
+	}
+	res := h.result(t)
+	if !res.AgentGone || res.Err != nil || res.ExitSignal != "PIPE" || res.ExitStatus != nil {
+		t.Errorf("relay result: agent gone %v, err %v, signal %q, status %v; want true, nil, PIPE, none", res.AgentGone, res.Err, res.ExitSignal, res.ExitStatus)
+	}
+	waitRemoteGone(t, marker)
+}
+
+// TestRelayAgentGoneCommandRunsOn: a command without a pty that neither
+// reads nor writes runs on when the agent goes, as it does after a direct
+// client goes (sshd closes its pipes, which it does not use); relay waits
+// relayGoneWait for an end that does not come and says so.
+func TestRelayAgentGoneCommandRunsOn(t *testing.T) {
+	relayLeakCheck(t)
+	h := startRelayHarness(t, testsshd.Options{})
+	c := h.dial(t)
+	ch, reqs, err := c.OpenChannel("session", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ssh.DiscardRequests(reqs)
+	marker := newMarker(t)
+	if ok, err := ch.SendRequest("exec", true, ssh.Marshal(execRequest{Command: "echo started; sleep 600; echo " + marker})); err != nil || !ok {
+		t.Fatalf("exec: got %v, %v; want true, nil", ok, err)
+	}
+	if line, err := bufio.NewReader(ch).ReadString('\n'); err != nil || line != "started\n" {
+		t.Fatalf("first line: got %q, %v; want %q", line, err, "started\n")
+	}
+	c.Close() // the agent's connection goes
+	res := h.result(t)
+	if !res.AgentGone || res.Err == nil || !strings.Contains(res.Err.Error(), "did not report the command's end within") {
+		t.Errorf("relay result: agent gone %v, err %v; want true and the end not reported", res.AgentGone, res.Err)
+	}
+	if len(processesWith(t, marker)) == 0 {
+		t.Errorf("the remote command ended; want it running on, as after a direct client goes")
+	}
+}

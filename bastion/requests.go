@@ -143,6 +143,15 @@ func parseSignal(payload []byte) (string, error) {
 	return s.Name, nil
 }
 
+// parseEOW checks an "eow@openssh.com" request (OpenSSH's PROTOCOL §2.1):
+// its payload is empty, and sshd disconnects a client that sends more.
+func parseEOW(payload []byte) error {
+	if len(payload) != 0 {
+		return fmt.Errorf("bastion: malformed eow@openssh.com request: %d unexpected bytes", len(payload))
+	}
+	return nil
+}
+
 // exitStatus is the payload of an "exit-status" request (RFC 4254 §6.10).
 type exitStatus struct {
 	Status uint32

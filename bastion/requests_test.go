@@ -26,6 +26,7 @@ func TestRequestsParse(t *testing.T) {
 	signal := func(p []byte) (any, error) { return parseSignal(p) }
 	status := func(p []byte) (any, error) { return parseExitStatus(p) }
 	exitSig := func(p []byte) (any, error) { return parseExitSignal(p) }
+	eow := func(p []byte) (any, error) { return struct{}{}, parseEOW(p) }
 
 	pty := ptyRequest{Term: "xterm-256color", Columns: 100, Rows: 40, Width: 800, Height: 600, Modes: "\x35\x00\x00\x00\x00\x00"}
 	ptyPayload := ssh.Marshal(pty)
@@ -69,6 +70,9 @@ func TestRequestsParse(t *testing.T) {
 
 		{name: "signal", parse: signal, payload: ssh.Marshal(signalRequest{"INT"}), want: "INT"},
 		{name: "signal malformed", parse: signal, payload: []byte{1}, wantErr: true},
+
+		{name: "eow@openssh.com", parse: eow, payload: nil, want: struct{}{}},
+		{name: "eow@openssh.com with a payload", parse: eow, payload: []byte{0}, wantErr: true},
 
 		{name: "exit-status", parse: status, payload: exitStatusPayload(255), want: uint32(255)},
 		{name: "exit-status short", parse: status, payload: []byte{0, 0, 1}, wantErr: true},
@@ -189,6 +193,9 @@ func FuzzParseRequests(f *testing.F) {
 		}
 		if s, err := parseExitStatus(payload); err == nil {
 			roundTrip("exit-status", exitStatus{s})
+		}
+		if err := parseEOW(payload); err == nil && len(payload) != 0 {
+			t.Errorf("eow@openssh.com: got %x accepted; want only an empty payload", payload)
 		}
 		// exit-signal's boolean reads any non-zero byte as true, so it
 		// need not marshal back to the same byte; parsing must not panic.

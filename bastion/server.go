@@ -170,6 +170,28 @@ type Server struct {
 	nextConn atomic.Uint64
 }
 
+// identification is the SSH identification string postern sends agents, and
+// targets as their client. Clients choose protocol behaviour by the software
+// version in it, so it names OpenSSH, whose behaviour postern relays, with
+// "postern" as the comment (the way NetBSD's sshd keeps "OpenSSH_9.9" in
+// front of its own name):
+//
+//   - OpenSSH sends eow@openssh.com only to a peer whose version matches
+//     "OpenSSH*" (compat.c, SSH_NEW_OPENSSH). Under "SSH-2.0-postern" the
+//     agent's ssh never said that `| head -1` had exited, so `ssh bastion
+//     web yes | head -1` ran until killed; and the target's sshd, seeing
+//     x/crypto's "SSH-2.0-Go", never said that a command had closed its
+//     stdin.
+//   - asyncssh and libssh send SFTP SYMLINK's arguments in OpenSSH's order
+//     only to a server whose version names OpenSSH, and libssh reads the
+//     number after "OpenSSH_"; postern forwards SYMLINK as the OpenSSH
+//     target reads it.
+//
+// The number is past every version OpenSSH's compatibility table singles
+// out for a bug workaround (the newest is 7.7), so an OpenSSH peer works
+// around no bug postern does not have.
+const identification = "SSH-2.0-OpenSSH_9.9 postern"
+
 // agentIDExt carries the verified agent's id in ssh.Permissions. It is set
 // only by VerifiedPublicKeyCallback, after the signature was checked: never
 // from PublicKeyCallback, which also answers key queries the client made
@@ -210,15 +232,12 @@ func New(cfg Config) (*Server, error) {
 		MaxAuthTries:              cfg.MaxAuthTries,
 		PublicKeyCallback:         s.publicKeyQuery,
 		VerifiedPublicKeyCallback: s.publicKeyVerified,
-		ServerVersion:             "SSH-2.0-postern",
+		ServerVersion:             identification,
 		BannerCallback:            nil,
 	}
-	// The client's order picks the cipher, and OpenSSH's puts
-	// chacha20-poly1305 first: postern does not offer it, so agents use
-	// AES-GCM, which costs the relay about half the CPU on machines with
-	// AES instructions (a profile of a 256 MiB sftp transfer spent 30% of
-	// postern's CPU in chacha20). The CTR modes stay for old clients.
-	sc.Ciphers = []string{"aes128-gcm@openssh.com", "aes256-gcm@openssh.com", "aes128-ctr", "aes192-ctr", "aes256-ctr"}
+	// The full lists; each connection offers only postern's pick from the
+	// client's KEXINIT (see negotiate.go), or these when it has none.
+	sc.Ciphers, sc.MACs, sc.KeyExchanges = cipherPreference, macPreference, keyExchangePreference
 	sc.AddHostKey(cfg.HostKey)
 	s.ssh = sc
 	return s, nil
@@ -403,7 +422,14 @@ func (s *Server) serveConn(nc net.Conn, hs *handshake, deadline time.Time) {
 	_ = nc.SetDeadline(deadline)
 	bc := newBatchConn(countingReader{nc, &hs.read})
 	defer bc.Close()
-	sconn, chans, reqs, err := ssh.NewServerConn(bc, s.ssh)
+	peekUntil := s.cfg.Now().Add(kexInitWait)
+	if deadline.Before(peekUntil) {
+		peekUntil = deadline
+	}
+	hello := peekClientHello(bc, peekUntil, deadline)
+	cfg := *s.ssh
+	cfg.Ciphers, cfg.MACs = offer(hello.kex)
+	sconn, chans, reqs, err := ssh.NewServerConn(newHelloConn(bc, hello), &cfg)
 	s.adm.done(hs)
 	if err != nil {
 		s.log.Debug().Str("source", sourceOf(nc)).Err(err).Msg("handshake failed")
@@ -426,7 +452,9 @@ func (s *Server) serveConn(nc net.Conn, hs *handshake, deadline time.Time) {
 		return
 	}
 	log := s.log.With().Str("conn_id", ac.id).Str("agent_id", ac.agentID).Logger()
-	log.Info().Str("source", sourceOf(nc)).Str("user", ac.user).Msg("agent connected")
+	algos := negotiated(sconn.Conn)
+	log.Info().Str("source", sourceOf(nc)).Str("user", ac.user).Str("client", string(sconn.ClientVersion())).
+		Str("kex", algos.KeyExchange).Str("cipher", algos.Read.Cipher).Str("mac", algos.Read.MAC).Msg("agent connected")
 	go func() {
 		// Ends the connection's context when the agent goes away, which
 		// ends waits for approval and relays.
@@ -444,6 +472,16 @@ func (s *Server) serveConn(nc net.Conn, hs *handshake, deadline time.Time) {
 	sconn.Close()
 	conns.Wait()
 	log.Info().Msg("agent disconnected")
+}
+
+// negotiated returns the algorithms of c's last key exchange. The cipher
+// and MAC logged are those of the client-to-server direction (clients use
+// the same lists for both; the server-to-client ones are in Write).
+func negotiated(c ssh.Conn) ssh.NegotiatedAlgorithms {
+	if m, ok := c.(ssh.AlgorithmsConnMetadata); ok {
+		return m.Algorithms()
+	}
+	return ssh.NegotiatedAlgorithms{}
 }
 
 // keepalive pings the agent; too many unanswered pings close the connection.
@@ -471,11 +509,22 @@ func (s *Server) keepalive(ac *agentConn) {
 	}
 }
 
-// globalRequests refuses port forwarding and answers keepalives.
+// globalRequests answers the agent's global requests as OpenSSH's sshd
+// does (serverloop.c, server_input_global_request), apart from forwarding,
+// which postern refuses and audits: no-more-sessions@openssh.com succeeds,
+// and everything else fails, keepalive@openssh.com included. A failure is
+// an answer: OpenSSH's client counts any reply to its ServerAliveInterval
+// probe as the server being alive.
+//
+// no-more-sessions is answered but not enforced: sshd then drops a
+// connection that opens another session, but x/crypto hands global
+// requests and channel opens over on separate Go channels, so postern
+// cannot tell which came first, and the client sends it right after
+// opening its one session.
 func (s *Server) globalRequests(ac *agentConn, reqs <-chan *ssh.Request) {
 	for req := range reqs {
 		switch req.Type {
-		case "keepalive@openssh.com", "no-more-sessions@openssh.com":
+		case "no-more-sessions@openssh.com":
 			_ = req.Reply(true, nil)
 		case "tcpip-forward", "cancel-tcpip-forward", "streamlocal-forward@openssh.com", "cancel-streamlocal-forward@openssh.com":
 			s.refuse(ac, "remote port forwarding ("+req.Type+")")

@@ -384,11 +384,15 @@ func (s *Server) run(ac *agentConn, ch ssh.Channel, reqs <-chan *ssh.Request, st
 			code := int(*res.ExitStatus)
 			rec.ExitStatus = &code
 		}
+		rec.Reason = endReason(res)
 	}
 	// A command that ended is audited before the agent learns its exit
-	// status (see relay's beforeExit); one cut short, after.
+	// status (see relay's beforeExit); one cut short, after. The relay runs
+	// under the server's context, not the agent connection's: an agent that
+	// goes away is seen by relay on its channel, and relay then waits for
+	// the target to report how the command ended.
 	audited := false
-	res := relay(ctx, ch, held.release(), up.Channel, up.Requests, func(res relayResult) {
+	res := relay(s.ctx, ch, held.release(), up.Channel, up.Requests, func(res relayResult) {
 		result(res)
 		s.audit(rec, start)
 		audited = true
@@ -397,9 +401,18 @@ func (s *Server) run(ac *agentConn, ch ssh.Channel, reqs <-chan *ssh.Request, st
 		return
 	}
 	result(res)
-	if res.Err != nil {
+	switch {
+	case res.AgentGone:
+		// Nobody is left to tell; the channel is closed already, and
+		// closing it again only makes sure. With the end the target
+		// reported, the row says allowed; without, failed.
+		_ = ch.Close()
+		if res.Err != nil {
+			rec.Outcome, rec.Reason = policy.Failed, res.Err.Error()
+		}
+	case res.Err != nil:
 		// The command was cut short (the target or its connection was
-		// lost, or the agent went away): the row says failed, so that an
+		// lost, or postern is closing): the row says failed, so that an
 		// admin reading the audit does not take it for a run that ended.
 		fmt.Fprintf(stderr, "postern: lost connection to %s: %v\r\n", conn.Alias, res.Err)
 		exitWith(ch, ExitUnreachable)
@@ -408,6 +421,24 @@ func (s *Server) run(ac *agentConn, ch ssh.Channel, reqs <-chan *ssh.Request, st
 		rec.Outcome, rec.Reason = policy.Failed, res.Err.Error()
 	}
 	s.audit(rec, start)
+}
+
+// endReason is the audit reason of a command that ran: how it ended when
+// the exit status does not say it all. The audit row has a column for the
+// exit status only, so a signal is written here ("ended by signal PIPE"),
+// with what the agent did that led to it.
+func endReason(res relayResult) string {
+	var parts []string
+	if res.AgentGone {
+		parts = append(parts, "the agent went away while the command ran")
+	}
+	if res.EOW {
+		parts = append(parts, "the agent stopped reading the output (eow@openssh.com)")
+	}
+	if res.ExitSignal != "" {
+		parts = append(parts, "ended by signal "+res.ExitSignal)
+	}
+	return strings.Join(parts, "; ")
 }
 
 // admitCommand applies the agent's limits before a command is routed and

@@ -64,32 +64,6 @@ const (
 // before reporting the target unreachable.
 const maxDeadClientRetries = 2
 
-// preferredCiphers puts AES-GCM first: with AES-NI it is the cheapest
-// AEAD, and the relay was measured spending about 1.7x the CPU with
-// chacha20-poly1305. The rest keep older targets reachable.
-var preferredCiphers = []string{
-	ssh.CipherAES128GCM,
-	ssh.CipherAES256GCM,
-	ssh.CipherChaCha20Poly1305,
-	ssh.CipherAES128CTR,
-	ssh.CipherAES192CTR,
-	ssh.CipherAES256CTR,
-}
-
-// preferredKeyExchanges puts curve25519 first: a client's first choice wins,
-// and OpenSSH would otherwise pick the slower post-quantum exchange. The
-// rest keep targets without curve25519 (older network gear) reachable.
-var preferredKeyExchanges = []string{
-	ssh.KeyExchangeCurve25519,
-	ssh.KeyExchangeMLKEM768X25519,
-	ssh.KeyExchangeECDHP256,
-	ssh.KeyExchangeECDHP384,
-	ssh.KeyExchangeECDHP521,
-	ssh.KeyExchangeDH14SHA256,
-	ssh.KeyExchangeDH16SHA512,
-	ssh.KeyExchangeDHGEXSHA256,
-}
-
 // ErrPoolClosed is returned by Open after Close.
 var ErrPoolClosed = errors.New("bastion: upstream pool closed")
 
@@ -216,11 +190,12 @@ type client struct {
 	c    *ssh.Client
 	addr string
 
-	sessions  int       // open sessions (and opens in flight)
-	limit     int       // sessions allowed; lowered when the target refuses one
-	idleSince time.Time // when sessions last dropped to zero
-	closing   bool      // evicted or lost: gets no new sessions
-	reason    string    // why it was closed, for the log
+	sessions  int                      // open sessions (and opens in flight)
+	limit     int                      // sessions allowed; lowered when the target refuses one
+	idleSince time.Time                // when sessions last dropped to zero
+	closing   bool                     // evicted or lost: gets no new sessions
+	reason    string                   // why it was closed, for the log
+	algos     ssh.NegotiatedAlgorithms // of the handshake, for the log
 
 	done chan struct{} // closed when the connection has ended
 }
@@ -483,6 +458,7 @@ func (p *Pool) dial(t *target, d *dial, c *store.Connection) {
 	close(d.done)
 	if err == nil {
 		p.opts.Logger.Info().Str("conn_id", c.ID).Str("alias", c.Alias).Str("addr", cl.addr).
+			Str("kex", cl.algos.KeyExchange).Str("cipher", cl.algos.Write.Cipher).Str("mac", cl.algos.Write.MAC).
 			Msg("upstream client connected")
 	}
 }
@@ -524,9 +500,16 @@ func (p *Pool) handshake(c *store.Connection) (*client, error) {
 			return err
 		},
 		HostKeyAlgorithms: hostKeyAlgorithms(pinned),
+		// sshd, too, sends eow@openssh.com only to a client it takes for
+		// OpenSSH (see identification).
+		ClientVersion: identification,
+		// As the client, postern's order decides: the cheapest cipher and
+		// MAC the target has, post-quantum key exchange where it has it
+		// (see negotiate.go).
 		Config: ssh.Config{
-			Ciphers:      preferredCiphers,
-			KeyExchanges: preferredKeyExchanges,
+			Ciphers:      cipherPreference,
+			MACs:         macPreference,
+			KeyExchanges: keyExchangePreference,
 		},
 	}
 
@@ -579,7 +562,7 @@ func (p *Pool) handshake(c *store.Connection) (*client, error) {
 		}
 		return nil, &UnreachableError{Alias: c.Alias, Err: fmt.Errorf("no SSH handshake within %v", p.opts.HandshakeTimeout)}
 	}
-	return &client{c: ssh.NewClient(sc, chans, reqs), addr: addr, done: make(chan struct{})}, nil
+	return &client{c: ssh.NewClient(sc, chans, reqs), addr: addr, algos: negotiated(sc), done: make(chan struct{})}, nil
 }
 
 // logHostKeyChanged says loudly, for the admin, that a target's host key

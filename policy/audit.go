@@ -20,9 +20,12 @@ type Record struct {
 	Class           Class
 	Kind            Kind
 	Outcome         Outcome
-	Reason          string // why it was denied or failed, or the scope it ran under; "" otherwise
-	ApprovalID      string
-	Deciders        []string // admins who approved or denied
+	// Reason says why it was denied or failed, the scope it ran under, or
+	// how an operation that ran ended where ExitStatus cannot say (a
+	// signal, the agent gone); "" otherwise.
+	Reason     string
+	ApprovalID string
+	Deciders   []string // admins who approved or denied
 	// Operation is the exact operation text; Audit redacts it before
 	// storing. Never put the operation's output here.
 	Operation  string
