@@ -198,6 +198,11 @@ const identification = "SSH-2.0-OpenSSH_9.9 postern"
 // without proof (the CVE-2024-45337 pattern).
 const agentIDExt = "postern-agent-id"
 
+// agentNameExt carries the verified agent's name beside its id, for the
+// audit rows postern writes itself (an unknown alias, a refused
+// forwarding), so that filtering the audit by agent shows them.
+const agentNameExt = "postern-agent-name"
+
 // New checks cfg and returns a Server.
 func New(cfg Config) (*Server, error) {
 	if cfg.Store == nil || cfg.Policy == nil || cfg.HostKey == nil {
@@ -260,7 +265,7 @@ func (s *Server) publicKeyVerified(meta ssh.ConnMetadata, key ssh.PublicKey, _ *
 	if err != nil || a.Disabled {
 		return nil, fmt.Errorf("bastion: key %s is not registered or its agent is disabled", ssh.FingerprintSHA256(key))
 	}
-	return &ssh.Permissions{Extensions: map[string]string{agentIDExt: a.ID}}, nil
+	return &ssh.Permissions{Extensions: map[string]string{agentIDExt: a.ID, agentNameExt: a.Name}}, nil
 }
 
 // Serve accepts agents on ln until Shutdown; it returns ErrServerClosed
@@ -348,11 +353,13 @@ func sourceOf(nc net.Conn) string {
 
 // agentConn is one authenticated agent connection.
 type agentConn struct {
-	id      string
-	sconn   *ssh.ServerConn
-	agentID string
-	user    string
-	ctx     context.Context // ends when the connection does
+	id        string
+	sconn     *ssh.ServerConn
+	agentID   string
+	agentName string
+	source    string // the agent's address, host:port
+	user      string
+	ctx       context.Context // ends when the connection does
 	// sessions counts open session channels, bounded by MaxSessionsPerConn.
 	sessions atomic.Int32
 
@@ -439,11 +446,13 @@ func (s *Server) serveConn(nc net.Conn, hs *handshake, deadline time.Time) {
 	ctx, cancel := context.WithCancel(s.ctx)
 	defer cancel()
 	ac := &agentConn{
-		id:      fmt.Sprintf("c%d", s.nextConn.Add(1)),
-		sconn:   sconn,
-		agentID: sconn.Permissions.Extensions[agentIDExt],
-		user:    sconn.User(),
-		ctx:     ctx,
+		id:        fmt.Sprintf("c%d", s.nextConn.Add(1)),
+		sconn:     sconn,
+		agentID:   sconn.Permissions.Extensions[agentIDExt],
+		agentName: sconn.Permissions.Extensions[agentNameExt],
+		source:    nc.RemoteAddr().String(),
+		user:      sconn.User(),
+		ctx:       ctx,
 	}
 	if ac.agentID == "" {
 		// Cannot happen: authentication only succeeds through
@@ -563,12 +572,14 @@ func (s *Server) newChannel(ac *agentConn, nch ssh.NewChannel) {
 func (s *Server) refuse(ac *agentConn, what string) {
 	s.log.Info().Str("conn_id", ac.id).Str("agent_id", ac.agentID).Str("decision", "denied").Str("what", what).Msg("refused")
 	_, err := s.cfg.Policy.Audit(s.ctx, policy.Record{
-		AgentID:   ac.agentID,
-		Class:     policy.Destructive,
-		Kind:      policy.Exec,
-		Outcome:   policy.Denied,
-		Reason:    what + " is refused by postern",
-		Operation: what,
+		AgentID:    ac.agentID,
+		AgentName:  ac.agentName,
+		SourceAddr: ac.source,
+		Class:      policy.Destructive,
+		Kind:       policy.Exec,
+		Outcome:    policy.Denied,
+		Reason:     what + " is refused by postern",
+		Operation:  what,
 	})
 	if err != nil {
 		s.log.Error().Err(err).Msg("audit failed")

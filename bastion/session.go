@@ -40,7 +40,18 @@ const maxSessionEnv = 32
 type sessionState struct {
 	env    []envVar
 	ptyReq []byte
+	// agentReason is the agent's POSTERN_REASON: what it says the command
+	// is for. It goes to the admin and the audit log, never the target.
+	agentReason string
 }
+
+// reasonEnv is the variable an agent sets (ssh -o SetEnv or SendEnv) to
+// tell the admin why it runs a command.
+const reasonEnv = "POSTERN_REASON"
+
+// maxReasonEnv bounds the POSTERN_REASON kept from the wire; policy cuts
+// what it shows and audits shorter still (policy.MaxAgentReason).
+const maxReasonEnv = 4 << 10
 
 // setEnv keeps e for the command: a name sent again replaces its value, a
 // new name is kept while fewer than maxSessionEnv are. It reports whether
@@ -83,6 +94,14 @@ func (s *Server) session(ac *agentConn, nch ssh.NewChannel) {
 		switch req.Type {
 		case "env":
 			e, err := parseEnv(req.Payload)
+			if err == nil && e.Name == reasonEnv {
+				st.agentReason = e.Value
+				if len(st.agentReason) > maxReasonEnv {
+					st.agentReason = st.agentReason[:maxReasonEnv]
+				}
+				replyIf(req, true)
+				continue
+			}
 			replyIf(req, err == nil && envAllowed(e.Name) && st.setEnv(e))
 		case "pty-req":
 			if _, _, err := parsePtyReq(req.Payload); err != nil {
@@ -232,197 +251,6 @@ func helpText(grants []store.Grant) string {
 	return b.String()
 }
 
-// run routes, classifies, decides and relays one command (or an interactive
-// shell), and audits the outcome. It owns ch and closes it.
-func (s *Server) run(ac *agentConn, ch ssh.Channel, reqs <-chan *ssh.Request, st sessionState, cmd string, shell bool) {
-	// The agent's requests are taken off x/crypto's queue at once: left
-	// there during an approval wait, more than its 16 slots of them
-	// (window changes) would stall every channel of the agent's connection.
-	held := holdRequests(reqs)
-	ctx := ac.ctx
-	start := s.cfg.Now()
-	stderr := ch.Stderr()
-	key := requestKey(ac.user, cmd, shell)
-	if !s.admitCommand(ac, ch, policy.Exec, cmd, shell, key, start) {
-		go discard(held.release())
-		return
-	}
-	r, msg, code, ok, err := s.route(ac, cmd, shell)
-	if err != nil {
-		fmt.Fprintf(stderr, "postern: cannot read your grants; try again\r\n")
-		s.log.Error().Err(err).Str("conn_id", ac.id).Msg("grants")
-		go discard(held.release())
-		exitWith(ch, ExitUnreachable)
-		return
-	}
-	if !ok {
-		go discard(held.release())
-		s.limits.record(ac.agentID, key, code != 0)
-		if code == 0 {
-			_, _ = io.WriteString(ch, crlf(msg, st.ptyReq != nil))
-		} else {
-			_, _ = io.WriteString(stderr, crlf(msg, st.ptyReq != nil))
-			// An unknown alias is an outcome too: audit what was asked.
-			class, _ := s.classify(route{command: cmd, shell: shell}, nil)
-			s.audit(policy.Record{AgentID: ac.agentID, Class: class, Kind: policy.Exec, Outcome: policy.Denied,
-				Reason: strings.TrimSpace(strings.TrimPrefix(msg, "postern: ")), Operation: cmd}, start)
-		}
-		exitWith(ch, code)
-		return
-	}
-	conn, err := ac.connection(ctx, s.cfg.Store, r.grant.ConnectionID)
-	if err != nil {
-		go discard(held.release())
-		fmt.Fprintf(stderr, "postern: unknown alias %q\r\n", r.grant.Alias)
-		exitWith(ch, ExitUsage)
-		return
-	}
-
-	// When the grant allows the class, the upstream channel opens while the
-	// policy decides and journals (see openAhead); it is taken once the
-	// command is allowed, and abandoned on every other way out.
-	var ahead *openAhead
-	abandonAhead := func() {
-		if ahead != nil {
-			ahead.abandon()
-			ahead = nil
-		}
-	}
-	defer abandonAhead()
-	var (
-		class   policy.Class
-		reasons string
-		auth    policy.Authorization
-		rec     policy.Record
-	)
-	decide := func() {
-		class, reasons = s.classify(r, conn)
-		if allowedByGrant(r.grant, class) {
-			ahead = s.startOpenAhead(ctx, conn)
-		}
-		op := policy.Operation{
-			AgentID:              ac.agentID,
-			ConnectionID:         conn.ID,
-			ConnectionAlias:      conn.Alias,
-			ConnectionModifiedAt: conn.ModifiedAt,
-			Class:                class,
-			Kind:                 policy.Exec,
-			Text:                 opText(r),
-		}
-		// If the grant changed to ask since it was cached, no channel is
-		// held open for the target while an admin decides.
-		auth, rec, err = s.authorize(ctx, op, stderr, reasons, abandonAhead)
-	}
-	decide()
-	if errors.Is(err, policy.ErrConnectionChanged) {
-		// The row was a copy kept from an earlier session and has changed
-		// since: classify and decide again with the stored row, once (a row
-		// that changes again meanwhile refuses the command).
-		abandonAhead()
-		ac.forgetConnection(conn.ID)
-		if fresh, ferr := ac.connection(ctx, s.cfg.Store, conn.ID); ferr == nil {
-			conn = fresh
-			decide()
-		}
-	}
-	log := s.log.With().Str("conn_id", ac.id).Str("agent_id", ac.agentID).Str("alias", conn.Alias).Str("class", string(class)).Logger()
-
-	if err != nil {
-		go discard(held.release())
-		rec.Reason = err.Error()
-		var de *policy.DeniedError
-		switch {
-		case errors.As(err, &de) && de.NoGrant:
-			s.limits.record(ac.agentID, key, true)
-			fmt.Fprintf(stderr, "postern: unknown alias %q\r\n", conn.Alias)
-			s.audit(rec, start)
-			exitWith(ch, ExitUsage)
-			return
-		case errors.Is(err, policy.ErrExpired):
-			fmt.Fprintf(stderr, "postern: approval expired, nothing ran: %s on %s (%s)\r\n", class, conn.Alias, reasons)
-		case s.waits.Err() != nil && auth.Approval != nil:
-			fmt.Fprintf(stderr, "postern: shutting down; nothing ran. Request %s stays pending: once it is approved, send the same command again\r\n", auth.Approval.ID)
-		case errors.Is(err, policy.ErrDenied):
-			s.limits.record(ac.agentID, key, true)
-			fmt.Fprintf(stderr, "postern: denied, nothing ran: %s on %s (%s): %s\r\n", class, conn.Alias, reasons, denialReason(err))
-		default:
-			fmt.Fprintf(stderr, "postern: refused, nothing ran: %s on %s: %v\r\n", class, conn.Alias, err)
-		}
-		log.Info().Str("decision", string(auth.Outcome)).Msg("refused")
-		s.audit(rec, start)
-		exitWith(ch, ExitRefused)
-		return
-	}
-	log.Info().Str("decision", string(auth.Outcome)).Msg("allowed")
-	s.limits.record(ac.agentID, key, false)
-
-	var up *UpstreamSession
-	if ahead != nil {
-		up, err = ahead.take()
-		ahead = nil
-	} else {
-		up, err = s.pool.Open(ctx, conn)
-	}
-	if err != nil {
-		go discard(held.release())
-		s.unreachable(ch, conn.Alias, err)
-		rec.Outcome, rec.Reason = policy.Failed, err.Error()
-		s.audit(rec, start)
-		return
-	}
-	defer up.Close()
-	if err := startUpstream(up.Channel, upstreamStart{Env: st.env, PtyReq: st.ptyReq, Command: r.command}); err != nil {
-		go discard(held.release())
-		s.unreachable(ch, conn.Alias, err)
-		rec.Outcome, rec.Reason = policy.Failed, err.Error()
-		s.audit(rec, start)
-		return
-	}
-	result := func(res relayResult) {
-		rec.BytesIn, rec.BytesOut = res.BytesIn, res.BytesOut
-		if res.ExitStatus != nil {
-			code := int(*res.ExitStatus)
-			rec.ExitStatus = &code
-		}
-		rec.Reason = endReason(res)
-	}
-	// A command that ended is audited before the agent learns its exit
-	// status (see relay's beforeExit); one cut short, after. The relay runs
-	// under the server's context, not the agent connection's: an agent that
-	// goes away is seen by relay on its channel, and relay then waits for
-	// the target to report how the command ended.
-	audited := false
-	res := relay(s.ctx, ch, held.release(), up.Channel, up.Requests, func(res relayResult) {
-		result(res)
-		s.audit(rec, start)
-		audited = true
-	})
-	if audited {
-		return
-	}
-	result(res)
-	switch {
-	case res.AgentGone:
-		// Nobody is left to tell; the channel is closed already, and
-		// closing it again only makes sure. With the end the target
-		// reported, the row says allowed; without, failed.
-		_ = ch.Close()
-		if res.Err != nil {
-			rec.Outcome, rec.Reason = policy.Failed, res.Err.Error()
-		}
-	case res.Err != nil:
-		// The command was cut short (the target or its connection was
-		// lost, or postern is closing): the row says failed, so that an
-		// admin reading the audit does not take it for a run that ended.
-		fmt.Fprintf(stderr, "postern: lost connection to %s: %v\r\n", conn.Alias, res.Err)
-		exitWith(ch, ExitUnreachable)
-		lost := ExitUnreachable
-		rec.ExitStatus = &lost
-		rec.Outcome, rec.Reason = policy.Failed, res.Err.Error()
-	}
-	s.audit(rec, start)
-}
-
 // endReason is the audit reason of a command that ran: how it ended when
 // the exit status does not say it all. The audit row has a column for the
 // exit status only, so a signal is written here ("ended by signal PIPE"),
@@ -478,7 +306,8 @@ func (s *Server) refuseRateLimited(ac *agentConn, ch ssh.Channel, kind policy.Ki
 	fmt.Fprintf(ch.Stderr(), "postern: rate limited: an agent may start %g commands per second (%d at once); nothing ran; retry in %v\r\n",
 		s.cfg.CommandRate, s.cfg.CommandBurst, retry.Round(time.Millisecond))
 	s.log.Info().Str("conn_id", ac.id).Str("agent_id", ac.agentID).Str("decision", string(policy.Denied)).Msg("rate limited")
-	rec := policy.Record{AgentID: ac.agentID, Class: policy.Read, Kind: kind, Outcome: policy.Denied, Reason: "rate limited", Operation: cmd}
+	rec := policy.Record{AgentID: ac.agentID, AgentName: ac.agentName, SourceAddr: ac.source, Class: policy.Read, Kind: kind,
+		Outcome: policy.Denied, Reason: "rate limited", Operation: cmd}
 	if kind == policy.Exec {
 		r := route{command: cmd, shell: shell}
 		if rr, _, _, found, err := s.route(ac, cmd, shell); err == nil && found {
@@ -522,30 +351,45 @@ func (s *Server) authorize(ctx context.Context, op policy.Operation, stderr io.W
 }
 
 // classify returns the operation's class and the reasons in one line.
+func (s *Server) classify(r route, conn *store.Connection) (policy.Class, string) {
+	c, why, _ := s.classifyExec(r, conn)
+	return c, why
+}
+
+// classifyExec returns the operation's class, the reasons in one line, and,
+// when the classifier refused the command outright (shellclass's
+// Unreviewable: too long, a NUL byte, nested too deep), why nobody can
+// review it: such a command is denied, never sent to a person.
 //
 // The connection's recipe (the one it was made from, else the one whose
 // host pattern matches most specifically) gives the shell dialect and its
 // rules; with none, the built-in bash rules apply.
-func (s *Server) classify(r route, conn *store.Connection) (policy.Class, string) {
+func (s *Server) classifyExec(r route, conn *store.Connection) (class policy.Class, reasons, refusal string) {
 	if r.shell {
-		return policy.Destructive, "an interactive shell cannot be classified"
+		return policy.Destructive, "an interactive shell cannot be classified", ""
 	}
 	res := shellclass.Classify(r.command, s.recipeFor(conn).Options())
 	c, err := policy.ParseClass(res.Class.String())
 	if err != nil {
-		return policy.Destructive, "unknown class"
+		return policy.Destructive, "unknown class", ""
 	}
-	var why []string
+	if res.Unreviewable {
+		refusal = "the classifier refused the command outright"
+		if len(res.Reasons) > 0 {
+			refusal += " (" + res.Reasons[0].Why + ")"
+		}
+	}
+	var whys []string
 	for _, rs := range res.Reasons {
-		why = append(why, rs.Why)
-		if len(why) == 3 {
+		whys = append(whys, rs.Why)
+		if len(whys) == 3 {
 			break
 		}
 	}
-	if len(why) == 0 {
-		return c, "read-only command"
+	if len(whys) == 0 {
+		return c, "read-only command", refusal
 	}
-	return c, strings.Join(why, "; ")
+	return c, strings.Join(whys, "; "), refusal
 }
 
 // recipeFor returns the recipe of conn, or nil for the built-in rules.

@@ -83,6 +83,13 @@ type Result struct {
 	// Reasons holds the parts whose class equals Class, in source order. It is
 	// empty for a read result: nothing raised it.
 	Reasons []Reason `json:"reasons"`
+	// Unreviewable is set when the classifier refused the string without
+	// reading it whole: a NUL byte, longer than MaxLength, nested deeper
+	// than MaxDepth, more re-parsing than the work limit allows, or a
+	// failure of the classifier itself. Class is then Destructive, and
+	// nobody could review the command either: the bastion denies it
+	// instead of asking a person.
+	Unreviewable bool `json:"unreviewable,omitempty"`
 }
 
 // Dialect is the shell that will run the string on the target.

@@ -213,3 +213,31 @@ func TestNoShellDialect(t *testing.T) {
 		t.Errorf("ParseDialect(none) = %v, %v; want None", d, err)
 	}
 }
+
+// TestUnreviewable: the limits that stop the classifier from reading a
+// string whole mark it unreviewable; a parse error or any rule does not.
+func TestUnreviewable(t *testing.T) {
+	tests := []struct {
+		name string
+		cmd  string
+		want bool
+	}{
+		{"plain read", "ls -la", false},
+		{"destructive", "rm -rf /tmp/x", false},
+		{"parse error", "echo 'unterminated", false},
+		{"NUL byte", "ls\x00rm", true},
+		{"over the length limit", "echo " + strings.Repeat("a", DefaultMaxLength), true},
+		{"nested deeper than the limit", strings.Repeat("$(", DefaultMaxDepth+2) + "ls" + strings.Repeat(")", DefaultMaxDepth+2), true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Classify(tc.cmd, Options{})
+			if got.Unreviewable != tc.want {
+				t.Errorf("Classify(%.40q).Unreviewable = %v; want %v (class %v, reasons %v)", tc.cmd, got.Unreviewable, tc.want, got.Class, got.Reasons)
+			}
+			if got.Unreviewable && got.Class != Destructive {
+				t.Errorf("unreviewable with class %v; want destructive", got.Class)
+			}
+		})
+	}
+}

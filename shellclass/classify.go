@@ -16,7 +16,7 @@ func Classify(cmd string, opts Options) (res Result) {
 		// A bug here must not take the bastion down, and must never let a
 		// command through as read: fail closed, with the reason.
 		if r := recover(); r != nil {
-			res = Result{Class: Destructive, Reasons: []Reason{{Span: cmd, Class: Destructive, Why: whyPanic}}}
+			res = Result{Class: Destructive, Reasons: []Reason{{Span: cmd, Class: Destructive, Why: whyPanic}}, Unreviewable: true}
 		}
 	}()
 	c := &classifier{opts: opts, top: cmd}
@@ -67,6 +67,8 @@ type classifier struct {
 	// single is the one simple command of a string that is nothing else, for
 	// a recipe's exact read commands.
 	single []string
+	// unreviewable: a limit stopped the classifier (Result.Unreviewable).
+	unreviewable bool
 }
 
 type varDef struct {
@@ -91,10 +93,12 @@ type scope struct {
 func (c *classifier) run() {
 	if strings.IndexByte(c.top, 0) >= 0 {
 		c.raiseAt(c.top, 0, Destructive, "command contains a NUL byte")
+		c.unreviewable = true
 		return
 	}
 	if len(c.top) > c.opts.maxLength() {
 		c.raiseAt("", 0, Destructive, fmt.Sprintf("command is %d bytes, longer than the limit of %d", len(c.top), c.opts.maxLength()))
+		c.unreviewable = true
 		return
 	}
 	if c.opts.Dialect == None {
@@ -130,6 +134,7 @@ func (c *classifier) parse(sc *scope) (f *syntax.File, ok bool) {
 	c.parsed += len(sc.src)
 	if c.parsed > c.parseBudget() {
 		c.raiseAt(sc.src, sc.outer, Destructive, "nested strings re-parse more than the work limit allows")
+		c.unreviewable = true
 		return nil, false
 	}
 	defer func() {
@@ -158,6 +163,7 @@ func (c *classifier) nested(parent *scope, node syntax.Node, src string, depth i
 	}
 	if depth+1 > c.opts.maxDepth() {
 		c.raiseAt(src, off, Destructive, "nesting deeper than the limit")
+		c.unreviewable = true
 		return
 	}
 	sc := &scope{src: src, outer: off, depth: depth + 1}
@@ -206,7 +212,7 @@ func (c *classifier) raiseAt(span string, off int, cls Class, why string) {
 }
 
 func (c *classifier) result() Result {
-	r := Result{Class: c.class, Reasons: []Reason{}}
+	r := Result{Class: c.class, Reasons: []Reason{}, Unreviewable: c.unreviewable}
 	if c.class == Write && c.opts.Hook != nil && c.single != nil && c.opts.Hook.ExactRead(c.single) {
 		r.Class = Read // the recipe's exact read, and nothing else in the string
 		return r
@@ -270,6 +276,7 @@ func (c *classifier) stmt(sc *scope, st *syntax.Stmt, depth int) {
 	}
 	if depth > c.opts.maxDepth() {
 		c.raise(sc, st, Destructive, "nesting deeper than the limit")
+		c.unreviewable = true
 		return
 	}
 	for _, r := range st.Redirs {
@@ -433,6 +440,7 @@ func (c *classifier) word(sc *scope, w *syntax.Word, depth int) {
 func (c *classifier) wordPart(sc *scope, p syntax.WordPart, depth int) {
 	if depth > c.opts.maxDepth() {
 		c.raise(sc, p, Destructive, "nesting deeper than the limit")
+		c.unreviewable = true
 		return
 	}
 	switch x := p.(type) {
@@ -485,6 +493,7 @@ func (c *classifier) arith(sc *scope, e syntax.ArithmExpr, depth int) {
 	}
 	if depth > c.opts.maxDepth() {
 		c.raise(sc, e, Destructive, "nesting deeper than the limit")
+		c.unreviewable = true
 		return
 	}
 	switch x := e.(type) {
@@ -595,6 +604,7 @@ func (c *classifier) test(sc *scope, e syntax.TestExpr, depth int) {
 	}
 	if depth > c.opts.maxDepth() {
 		c.raise(sc, e, Destructive, "nesting deeper than the limit")
+		c.unreviewable = true
 		return
 	}
 	switch x := e.(type) {
