@@ -55,6 +55,10 @@ type classifier struct {
 	// loopVars counts the enclosing C-style for loops whose init assigns the
 	// name a number, which makes it a number in the loop.
 	loopVars map[string]int
+	// ifsSet is set when IFS is bound anywhere in the string, nested strings
+	// included: splitting a resolved `$X` by the default IFS is then
+	// unsafe.
+	ifsSet bool
 	// inNested is set while a nested string is classified: positions there
 	// are not comparable with top-level assignments.
 	inNested bool
@@ -140,13 +144,63 @@ func (c *classifier) parse(sc *scope) (f *syntax.File, ok bool) {
 			f, ok = nil, false
 		}
 	}()
-	f, err := c.parser().Parse(strings.NewReader(sc.src), "")
+	text, stand, ok := hideCR(sc.src)
+	if !ok {
+		c.raiseAt(sc.src, sc.outer, Destructive, "command holds a carriage return and every other control byte; refusing to guess how bash splits it")
+		return nil, false
+	}
+	f, err := c.parser().Parse(strings.NewReader(text), "")
 	if err != nil {
 		msg := err.Error()
 		c.raiseAt(sc.src, sc.outer, Destructive, "could not parse ("+msg+"); bash may accept what the parser rejects")
 		return nil, false
 	}
+	if stand != 0 {
+		restoreCR(f, stand)
+	}
 	return f, true
+}
+
+// crStandIns are control bytes that both bash and mvdan.cc/sh keep inside a
+// word as ordinary bytes.
+const crStandIns = "\x01\x02\x03\x04\x05\x06\x07\x08\x0e\x0f\x10\x11\x12\x13\x14\x15\x16\x17\x18\x19\x1a\x1b\x1c\x1d\x1e\x1f"
+
+// hideCR prepares src for the parser. mvdan.cc/sh's lexer treats a carriage
+// return as a blank between words and drops one before a newline; bash
+// treats it as an ordinary byte of the word (`ls<CR>rm` is one word, one
+// unknown program). So every CR is replaced by a control byte that src does
+// not contain and that the parser keeps inside words, as bash keeps the CR;
+// restoreCR puts the CRs back into the tree. The replacement is byte for
+// byte, so offsets into src stay right. stand is 0 when src has no CR; ok is
+// false when no stand-in byte is free.
+func hideCR(src string) (text string, stand byte, ok bool) {
+	if strings.IndexByte(src, '\r') < 0 {
+		return src, 0, true
+	}
+	for i := 0; i < len(crStandIns); i++ {
+		if b := crStandIns[i]; strings.IndexByte(src, b) < 0 {
+			return strings.ReplaceAll(src, "\r", string(b)), b, true
+		}
+	}
+	return "", 0, false
+}
+
+// restoreCR turns the stand-in byte back into CR in every literal of f.
+func restoreCR(f *syntax.File, stand byte) {
+	put := func(s string) string { return strings.ReplaceAll(s, string(stand), "\r") }
+	syntax.Walk(f, func(n syntax.Node) bool {
+		switch x := n.(type) {
+		case *syntax.Lit:
+			x.Value = put(x.Value)
+		case *syntax.SglQuoted:
+			x.Value = put(x.Value)
+		case *syntax.DeclClause:
+			if x.Variant != nil {
+				x.Variant.Value = put(x.Variant.Value)
+			}
+		}
+		return true
+	})
 }
 
 // nested parses and classifies a string the target will run as shell code:
@@ -198,11 +252,30 @@ func (c *classifier) raiseAt(span string, off int, cls Class, why string) {
 		return
 	}
 	c.kept[cls]++
+	why = escapeControls(why)
 	const maxSpan = 200
 	if len(span) > maxSpan {
 		span = span[:maxSpan] + "…"
 	}
 	c.reasons = append(c.reasons, Reason{Span: span, Offset: off, Class: cls, Why: why})
+}
+
+// escapeControls shows control bytes in a reason as \xNN: the reason names
+// words that may hold them (`ls<CR>rm`), and is read on a terminal and a web
+// page, where a raw CR or ESC would hide what precedes it.
+func escapeControls(s string) string {
+	if strings.IndexFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f }) < 0 {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if ch := s[i]; ch < 0x20 || ch == 0x7f {
+			fmt.Fprintf(&b, "\\x%02x", ch)
+			continue
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }
 
 func (c *classifier) result() Result {

@@ -120,8 +120,17 @@ func (c *classifier) resolveName(v value) ([]value, string, bool) {
 	if quoted {
 		return []value{{s: val, known: true}}, pe.Param.Value, true
 	}
-	fields := strings.Fields(val)
-	if len(fields) == 0 || strings.ContainsAny(val, "*?[") {
+	// Unquoted, the value is split into fields by IFS: the default one, or
+	// the literal value IFS was assigned once, before this word, at the top
+	// level. Any other binding of IFS leaves the split unknown.
+	ifs := defaultIFS
+	if c.ifsSet {
+		if ifs, ok = c.lookupVar("IFS", v.word); !ok {
+			return nil, "", false
+		}
+	}
+	fields, ok := ifsSplit(val, ifs)
+	if !ok || len(fields) == 0 || strings.ContainsAny(val, "*?[") {
 		return nil, "", false
 	}
 	out := make([]value, len(fields))

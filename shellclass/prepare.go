@@ -70,6 +70,9 @@ func (c *classifier) prepareNested(f *syntax.File) {
 // arithBind for arithmetic assignments) and commands that can set
 // variables opaquely.
 func (c *classifier) collect(f *syntax.File, strBind func(string), arithBind func(string), opaque func()) {
+	str, arith := strBind, arithBind
+	strBind = func(name string) { c.noteBinding(name); str(name) }
+	arithBind = func(name string) { c.noteBinding(name); arith(name) }
 	syntax.Walk(f, func(n syntax.Node) bool {
 		switch x := n.(type) {
 		case *syntax.FuncDecl:
@@ -139,5 +142,14 @@ func (c *classifier) collectAlias(x *syntax.CallExpr) {
 		if name, val, ok := strings.Cut(v.s, "="); ok && name != "" {
 			c.aliases[name] = aliasDef{value: val, known: true}
 		}
+	}
+}
+
+// noteBinding records what a binding of name anywhere in the string means
+// for the whole string, wherever it stands: any assignment to IFS changes
+// how an unquoted `$X` in command position splits.
+func (c *classifier) noteBinding(name string) {
+	if name == "IFS" {
+		c.ifsSet = true
 	}
 }
