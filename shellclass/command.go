@@ -28,7 +28,7 @@ func (c *classifier) raiseCall(cl *cmdCall, cls Class, why string) {
 // substitutions, then the command itself.
 func (c *classifier) call(sc *scope, x *syntax.CallExpr, redirs []*syntax.Redirect, depth int) {
 	for _, a := range x.Assigns {
-		c.assign(sc, a, false, depth)
+		c.assign(sc, a, depth)
 	}
 	if len(x.Args) == 0 {
 		return

@@ -101,6 +101,8 @@ type opt struct {
 	name   string
 	val    string
 	hasVal bool
+	// dynamic is set when the value is a word known only at run time.
+	dynamic bool
 }
 
 // parsed is the result of reading a command's arguments against its spec.
@@ -124,6 +126,20 @@ func (p *parsed) has(names ...string) bool {
 		}
 	}
 	return false
+}
+
+// optValues returns the values of the named options as values, known or
+// not.
+func (p *parsed) optValues(names ...string) []value {
+	var out []value
+	for _, o := range p.opts {
+		for _, n := range names {
+			if o.name == n {
+				out = append(out, value{s: o.val, known: !o.dynamic, why: "option value known only at run time"})
+			}
+		}
+	}
+	return out
 }
 
 func (p *parsed) values(names ...string) []string {
@@ -201,7 +217,7 @@ func (s *optScanner) long(arg string) {
 		s.p.setBad(arg)
 		return
 	case kind == reqArg && !hasVal:
-		if o.val, o.hasVal = s.takeValue(); !o.hasVal {
+		if o.val, o.hasVal, o.dynamic = s.takeValue(); !o.hasVal {
 			s.p.setBad(arg + " (missing value)")
 			return
 		}
@@ -227,7 +243,7 @@ func (s *optScanner) shorts(arg string) {
 			// The rest of the bundle is the value, or else the next word.
 			if j+1 < len(arg) {
 				o.val, o.hasVal = arg[j+1:], true
-			} else if o.val, o.hasVal = s.takeValue(); !o.hasVal {
+			} else if o.val, o.hasVal, o.dynamic = s.takeValue(); !o.hasVal {
 				s.p.setBad(arg + " (missing value)")
 			}
 			s.p.opts = append(s.p.opts, o)
@@ -237,15 +253,16 @@ func (s *optScanner) shorts(arg string) {
 	}
 }
 
-// takeValue consumes the next argument as an option's value.
-func (s *optScanner) takeValue() (string, bool) {
+// takeValue consumes the next argument as an option's value; dynamic is
+// set when that word is known only at run time.
+func (s *optScanner) takeValue() (val string, ok, dynamic bool) {
 	if s.i >= len(s.args) {
-		return "", false
+		return "", false, false
 	}
 	v := s.args[s.i]
 	s.i++
 	s.p.noteDynamic(v)
-	return v.s, true
+	return v.s, true, !v.known
 }
 
 // operandsFrom keeps every argument from index i on as an operand.

@@ -30,6 +30,7 @@ func (c *classifier) prepare(f *syntax.File) {
 	}, func(name string) {
 		assigns[name]++
 	}, func() { noResolve = true })
+	c.integerInits(f)
 	if noResolve {
 		return
 	}
@@ -85,13 +86,16 @@ func (c *classifier) collect(f *syntax.File, strBind func(string), arithBind fun
 		case *syntax.Assign:
 			if x.Name != nil {
 				strBind(x.Name.Value)
+				if x.Array != nil || x.Index != nil {
+					c.attrs.array[x.Name.Value] = true
+				}
 			}
 		case *syntax.WordIter:
 			if x.Name != nil {
 				strBind(x.Name.Value)
 			}
 		case *syntax.ParamExp:
-			if x.Exp != nil && x.Param != nil {
+			if x.Exp != nil && x.Param != nil && (x.Exp.Op == syntax.AssignUnset || x.Exp.Op == syntax.AssignUnsetOrNull) {
 				strBind(x.Param.Value) // ${X:=v} assigns
 			}
 		case *syntax.BinaryArithm:
@@ -102,7 +106,10 @@ func (c *classifier) collect(f *syntax.File, strBind func(string), arithBind fun
 			if w, ok := x.X.(*syntax.Word); ok && (x.Op == syntax.Inc || x.Op == syntax.Dec) {
 				arithBind(w.Lit())
 			}
-		case *syntax.DeclClause, *syntax.LetClause, *syntax.CoprocClause:
+		case *syntax.DeclClause:
+			c.noteAttributes(declArgs(x, c.opts.Dialect))
+			opaque()
+		case *syntax.LetClause, *syntax.CoprocClause:
 			opaque()
 		case *syntax.CallExpr:
 			for _, w := range x.Args {
@@ -115,9 +122,26 @@ func (c *classifier) collect(f *syntax.File, strBind func(string), arithBind fun
 				}
 			}
 			c.collectAlias(x)
+			c.collectArrays(x)
 		}
 		return true
 	})
+}
+
+// collectArrays records the names that read, mapfile and readarray may make
+// arrays: every literal argument of theirs, to be safe.
+func (c *classifier) collectArrays(x *syntax.CallExpr) {
+	if len(x.Args) < 2 {
+		return
+	}
+	switch wordValue(x.Args[0], c.opts.Dialect).s {
+	case "read", "mapfile", "readarray":
+		for _, w := range x.Args[1:] {
+			if v := wordValue(w, c.opts.Dialect); v.known {
+				c.attrs.array[baseName(v.s)] = true
+			}
+		}
+	}
 }
 
 // collectAlias records `alias name=value` definitions.
@@ -151,5 +175,25 @@ func (c *classifier) collectAlias(x *syntax.CallExpr) {
 func (c *classifier) noteBinding(name string) {
 	if name == "IFS" {
 		c.ifsSet = true
+	}
+}
+
+// integerInits records the names that a top-level statement declares with
+// the integer attribute and a number (`declare -i n=0`), for numericVar.
+func (c *classifier) integerInits(f *syntax.File) {
+	for _, st := range f.Stmts {
+		d, ok := st.Cmd.(*syntax.DeclClause)
+		if !ok || st.Background || st.Negated {
+			continue
+		}
+		args := declArgs(d, c.opts.Dialect)
+		if !strings.ContainsRune(declFlags(args), 'i') {
+			continue
+		}
+		for _, a := range args {
+			if a.flags == "" && !a.dynamic && a.hasValue && a.array == nil && inertValue(a.value) && isName(a.name) {
+				c.attrs.intInit[a.name] = int(st.End().Offset())
+			}
+		}
 	}
 }

@@ -74,6 +74,9 @@ func handlerFor(base string) (handler, bool) {
 	case "redis-cli":
 		return (*classifier).redis, true
 	}
+	if h, ok := builtinHandler(base); ok {
+		return h, true
+	}
 	if why, ok := builtinsRead[base]; ok {
 		return func(c *classifier, cl *cmdCall, args []value) {
 			if why != "" {

@@ -136,10 +136,11 @@ func (c *classifier) runWrapper(cl *cmdCall, base string, w wrapper, args []valu
 	}
 	if w.assigns {
 		for len(ops) > 0 && ops[0].known && isAssignment(ops[0].s) {
-			name, _, _ := strings.Cut(ops[0].s, "=")
+			name, val, _ := strings.Cut(ops[0].s, "=")
 			if why, ok := specialVarWhy(name); ok {
 				c.raiseCall(cl, Write, why)
 			}
+			c.assignedValueClass(cl, name, value{s: val, known: true})
 			ops = ops[1:]
 		}
 		if len(ops) > 0 && !ops[0].known && ops[0].word != nil && looksLikeAssignment(cl, ops[0]) {
