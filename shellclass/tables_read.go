@@ -107,7 +107,6 @@ var readTable = map[string]readEntry{
 	"lsof":      {opts: "-a -b -c= -d= -g? -i? -l -n -N -P -p= -R -s? -t -u= -U -w -x? -V -D= -F? -K? -S? -T?", maxOps: anyOps},
 	"ps":        {opts: "-A -a -C= -d -e -f -F -g= -G= -H -j -l -L -M -N -o= -p= -q= -s= -t= -T -u= -U= -w -x -y -Z --cols= --columns= --cumulative --deselect --forest --format= --group= --Group= --headers --no-headers --lines= --pid= --ppid= --quick-pid= --rows= --sid= --sort= --tty= --user= --User= --width=", maxOps: anyOps, check: psCheck},
 	"pgrep":     {opts: "-a -c -d= -f -g= -G= -i -l -n -o -O= -P= -r= -s= -t= -u= -U= -v -w -x -A --count --delimiter= --full --pgroup= --group= --ignore-case --list-name --list-full --newest --oldest --older= --parent= --runstates= --session= --terminal= --euid= --uid= --inverse --lightweight --exact --pidfile= --logpidfile --ignore-ancestors --ns= --nslist= --env= --cgroup=", maxOps: 1},
-	"top":       {opts: "-b -n= -c -d= -H -i -o= -O -p= -s -S -u= -U= -w? -1 -E= -e=", maxOps: 0, require: []string{"-b"}, check: topCheck},
 	"ss":        {opts: "-h -V -H -n -r -a -l -o -e -m -i -s -4 -6 -0 -t -u -d -w -x -S -M -Z -z -b -O -f= -A= --numeric --resolve --all --listening --options --extended --memory --info --summary --tcp --udp --dccp --raw --unix --sctp --vsock --tipc --family= --query= --socket= --no-header --oneline --context --contexts --bpf --ipv4 --ipv6 --packet", maxOps: anyOps, ceiling: Write},
 	"ping":      {opts: "-4 -6 -c= -i= -W= -w= -s= -t= -q -n -D -O -v -I=", maxOps: 1, require: []string{"-c"}, ceiling: Write},
 	"dig":       {opts: "-4 -6 -b= -c= -f= -p= -q= -t= -x= -y= -k=", maxOps: anyOps},
@@ -194,13 +193,6 @@ func dateCheck(p *parsed) (Class, string) {
 		if !strings.HasPrefix(o.s, "+") {
 			return Write, "date with operand " + o.s + " sets the clock"
 		}
-	}
-	return Read, ""
-}
-
-func topCheck(p *parsed) (Class, string) {
-	if !p.has("-n") {
-		return Write, "top without -b -n N runs until interrupted"
 	}
 	return Read, ""
 }

@@ -122,6 +122,10 @@ var neverRead = map[string]string{
 	"man": "pager is never read", "vi": "editor is never read", "vim": "editor is never read",
 	"nano": "editor is never read", "emacs": "editor is never read", "ed": "editor is never read",
 	"curl": "curl can send and save data", "wget": "wget saves files",
+	// top -b -n 1 was read in the first allowlist; under bash in the
+	// sandbox procps-ng 4's top created ~/.config/procps (for its rc file)
+	// on every first run.
+	"top": "top creates ~/.config/procps for its settings file, and without -b -n N it is interactive or runs forever",
 }
 
 // shell classifies sh, bash and friends by the script they will run.
