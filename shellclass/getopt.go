@@ -29,7 +29,8 @@ type optSpec struct {
 // initialisation and read-only afterwards.
 var specs = func() map[string]optSpec {
 	m := map[string]optSpec{}
-	all := []string{gitGlobals, gitGlobals + gitProgramGlobals, sshOpts, awkOpts, dockerGlobals, dockerExecOpts, dockerRunOpts, systemctlOpts}
+	all := []string{gitGlobals, gitGlobals + gitProgramGlobals, sshOpts, awkOpts, dockerGlobals, dockerExecOpts, dockerRunOpts, systemctlOpts,
+		readOpts, mapfileOpts, compgenOpts, rpmQueryOpts, pipReadOpts, rsyncSenderOpts, "-f -v -n", "-f -n -p="}
 	for _, e := range readTable {
 		all = append(all, e.opts)
 	}
@@ -239,6 +240,13 @@ func (s *optScanner) shorts(arg string) {
 			return
 		}
 		o := opt{name: "-" + arg[j:j+1]}
+		if kind == optArg && j+1 < len(arg) {
+			// An optional value is the rest of the bundle (-sTCP:LISTEN),
+			// never the next word.
+			o.val, o.hasVal = arg[j+1:], true
+			s.p.opts = append(s.p.opts, o)
+			return
+		}
 		if kind == reqArg {
 			// The rest of the bundle is the value, or else the next word.
 			if j+1 < len(arg) {

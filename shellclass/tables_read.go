@@ -36,10 +36,10 @@ var readTable = map[string]readEntry{
 	"tail":      {opts: "-c= -n= -q -v -z -s= -# --bytes= --lines= --quiet --silent --verbose --zero-terminated --sleep-interval=", maxOps: anyOps, ceiling: Write},
 	"wc":        {opts: "-c -m -l -L -w --bytes --chars --lines --max-line-length --words --total=", maxOps: anyOps},
 	"stat":      {opts: "-L -f -t -c= --dereference --file-system --terse --format= --printf= --cached=", maxOps: anyOps},
-	"file":      {opts: "-b -i -k -l -L -h -N -n -r -s -z -Z -0 -E -p -e= -F= -P= --brief --mime --mime-type --mime-encoding --keep-going --list --dereference --no-dereference --no-pad --no-buffer --raw --special-files --uncompress --uncompress-noreport --print0 --exclude= --separator= --extension --apple --preserve-date --parameter=", maxOps: anyOps, ceiling: Write},
+	"file":      {opts: "-b -i -k -l -L -h -N -n -r -s -0 -E -e= -F= -P= --brief --mime --mime-type --mime-encoding --keep-going --list --dereference --no-dereference --no-pad --no-buffer --raw --special-files --print0 --exclude= --separator= --extension --apple --parameter=", maxOps: anyOps, ceiling: Write},
 	"du":        {opts: "-0 -a -b -B= -c -d= -D -h -H -k -l -L -m -P -s -S -t= -x --null --all --apparent-size --block-size= --bytes --total --max-depth= --dereference-args --human-readable --inodes --count-links --dereference --no-dereference --separate-dirs --si --summarize --threshold= --time? --time-style= --one-file-system --exclude=", maxOps: anyOps},
-	"df":        {opts: "-a -B= -h -H -i -k -l -P -t= -T -x= --all --block-size= --human-readable --si --inodes --local --no-sync --sync --output? --portability --total --type= --print-type --exclude-type=", maxOps: anyOps},
-	"tree":      {opts: "-a -d -l -f -x -L= -R -P= -I= -p -s -h -u -g -D -F -q -N -Q -v -t -c -U -r -C -n -A -S -i --noreport --dirsfirst --du --prune --charset= --filelimit= --timefmt= --matchdirs --ignore-case --gitignore --sort=", maxOps: anyOps, ceiling: Write},
+	"df":        {opts: "-a -B= -h -H -i -k -l -P -t= -T -x= --all --block-size= --human-readable --si --inodes --local --no-sync --output? --portability --total --type= --print-type --exclude-type=", maxOps: anyOps},
+	"tree":      {opts: "-a -d -l -f -x -L= -P= -I= -p -s -h -u -g -D -F -q -N -Q -v -t -c -U -r -C -n -A -S -i --noreport --dirsfirst --du --prune --charset= --filelimit= --timefmt= --matchdirs --ignore-case --gitignore --sort=", maxOps: anyOps, ceiling: Write},
 	"grep":      {opts: grepOpts, maxOps: anyOps},
 	"egrep":     {opts: grepOpts, maxOps: anyOps},
 	"fgrep":     {opts: grepOpts, maxOps: anyOps},
@@ -69,7 +69,7 @@ var readTable = map[string]readEntry{
 	"cmp":       {opts: "-b -i= -l -n= -s --print-bytes --ignore-initial= --verbose --bytes= --quiet --silent", maxOps: 4},
 	"comm":      {opts: "-1 -2 -3 -z --check-order --nocheck-order --output-delimiter= --total --zero-terminated", maxOps: 2},
 	"sed":       {opts: "-n -E -r -s -u -z -e= --quiet --silent --expression= --regexp-extended --separate --unbuffered --null-data --posix --debug --sandbox", maxOps: anyOps, ceiling: Destructive, check: sedCheck},
-	"jq":        {opts: "-c -r -j -a -s -n -e -S -C -M -R --tab --indent= --arg= --argjson= --slurp --null-input --raw-output --join-output --ascii-output --compact-output --sort-keys --color-output --monochrome-output --raw-input --exit-status --seq --stream --stream-errors --raw-output0 --unbuffered", maxOps: anyOps},
+	"jq":        {opts: "-c -r -j -a -s -n -e -S -C -M -R --tab --indent= --arg= --argjson= --slurp --null-input --raw-output --join-output --ascii-output --compact-output --sort-keys --color-output --monochrome-output --raw-input --exit-status --seq --stream --stream-errors --raw-output0 --unbuffered -f= --from-file= --args --jsonargs", maxOps: anyOps},
 	"basename":  {opts: "-a -s= -z --multiple --suffix= --zero", maxOps: anyOps},
 	"dirname":   {opts: "-z --zero", maxOps: anyOps},
 	"realpath":  {opts: "-e -m -L -P -q -s -z --canonicalize-existing --canonicalize-missing --logical --physical --quiet --relative-to= --relative-base= --strip --no-symlinks --zero", maxOps: anyOps},
@@ -96,22 +96,22 @@ var readTable = map[string]readEntry{
 	"hostname":  {opts: "-f -s -d -i -I -A -a -y --fqdn --long --short --domain --ip-address --all-ip-addresses --all-fqdns --alias --nis --yp", maxOps: 0},
 	"date":      {opts: "-d= -f= -I? -R -u -r= --date= --file= --iso-8601? --rfc-email --rfc-3339= --reference= --utc --universal --debug", maxOps: 1, check: dateCheck, ceiling: Write},
 	"uptime":    {opts: "-p -s --pretty --since", maxOps: 0},
-	"free":      {opts: "-b -k -m -g -h -l -t -v -w -c= -s= --bytes --kilo --mega --giga --tera --peta --kibi --mebi --gibi --tebi --pebi --human --si --lohi --total --committed --wide --count= --seconds=", maxOps: 0},
-	"vmstat":    {opts: "-a -f -m -n -s -d -D -p= -S= -t -w -y --active --forks --slabs --one-header --stats --disk --disk-sum --partition= --unit= --timestamp --wide --no-first", maxOps: 2},
-	"iostat":    {opts: "-c -d -h -k -m -N -s -t -x -y -z -p? -g= -H -j= -o= --human --dec= --pretty --compact", maxOps: anyOps},
+	"free":      {opts: "-b -k -m -g -h -l -t -v -w -c= -s= --bytes --kilo --mega --giga --tera --peta --kibi --mebi --gibi --tebi --pebi --human --si --lohi --total --committed --wide --count= --seconds=", maxOps: 0, check: freeCheck},
+	"vmstat":    {opts: "-a -f -m -n -s -d -D -p= -S= -t -w -y --active --forks --slabs --one-header --stats --disk --disk-sum --partition= --unit= --timestamp --wide --no-first", maxOps: 2, check: repeatCheck},
+	"iostat":    {opts: "-c -d -h -k -m -N -s -t -x -y -z -p? -g= -H -j= -o= --human --dec= --pretty --compact", maxOps: anyOps, check: repeatCheck},
 	"nproc":     {opts: "--all --ignore=", maxOps: 0},
 	"lscpu":     {opts: "-a -b -c -e? -p? -s= -x -y -B -C? -J --all --online --offline --bytes --caches? --extended? --json --parse? --sysroot= --hex --physical --output-all", maxOps: 0},
 	"lsblk":     {opts: "-a -b -d -D -f -i -J -l -m -n -o= -O -p -P -r -s -S -t -T -x= -z -e= -I= -M -N -v --all --bytes --nodeps --discard --fs --ascii --json --list --perms --noheadings --output= --output-all --paths --pairs --raw --inverse --scsi --topology --tree --sort= --exclude= --include= --merge --nvme --virtio", maxOps: anyOps},
-	"lspci":     {opts: "-m -t -v -k -x -b -D -P -n -q -Q -i= -p= -s= -d= -A= -H=", maxOps: 0},
+	"lspci":     {opts: "-m -t -v -k -x -b -D -P -n -i= -p= -s= -d=", maxOps: 0, check: lspciCheck},
 	"lsusb":     {opts: "-v -t -s= -d= -D= --verbose --tree", maxOps: 0},
-	"lsof":      {opts: "-a -b -c= -d= -g? -i? -l -n -N -P -p= -R -s? -t -u= -U -w -x? -V -D= -F? -K? -S? -T?", maxOps: anyOps},
+	"lsof":      {opts: "-a -b -c= -d= -g? -i? -l -n -N -P -p= -R -s? -t -u= -U -w -x? -V -F? -K? -S? -T?", maxOps: anyOps, check: lsofCheck},
 	"ps":        {opts: "-A -a -C= -d -e -f -F -g= -G= -H -j -l -L -M -N -o= -p= -q= -s= -t= -T -u= -U= -w -x -y -Z --cols= --columns= --cumulative --deselect --forest --format= --group= --Group= --headers --no-headers --lines= --pid= --ppid= --quick-pid= --rows= --sid= --sort= --tty= --user= --User= --width=", maxOps: anyOps, check: psCheck},
 	"pgrep":     {opts: "-a -c -d= -f -g= -G= -i -l -n -o -O= -P= -r= -s= -t= -u= -U= -v -w -x -A --count --delimiter= --full --pgroup= --group= --ignore-case --list-name --list-full --newest --oldest --older= --parent= --runstates= --session= --terminal= --euid= --uid= --inverse --lightweight --exact --pidfile= --logpidfile --ignore-ancestors --ns= --nslist= --env= --cgroup=", maxOps: 1},
-	"ss":        {opts: "-h -V -H -n -r -a -l -o -e -m -i -s -4 -6 -0 -t -u -d -w -x -S -M -Z -z -b -O -f= -A= --numeric --resolve --all --listening --options --extended --memory --info --summary --tcp --udp --dccp --raw --unix --sctp --vsock --tipc --family= --query= --socket= --no-header --oneline --context --contexts --bpf --ipv4 --ipv6 --packet", maxOps: anyOps, ceiling: Write},
+	"ss":        {opts: "-h -V -H -n -r -a -l -o -e -m -i -s -4 -6 -0 -t -u -d -w -x -S -M -Z -z -b -O -f= -A= --numeric --resolve --all --listening --options --extended --memory --info --summary --tcp --udp --dccp --raw --unix --sctp --vsock --tipc --family= --query= --socket= --no-header --oneline --context --contexts --bpf --ipv4 --ipv6 --packet -p --processes -K --kill", maxOps: anyOps, ceiling: Destructive, check: ssCheck},
 	"ping":      {opts: "-4 -6 -c= -i= -W= -w= -s= -t= -q -n -D -O -v -I=", maxOps: 1, require: []string{"-c"}, ceiling: Write},
 	"dig":       {opts: "-4 -6 -b= -c= -f= -p= -q= -t= -x= -y= -k=", maxOps: anyOps},
 	"host":      {opts: "-a -c= -C -d -l -i -N= -r -R= -s -t= -T -U -v -V -w -W= -4 -6", maxOps: 2},
-	"nslookup":  {maxOps: 2},
+	"nslookup":  {maxOps: 2, lenient: true},
 	"getent":    {opts: "-s= -i --service= --no-idn", maxOps: anyOps},
 	"printenv":  {opts: "-0 --null", maxOps: anyOps},
 	"locale":    {opts: "-a -m -c -k --all-locales --charmaps --category-name --keyword-name --verbose", maxOps: anyOps},
@@ -141,6 +141,14 @@ var specialVars = map[string]bool{
 	"MANPAGER": true, "SYSTEMD_PAGER": true, "BROWSER": true, "TMPDIR": true,
 	"SSH_ASKPASS": true, "SUDO_ASKPASS": true, "HISTFILE": true, "INPUTRC": true,
 	"TERMINFO": true, "LOCPATH": true, "GCONV_PATH": true, "MALLOC_CHECK_": true,
+	// Configuration that read entries load and that can run programs:
+	// rg's flags file (--pre), docker's CLI plugins and credential
+	// helpers, kubeconfig exec plugins, APT hooks, gawk's include paths.
+	"RIPGREP_CONFIG_PATH": true, "DOCKER_CONFIG": true, "DOCKER_HOST": true,
+	"DOCKER_CONTEXT": true, "CONTAINER_HOST": true, "CONTAINERS_CONF": true,
+	"KUBECONFIG": true, "APT_CONFIG": true, "AWKPATH": true, "AWKLIBPATH": true,
+	"SYSTEMD_PAGERSECURE": true, "LESSSECURE": true, "PIP_CONFIG_FILE": true,
+	"XDG_CONFIG_HOME": true, "GNUPGHOME": true, "SSH_AUTH_SOCK": true,
 }
 
 // systemDirs are the directories from which a path-named program counts as
@@ -211,6 +219,65 @@ func psCheck(p *parsed) (Class, string) {
 
 // dmesgCheck refuses -H without --nopager: the human format starts a pager.
 // (-w, which follows forever, is refused by its absence from the list.)
+// ssCheck: ss -K (--kill) closes the sockets it lists.
+func ssCheck(p *parsed) (Class, string) {
+	if p.has("-K", "--kill") {
+		return Destructive, "ss -K closes the sockets it matches, ending their connections"
+	}
+	return Read, ""
+}
+
+// lspciCheck: lspci -xxx and -xxxx read parts of PCI configuration space
+// that make some devices crash (lspci(8)); -x and -xx are the standard
+// header.
+func lspciCheck(p *parsed) (Class, string) {
+	n := 0
+	for _, o := range p.opts {
+		if o.name == "-x" {
+			n++
+		}
+	}
+	if n > 2 {
+		return Destructive, "lspci -xxx reads PCI configuration space that crashes some devices (lspci(8))"
+	}
+	return Read, ""
+}
+
+// lsofCheck: lsof's +options (+r repeats forever, +m names a mount
+// supplement file, +c, +w ...) are not on the allowlist; a +word is taken
+// for an operand by the option parser.
+func lsofCheck(p *parsed) (Class, string) {
+	for _, o := range p.operands {
+		if strings.HasPrefix(o.s, "+") {
+			return Write, "lsof option " + o.s + " is not on the read allowlist"
+		}
+	}
+	return Read, ""
+}
+
+// freeCheck: free -s N repeats until interrupted unless -c bounds it.
+func freeCheck(p *parsed) (Class, string) {
+	if p.has("-s", "--seconds") && !p.has("-c", "--count") {
+		return Write, "free -s without -c runs until interrupted"
+	}
+	return Read, ""
+}
+
+// repeatCheck: vmstat and iostat take `[interval [count]]` as their last
+// operands; an interval with no count repeats until interrupted.
+func repeatCheck(p *parsed) (Class, string) {
+	numbers := 0
+	for _, o := range p.operands {
+		if isFD(o.s) {
+			numbers++
+		}
+	}
+	if numbers == 1 {
+		return Write, "an interval without a count runs until interrupted"
+	}
+	return Read, ""
+}
+
 func dmesgCheck(p *parsed) (Class, string) {
 	if p.has("-H", "--human") && !p.has("-P", "--nopager") {
 		return Write, "dmesg -H starts a pager; add --nopager"

@@ -281,12 +281,21 @@ func (c *classifier) awk(cl *cmdCall, args []value) {
 	}
 }
 
-const awkOpts = "-F= -v= -f= -e= -b -c -d? -D? -E= -g -h -i= -l= -L? -M -n -N -o? -O -p? -P -r -s -S -t -V --field-separator= --assign= --file= --source= --include= --load= --sandbox --posix --traditional --characters-as-bytes --use-lc-numeric --bignum --re-interval"
+// awkOpts are the awk options the parser knows. gawk's -d (--dump-variables),
+// -p (--profile) and -o (--pretty-print) write awkvars.out or awkprof.out,
+// and -D starts the debugger: they are left out, so they are unknown options.
+const awkOpts = "-F= -v= -f= -e= -b -c -E= -g -h -i= -l= -L? -M -n -N -O -P -r -s -S -t -V --field-separator= --assign= --file= --source= --include= --load= --sandbox --posix --traditional --characters-as-bytes --use-lc-numeric --bignum --re-interval"
 
 var awkPrintRedirect = regexp.MustCompile(`\bprintf?\b[^;{}\n]*[>|]`)
 
 func awkProgramSafe(prog string) (string, bool) {
 	switch {
+	case strings.Contains(prog, "@include") || strings.Contains(prog, "@load"):
+		// @include "inplace" (shipped with gawk) edits the input files in
+		// place; @load loads a shared library.
+		return "includes awk source or loads an extension the classifier cannot read", false
+	case strings.Contains(prog, "/inet"):
+		return "opens a network connection (/inet special files)", false
 	case strings.Contains(prog, "system"):
 		return "calls system()", false
 	case strings.Contains(prog, "getline") && strings.Contains(prog, "|"):

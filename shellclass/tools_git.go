@@ -54,7 +54,10 @@ var gitReadSubs = map[string]func(args []value) (Class, string){
 
 // gitForbidden are options that make an otherwise read subcommand write a
 // file, run a program or page; an unambiguous prefix of one counts.
-var gitForbidden = []string{"output", "ext-diff", "textconv", "exec", "upload-pack", "receive-pack", "open-files-in-pager", "paginate", "config-env", "git-dir", "work-tree"}
+// --show-signature and --filters are here too: the first runs gpg (which
+// creates ~/.gnupg), the second the clean and smudge filter programs of the
+// repository's configuration.
+var gitForbidden = []string{"output", "ext-diff", "textconv", "exec", "upload-pack", "receive-pack", "open-files-in-pager", "paginate", "config-env", "git-dir", "work-tree", "show-signature", "filters"}
 
 func gitAnyArgs(args []value) (Class, string) {
 	for _, a := range args {
@@ -63,6 +66,9 @@ func gitAnyArgs(args []value) (Class, string) {
 		}
 		if a.s == "--" {
 			break
+		}
+		if strings.Contains(a.s, "%G") && (strings.HasPrefix(a.s, "--format") || strings.HasPrefix(a.s, "--pretty")) {
+			return Write, "git format placeholder %G verifies signatures, which runs gpg"
 		}
 		name, _, _ := strings.Cut(a.s[2:], "=")
 		for _, f := range gitForbidden {

@@ -6,7 +6,8 @@ import (
 )
 
 // rsync: the server side that `rsync alias@bastion:...` starts is read when
-// it sends (--sender), write when it receives; --delete* and
+// it sends (--sender) with only the options rsync's own client sends for a
+// pull (rsyncSenderOpts); it writes when it receives. --delete* and
 // --remove-source-files destroy. On the client side rsync always writes.
 func (c *classifier) rsync(cl *cmdCall, args []value) {
 	if !allKnown(args) {
@@ -34,15 +35,43 @@ func (c *classifier) rsync(cl *cmdCall, args []value) {
 			}
 		}
 	}
-	if server && sender {
-		return
-	}
-	if server {
+	switch {
+	case server && sender:
+		c.rsyncSender(cl, args)
+	case server:
 		c.raiseCall(cl, Write, "rsync --server without --sender receives and writes files")
-		return
+	default:
+		c.raiseCall(cl, Write, "rsync copies files")
 	}
-	c.raiseCall(cl, Write, "rsync copies files")
 }
+
+// rsyncSender checks the options of `rsync --server --sender`: any option
+// rsync's client does not send for a pull (--log-file writes a file,
+// --write-batch and --only-write-batch too, --temp-dir, --config, --daemon,
+// -M's remote options) makes it write. -s (protect-args) is refused too:
+// with it the client sends the rest of the options over the connection,
+// out of the classifier's sight.
+func (c *classifier) rsyncSender(cl *cmdCall, args []value) {
+	p := getopt(spec(rsyncSenderOpts), args[1:], false)
+	switch {
+	case p.bad == "-s":
+		c.raiseCall(cl, Write, "rsync --server -s (protect-args) reads further options from the connection, which the classifier cannot see")
+	case p.bad != "":
+		c.raiseCall(cl, Write, "rsync --server --sender option "+p.bad+" is not one rsync's client sends for a pull")
+	}
+}
+
+// rsyncSenderOpts are the options that rsync's client puts on the server's
+// command line for a pull (options.c: server_options() with am_sender
+// unset), checked with rsync 3.5.0 by capturing what the client asked the
+// remote shell to run. The short bundle ends with -e and the protocol
+// compatibility string (-logDtpre.iLsfxCIvu), which the e= spec swallows.
+const rsyncSenderOpts = "-v -q -b -u -n -l -d -L -k -W -H -o -g -D -t -U -N -p -A -X -r -c -C -I -R -x -S -z -e= -B= " +
+	"--server --sender --iconv= --list-only --no-r --compress-level= --no-specials --specials --msgs2stderr --no-msgs2stderr " +
+	"--timeout= --bwlimit= --backup-dir= --suffix= --checksum-choice= --new-compress --old-compress --compress-choice= " +
+	"--skip-compress= --max-alloc= --ignore-missing-args --delete-missing-args --checksum-seed= --ignore-errors " +
+	"--copy-unsafe-links --safe-links --numeric-ids --use-qsort --info= --debug= --append --inplace --no-W " +
+	"--files-from= --from0 --no-relative --no-implied-dirs --remove-source-files --remove-sent-files --copy-devices --open-noatime"
 
 // scp: `scp -f` is the sending side that legacy scp starts on the server
 // (read), `scp -t` the receiving side (write); a client scp writes.
@@ -149,7 +178,13 @@ func (c *classifier) docker(cl *cmdCall, args []value) {
 		c.raiseCall(cl, Destructive, "unknown "+base+" option "+p.bad+": the subcommand cannot be found")
 		return
 	}
-	remote := p.has("-H", "--host", "--context", "-c", "--remote", "--url", "--connection")
+	remote := p.has("-H", "--host", "--context", "-c", "--remote", "--url", "--connection", "--identity")
+	// --config names the directory of config.json (credential helpers) and
+	// cli-plugins (`docker compose` runs the plugin found there); podman's
+	// storage options set up storage in another place.
+	if p.has("--config", "--root", "--runroot", "--storage-driver", "--storage-opt") {
+		c.raiseCall(cl, Write, base+" --config or storage options load programs or create storage elsewhere")
+	}
 	ops := p.operands
 	if len(ops) == 0 {
 		return
@@ -385,7 +420,9 @@ func (c *classifier) systemctl(cl *cmdCall, args []value) {
 	case p.bad != "":
 		c.raiseCall(cl, Write, "unknown option "+p.bad+" for systemctl")
 	case p.has("-H", "--host", "-M", "--machine"):
-		c.raiseCall(cl, Write, "systemctl -H talks to another machine")
+		c.raiseCall(cl, Write, "systemctl -H talks to another machine (through ssh)")
+	case p.has("--image"):
+		c.raiseCall(cl, Write, "systemctl --image mounts a disk image")
 	case !p.has("--no-pager"):
 		c.raiseCall(cl, Write, "systemctl "+verb+" without --no-pager may start a pager")
 	}
@@ -446,7 +483,7 @@ func (c *classifier) ip(cl *cmdCall, args []value) {
 	}
 	if i+1 < len(args) {
 		v := args[i+1].s
-		if !(prefixOf(v, "show") || prefixOf(v, "list") || v == "lst" || v == "ls") {
+		if !(prefixOf(v, "show") || prefixOf(v, "list") || v == "lst" || v == "ls" || v == "get" && (prefixOf(obj, "route") || obj == "neigh" || prefixOf(obj, "neighbour") || prefixOf(obj, "neighbor"))) {
 			if strings.HasPrefix(v, "-") || ipSelector[v] {
 				return // ip addr dev eth0 is ip addr show dev eth0
 			}
@@ -468,6 +505,13 @@ func ipObject(s string) bool {
 }
 
 func prefixOf(s, full string) bool { return s != "" && strings.HasPrefix(full, s) }
+
+// aptConfigOption reports an APT option that loads or sets configuration,
+// which can name programs APT runs: -o/--option (also -oFoo=bar) and
+// -c/--config-file.
+func aptConfigOption(o string) bool {
+	return strings.HasPrefix(o, "-o") || strings.HasPrefix(o, "--o") || strings.HasPrefix(o, "-c") || strings.HasPrefix(o, "--c")
+}
 
 // packages: package managers' read forms and their removal forms.
 func (c *classifier) packages(cl *cmdCall, args []value) {
@@ -510,9 +554,7 @@ func (c *classifier) packages(cl *cmdCall, args []value) {
 				}
 			}
 		case "list", "show", "policy", "search", "depends", "rdepends", "madison", "showpkg", "showsrc":
-			if base != "apt-get" && !anyOpt(func(o string) bool {
-				return o == "-o" || strings.HasPrefix(o, "--option") || strings.HasPrefix(o, "-c")
-			}) {
+			if base != "apt-get" && !anyOpt(aptConfigOption) {
 				return
 			}
 		}
@@ -537,10 +579,12 @@ func (c *classifier) packages(cl *cmdCall, args []value) {
 			c.raiseCall(cl, Destructive, "rpm -e removes packages")
 			return
 		}
-		query := len(opts) > 0 && (strings.HasPrefix(opts[0], "-q") || opts[0] == "--query")
-		if query && !anyOpt(func(o string) bool {
-			return o == "--pipe" || o == "--eval" || o == "-E" || o == "--define" || o == "-D" || o == "--macros" || o == "--rcfile" || o == "--load" || strings.HasPrefix(o, "--pipe=") || strings.HasPrefix(o, "--define=")
-		}) {
+		p := getopt(spec(rpmQueryOpts), args[1:], false)
+		if p.has("-q", "--query") && p.bad == "" {
+			return
+		}
+		if p.bad != "" && p.has("-q", "--query") {
+			c.raiseCall(cl, Write, "rpm option "+p.bad+" is not on the query allowlist")
 			return
 		}
 		c.raiseCall(cl, Write, "rpm changes packages")
@@ -550,6 +594,9 @@ func (c *classifier) packages(cl *cmdCall, args []value) {
 			c.raiseCall(cl, Destructive, base+" uninstall removes packages")
 			return
 		case "list", "show", "freeze":
+			if p := getopt(spec(pipReadOpts), args[1:], false); p.bad != "" {
+				c.raiseCall(cl, Write, "pip option "+p.bad+" is not on the read allowlist (--log writes a file, --python runs another interpreter)")
+			}
 			return
 		}
 		c.raiseCall(cl, Write, base+" "+first+" changes packages")
@@ -644,3 +691,14 @@ func (c *classifier) redis(cl *cmdCall, args []value) {
 	}
 	c.raiseCall(cl, Write, "redis-cli can change data")
 }
+
+// rpmQueryOpts are the options of rpm -q that only select and print. --pipe,
+// --eval, --define, --macros, --rcfile, --load and --dbpath-like options that
+// change configuration are left out; unknown options make rpm write.
+const rpmQueryOpts = "-q -a -f -g -p -i -l -c -d -s -R -v --query --all --file --group --package --info --list --configfiles --docfiles --state --requires --provides --conflicts --obsoletes --changelog --changes --scripts --triggers --triggerscripts --filesbypkg --last --dump --qf= --queryformat= --whatrequires --whatprovides --whatconflicts --whatobsoletes --whatrecommends --whatsuggests --whatsupplements --whatenhances --nodigest --nosignature --nofiles --noscripts --nodeps --quiet --verbose"
+
+// pipReadOpts are the options pip list, show and freeze accept as read:
+// output format and which distributions to list. pip's --log writes a
+// file, --python runs another interpreter, --cache-dir and --src name
+// places to write.
+const pipReadOpts = "-v -q -l -o -u -e -f -a -r= --verbose --quiet --local --outdated --uptodate --editable --files --all --user --format= --not-required --exclude-editable --include-editable --exclude= --path= --pre --no-index --index-url= --extra-index-url= -i= --disable-pip-version-check --no-color --no-input --isolated --requirement= --no-python-version-warning"
