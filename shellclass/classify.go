@@ -448,8 +448,11 @@ func (c *classifier) redirect(sc *scope, r *syntax.Redirect, depth int) {
 	case syntax.RdrIn, syntax.DplIn:
 		// Reading changes nothing, but classification.md makes any dynamic
 		// redirect target destructive: it cannot be checked at all.
-		if v := wordValue(r.Word, c.opts.Dialect); !v.known {
+		v := wordValue(r.Word, c.opts.Dialect)
+		if !v.known {
 			c.raise(sc, r, Destructive, "redirect from a target known only at run time ("+v.why+")")
+		} else if dev, ok := opensDevice(v); ok {
+			c.raise(sc, r, Destructive, "redirect opens "+dev+": "+deviceWhy)
 		}
 		return
 	case syntax.DplOut:
@@ -831,6 +834,9 @@ type assignCtx struct {
 	// array is set when the clause gives the array attribute (-a, -A): a
 	// value in parentheses is parsed again as a compound assignment.
 	array bool
+	// readIFS is set for IFS assigned for one read, mapfile or readarray
+	// command, where it changes nothing else.
+	readIFS bool
 }
 
 // assign classifies one assignment (classification.md, Assignments).
@@ -898,7 +904,7 @@ func (c *classifier) assignValue(cl *cmdCall, name string, v value, ctx assignCt
 		}
 	}
 	c.assignedValueClass(cl, name, v)
-	if why, ok := specialVarWhy(name); ok {
+	if why, ok := specialVarWhy(name); ok && !ctx.readIFS {
 		c.raiseCall(cl, Write, why)
 	}
 }

@@ -27,8 +27,11 @@ func (c *classifier) raiseCall(cl *cmdCall, cls Class, why string) {
 // call classifies a simple command: its assignments, its words'
 // substitutions, then the command itself.
 func (c *classifier) call(sc *scope, x *syntax.CallExpr, redirs []*syntax.Redirect, depth int) {
+	splitsOnly := len(x.Args) > 0 && splitsInput(wordValue(x.Args[0], c.opts.Dialect))
 	for _, a := range x.Assigns {
-		c.assign(sc, a, depth)
+		// `IFS= read -r line`: IFS set for read alone only says how the
+		// input line is split.
+		c.assignCtx(sc, a, depth, assignCtx{what: "assigned to it", readIFS: splitsOnly && a.Name != nil && a.Name.Value == "IFS"})
 	}
 	if len(x.Args) == 0 {
 		return
@@ -227,8 +230,75 @@ func (c *classifier) generic(cl *cmdCall, base string, trusted bool, args []valu
 
 // readEntry checks args against one read allowlist entry.
 func (c *classifier) readEntry(cl *cmdCall, base string, e readEntry, args []value) {
+	for _, a := range args {
+		if namesOnly[base] || base == "file" && !hasShortOpt(args, 's') {
+			break
+		}
+		if dev, ok := opensDevice(a); ok {
+			c.raiseCall(cl, Destructive, base+" opens "+dev+": "+deviceWhy)
+			return
+		}
+	}
 	cls, why := checkRead(base, e, args)
 	c.raiseCall(cl, cls, why)
+}
+
+// namesOnly are read entries that look at file names and metadata, never
+// at the contents of a device (file opens a device only with -s).
+var namesOnly = map[string]bool{
+	"ls": true, "stat": true, "du": true, "df": true, "tree": true, "realpath": true, "readlink": true,
+	"basename": true, "dirname": true, "echo": true, "printf": true, "test": true, "[": true, "pwd": true,
+	"which": true, "type": true, "lsof": true,
+}
+
+// hasShortOpt reports whether a literal argument is a bundle of short
+// options holding letter.
+func hasShortOpt(args []value, letter byte) bool {
+	for _, a := range args {
+		if a.known && len(a.s) > 1 && a.s[0] == '-' && a.s[1] != '-' && strings.IndexByte(a.s, letter) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// sideEffectDevices are device files that act when opened or read:
+// opening a watchdog arms it, and unless it is closed with the magic
+// character (cat does not write one) the machine reboots; /dev/port,
+// /dev/mem and /dev/kmem read device registers, which can hang hardware.
+var sideEffectDevices = []string{"/dev/watchdog", "/dev/port", "/dev/mem", "/dev/kmem"}
+
+const deviceWhy = "opening or reading this device acts on the machine (a watchdog reboots it unless closed with the magic character; port and memory reads can hang hardware)"
+
+// opensDevice reports whether an argument (or the value of --opt=value)
+// names, or is a glob that can match, a device of sideEffectDevices. A
+// relative path or a value known only at run time is not checked.
+func opensDevice(a value) (string, bool) {
+	s := a.s
+	if i := strings.Index(s, "=/"); i >= 0 && strings.HasPrefix(s, "-") {
+		s = s[i+1:]
+	}
+	if !strings.HasPrefix(s, "/") {
+		return "", false
+	}
+	if a.known {
+		s = path.Clean(s)
+		for _, d := range sideEffectDevices {
+			if s == d || d == "/dev/watchdog" && strings.HasPrefix(s, d) {
+				return s, true
+			}
+		}
+		return "", false
+	}
+	if a.why != "glob pattern" {
+		return "", false
+	}
+	for _, d := range append(sideEffectDevices, "/dev/watchdog0", "/dev/watchdog1") {
+		if ok, _ := path.Match(s, d); ok {
+			return d, true
+		}
+	}
+	return "", false
 }
 
 func checkRead(base string, e readEntry, args []value) (Class, string) {
@@ -333,4 +403,10 @@ func syntaxQuote(s string) string {
 		return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 	}
 	return q
+}
+
+// splitsInput reports whether a command name is a builtin for which IFS
+// only says how input is split into fields.
+func splitsInput(v value) bool {
+	return v.known && (v.s == "read" || v.s == "mapfile" || v.s == "readarray")
 }

@@ -31,6 +31,10 @@ func handlerFor(base string) (handler, bool) {
 		return (*classifier).ssh, true
 	case "source", ".":
 		return func(c *classifier, cl *cmdCall, args []value) {
+			if len(args) > 1 && args[1].known && stdinPath(args[1].s) && cl.stdinKnown {
+				c.nested(cl.sc, cl.node, cl.stdin, cl.depth) // `. /dev/stdin <<< 'code'`
+				return
+			}
 			c.raiseCall(cl, Write, base+" runs a script file in this shell")
 		}, true
 	case "alias":
@@ -128,6 +132,16 @@ var neverRead = map[string]string{
 	"top": "top creates ~/.config/procps for its settings file, and without -b -n N it is interactive or runs forever",
 }
 
+// stdinPath reports whether a script path names standard input, so that a
+// literal here-document or here-string is the script.
+func stdinPath(p string) bool {
+	switch p {
+	case "/dev/stdin", "/dev/fd/0", "/proc/self/fd/0":
+		return true
+	}
+	return false
+}
+
 // shell classifies sh, bash and friends by the script they will run.
 func (c *classifier) shell(cl *cmdCall, args []value) {
 	base, _ := progName(args[0].s)
@@ -186,6 +200,8 @@ func (c *classifier) shell(cl *cmdCall, args []value) {
 		c.nested(cl.sc, cl.node, script.s, cl.depth)
 	case cmdMode:
 		c.raiseCall(cl, Write, base+" -c without a command string")
+	case file != nil && stdinPath(file.s) && cl.stdinKnown:
+		c.nested(cl.sc, cl.node, cl.stdin, cl.depth) // `bash /dev/stdin <<< 'code'`
 	case file != nil && !fromStdin:
 		c.raiseCall(cl, Write, base+" runs script file "+file.s)
 	case cl.stdinKnown:
@@ -286,6 +302,8 @@ func (c *classifier) awk(cl *cmdCall, args []value) {
 // and -D starts the debugger: they are left out, so they are unknown options.
 const awkOpts = "-F= -v= -f= -e= -b -c -E= -g -h -i= -l= -L? -M -n -N -O -P -r -s -S -t -V --field-separator= --assign= --file= --source= --include= --load= --sandbox --posix --traditional --characters-as-bytes --use-lc-numeric --bignum --re-interval"
 
+var awkIndirectCall = regexp.MustCompile(`@[A-Za-z_][A-Za-z0-9_]*\s*\(`)
+
 var awkPrintRedirect = regexp.MustCompile(`\bprintf?\b[^;{}\n]*[>|]`)
 
 func awkProgramSafe(prog string) (string, bool) {
@@ -294,6 +312,10 @@ func awkProgramSafe(prog string) (string, bool) {
 		// @include "inplace" (shipped with gawk) edits the input files in
 		// place; @load loads a shared library.
 		return "includes awk source or loads an extension the classifier cannot read", false
+	case awkIndirectCall.MatchString(prog):
+		// gawk calls a function named by a string, built-ins such as
+		// system included: f = "sys" "tem"; @f("cmd").
+		return "calls a function by name (@f(...)), which may be system", false
 	case strings.Contains(prog, "/inet"):
 		return "opens a network connection (/inet special files)", false
 	case strings.Contains(prog, "system"):
