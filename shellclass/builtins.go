@@ -71,8 +71,6 @@ func inertNameArg(s string) bool {
 	return !strings.Contains(s, "[") || inertName(s)
 }
 
-const readOpts = "-a= -d= -i= -n= -N= -p= -t= -u= -e -r -s"
-
 // readBuiltin: read stores a line of input in the names it is given (REPLY
 // by default), or in the array named by -a. The values of -n, -N, -t and -u
 // are checked as plain numbers (read.def), -d, -i and -p are text.
@@ -92,8 +90,6 @@ func (c *classifier) readBuiltin(cl *cmdCall, args []value) {
 	}
 	c.storeInto(cl, "read", names, "read from input")
 }
-
-const mapfileOpts = "-d= -n= -O= -s= -t -u= -C= -c="
 
 // mapfile stores lines of input in an array (MAPFILE by default) and runs
 // its -C callback as shell code: `CALLBACK INDEX 'LINE'`.
@@ -238,12 +234,6 @@ func testEvalsName(ops []value) bool {
 
 func inertTestName(v value) bool { return v.known && inertNameArg(v.s) }
 
-// testBinops are test's binary operators (test.c: binop).
-var testBinops = map[string]bool{
-	"=": true, "==": true, "!=": true, "<": true, ">": true, "-nt": true, "-ot": true, "-ef": true,
-	"-eq": true, "-ne": true, "-lt": true, "-le": true, "-gt": true, "-ge": true,
-}
-
 // mayBe reports whether v can be the word s when the command runs: a
 // known word must equal it; a word known only at run time can be it unless
 // the literal text it starts with says otherwise.
@@ -335,8 +325,6 @@ func numericSpecial(p *syntax.ParamExp) bool {
 	}
 	return false
 }
-
-const compgenOpts = "-a -b -c -d -e -f -g -j -k -s -u -v -o= -A= -G= -W= -F= -C= -X= -P= -S= -V= -D -E -I"
 
 // compgen is not a read command (it is write, as any unknown command), but
 // two of its options run code now: -C runs a command and -W expands its

@@ -434,7 +434,7 @@ func (c *classifier) command(sc *scope, st *syntax.Stmt, depth int) {
 	}
 }
 
-// redirect classifies one redirection (classification.md, Redirections).
+// redirect classifies one redirection (docs/classification.md, Redirections).
 func (c *classifier) redirect(sc *scope, r *syntax.Redirect, depth int) {
 	if r.Word != nil {
 		c.word(sc, r.Word, depth+1)
@@ -446,7 +446,7 @@ func (c *classifier) redirect(sc *scope, r *syntax.Redirect, depth int) {
 	case syntax.Hdoc, syntax.DashHdoc, syntax.WordHdoc:
 		return
 	case syntax.RdrIn, syntax.DplIn:
-		// Reading changes nothing, but classification.md makes any dynamic
+		// Reading changes nothing, but docs/classification.md makes any dynamic
 		// redirect target destructive: it cannot be checked at all.
 		v := wordValue(r.Word, c.opts.Dialect)
 		if !v.known {
@@ -496,7 +496,7 @@ func neutralSink(p string) bool {
 }
 
 // isBlockDevice reports whether a path names a block device by the naming
-// conventions of Linux (classification.md, Redirections).
+// conventions of Linux (docs/classification.md, Redirections).
 func isBlockDevice(p string) bool {
 	for _, prefix := range blockDevicePrefixes {
 		if strings.HasPrefix(p, prefix) {
@@ -839,7 +839,7 @@ type assignCtx struct {
 	readIFS bool
 }
 
-// assign classifies one assignment (classification.md, Assignments).
+// assign classifies one assignment (docs/classification.md, Assignments).
 func (c *classifier) assign(sc *scope, a *syntax.Assign, depth int) {
 	c.assignCtx(sc, a, depth, assignCtx{what: "assigned to it"})
 }

@@ -243,14 +243,6 @@ func (c *classifier) readEntry(cl *cmdCall, base string, e readEntry, args []val
 	c.raiseCall(cl, cls, why)
 }
 
-// namesOnly are read entries that look at file names and metadata, never
-// at the contents of a device (file opens a device only with -s).
-var namesOnly = map[string]bool{
-	"ls": true, "stat": true, "du": true, "df": true, "tree": true, "realpath": true, "readlink": true,
-	"basename": true, "dirname": true, "echo": true, "printf": true, "test": true, "[": true, "pwd": true,
-	"which": true, "type": true, "lsof": true,
-}
-
 // hasShortOpt reports whether a literal argument is a bundle of short
 // options holding letter.
 func hasShortOpt(args []value, letter byte) bool {
@@ -261,12 +253,6 @@ func hasShortOpt(args []value, letter byte) bool {
 	}
 	return false
 }
-
-// sideEffectDevices are device files that act when opened or read:
-// opening a watchdog arms it, and unless it is closed with the magic
-// character (cat does not write one) the machine reboots; /dev/port,
-// /dev/mem and /dev/kmem read device registers, which can hang hardware.
-var sideEffectDevices = []string{"/dev/watchdog", "/dev/port", "/dev/mem", "/dev/kmem"}
 
 const deviceWhy = "opening or reading this device acts on the machine (a watchdog reboots it unless closed with the magic character; port and memory reads can hang hardware)"
 

@@ -17,29 +17,6 @@ import (
 // those attributes once the whole string, nested strings included, has
 // been read. docs/classification.md lists every place checked against bash.
 
-// bashIntegerVars are the variables bash itself gives the integer attribute
-// (variables.c): assigning one evaluates the value as arithmetic
-// (`RANDOM='a[$(cmd)]'` runs cmd).
-var bashIntegerVars = []string{"RANDOM", "SRANDOM", "OPTIND", "HISTCMD", "BASHPID", "MAILCHECK", "PPID", "UID", "EUID"}
-
-// bashAssignedVars are variables bash assigns by itself while it runs, from
-// data the agent can choose (the last argument of a command, a path, a
-// regex match, input): an integer attribute or name reference on one of
-// them turns that data into code with no assignment in sight.
-var bashAssignedVars = map[string]bool{
-	"_": true, "PWD": true, "OLDPWD": true, "DIRSTACK": true, "BASH_REMATCH": true,
-	"PIPESTATUS": true, "BASH_ARGV": true, "BASH_ARGC": true, "BASH_LINENO": true,
-	"BASH_SOURCE": true, "FUNCNAME": true, "BASH_COMMAND": true, "COLUMNS": true,
-	"LINES": true, "COPROC": true, "REPLY": true, "MAPFILE": true, "OPTARG": true,
-	"BASH_EXECUTION_STRING": true, "SHLVL": true, "HISTFILE": true,
-}
-
-// promptVars are expanded as prompt strings: backslash escapes are decoded
-// (`\044` is `$`), then parameters, arithmetic and command substitutions
-// run. PS4 is expanded for every command under `set -x`; PS0-PS2 and the
-// MAILPATH messages in interactive shells. (PS3 is printed as it is.)
-var promptVars = map[string]bool{"PS0": true, "PS1": true, "PS2": true, "PS4": true, "MAILPATH": true}
-
 // varSite is one place that assigns a value to a variable: an assignment,
 // a loop variable, or a builtin that stores input or output in a name.
 type varSite struct {

@@ -94,42 +94,13 @@ func handlerFor(base string) (handler, bool) {
 	return nil, false
 }
 
-// shells run a string given with -c, a script file, or their standard input.
-var shells = map[string]bool{"sh": true, "bash": true, "dash": true, "zsh": true, "ksh": true, "ash": true, "mksh": true, "rbash": true, "yash": true, "fish": true, "tcsh": true, "csh": true}
-
 func isInterpreter(base string) bool {
-	for _, p := range []string{"python", "perl", "ruby", "node", "nodejs", "php", "lua", "luajit", "tclsh", "wish", "Rscript", "deno", "bun", "pwsh", "irb", "julia", "java", "jshell", "groovy", "osascript", "expect"} {
+	for _, p := range interpreters {
 		if base == p || strings.HasPrefix(base, p) && strings.Trim(base[len(p):], "0123456789.-") == "" {
 			return true
 		}
 	}
 	return false
-}
-
-// builtinsRead are shell builtins that change nothing outside the shell
-// itself; a non-empty reason makes them write.
-var builtinsRead = map[string]string{
-	":": "", "cd": "", "pushd": "", "popd": "", "dirs": "", "set": "", "shopt": "",
-	"wait": "", "umask": "", "ulimit": "", "exit": "", "return": "", "break": "",
-	"continue": "", "shift": "", "unset": "", "getopts": "", "read": "", "unalias": "",
-	"mapfile": "", "readarray": "", "let": "", "local": "", "export": "", "readonly": "",
-	"declare": "", "typeset": "", "jobs": "", "times": "", "caller": "", "help": "",
-	"logout": "", "suspend": "", "disown": "", "history": "history can rewrite the history file",
-	"hash": "hash -p maps a name to another program", "enable": "enable -f loads code into the shell",
-	"bind": "bind changes key bindings", "complete": "complete can run commands on completion",
-	"fc": "fc runs commands from the history",
-}
-
-// neverRead are commands classification.md names as never read, with why.
-var neverRead = map[string]string{
-	"less": "pager is never read", "more": "pager is never read", "most": "pager is never read",
-	"man": "pager is never read", "vi": "editor is never read", "vim": "editor is never read",
-	"nano": "editor is never read", "emacs": "editor is never read", "ed": "editor is never read",
-	"curl": "curl can send and save data", "wget": "wget saves files",
-	// top -b -n 1 was read in the first allowlist; under bash in the
-	// sandbox procps-ng 4's top created ~/.config/procps (for its rc file)
-	// on every first run.
-	"top": "top creates ~/.config/procps for its settings file, and without -b -n N it is interactive or runs forever",
 }
 
 // stdinPath reports whether a script path names standard input, so that a
@@ -263,8 +234,6 @@ func (c *classifier) ssh(cl *cmdCall, args []value) {
 	c.runJoined(cl, "ssh", p.operands[1:])
 }
 
-const sshOpts = "-4 -6 -A -a -C -f -G -g -K -k -M -N -n -q -s -T -t -V -v -X -x -Y -y -B= -b= -c= -D= -E= -e= -F= -I= -i= -J= -L= -l= -m= -O= -o= -P= -p= -Q= -R= -S= -W= -w="
-
 // awk is read only for programs that just print: no system(), no pipes, no
 // output redirection, no program file.
 func (c *classifier) awk(cl *cmdCall, args []value) {
@@ -296,11 +265,6 @@ func (c *classifier) awk(cl *cmdCall, args []value) {
 		}
 	}
 }
-
-// awkOpts are the awk options the parser knows. gawk's -d (--dump-variables),
-// -p (--profile) and -o (--pretty-print) write awkvars.out or awkprof.out,
-// and -D starts the debugger: they are left out, so they are unknown options.
-const awkOpts = "-F= -v= -f= -e= -b -c -E= -g -h -i= -l= -L? -M -n -N -O -P -r -s -S -t -V --field-separator= --assign= --file= --source= --include= --load= --sandbox --posix --traditional --characters-as-bytes --use-lc-numeric --bignum --re-interval"
 
 var awkIndirectCall = regexp.MustCompile(`@[A-Za-z_][A-Za-z0-9_]*\s*\(`)
 
@@ -380,22 +344,4 @@ func (c *classifier) find(cl *cmdCall, args []value) {
 			i += int(kind)
 		}
 	}
-}
-
-// findPrimaries lists find's read-only options, tests and actions with the
-// number of values each takes. -fprint, -fprintf, -fls (write a file),
-// -delete and -exec are absent on purpose.
-var findPrimaries = map[string]uint8{
-	"-name": 1, "-iname": 1, "-path": 1, "-ipath": 1, "-wholename": 1, "-iwholename": 1,
-	"-regex": 1, "-iregex": 1, "-regextype": 1, "-type": 1, "-xtype": 1, "-size": 1,
-	"-mtime": 1, "-mmin": 1, "-atime": 1, "-amin": 1, "-ctime": 1, "-cmin": 1, "-used": 1,
-	"-newer": 1, "-anewer": 1, "-cnewer": 1, "-newermt": 1, "-newerct": 1, "-newerat": 1, "-newermm": 1,
-	"-user": 1, "-group": 1, "-uid": 1, "-gid": 1, "-perm": 1, "-links": 1, "-inum": 1,
-	"-samefile": 1, "-lname": 1, "-ilname": 1, "-fstype": 1, "-context": 1,
-	"-maxdepth": 1, "-mindepth": 1, "-printf": 1,
-	"-print": 0, "-print0": 0, "-ls": 0, "-prune": 0, "-quit": 0, "-not": 0, "-a": 0, "-o": 0,
-	"-and": 0, "-or": 0, "-!": 0, "-depth": 0, "-follow": 0, "-xdev": 0, "-mount": 0,
-	"-nouser": 0, "-nogroup": 0, "-empty": 0, "-readable": 0, "-writable": 0, "-executable": 0,
-	"-true": 0, "-false": 0, "-daystart": 0, "-noleaf": 0, "-ignore_readdir_race": 0,
-	"-noignore_readdir_race": 0, "-L": 0, "-H": 0, "-P": 0, "-d": 0, "-O0": 0, "-O1": 0, "-O2": 0, "-O3": 0,
 }

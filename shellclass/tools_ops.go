@@ -61,18 +61,6 @@ func (c *classifier) rsyncSender(cl *cmdCall, args []value) {
 	}
 }
 
-// rsyncSenderOpts are the options that rsync's client puts on the server's
-// command line for a pull (options.c: server_options() with am_sender
-// unset), checked with rsync 3.5.0 by capturing what the client asked the
-// remote shell to run. The short bundle ends with -e and the protocol
-// compatibility string (-logDtpre.iLsfxCIvu), which the e= spec swallows.
-const rsyncSenderOpts = "-v -q -b -u -n -l -d -L -k -W -H -o -g -D -t -U -N -p -A -X -r -c -C -I -R -x -S -z -e= -B= " +
-	"--server --sender --iconv= --list-only --no-r --compress-level= --no-specials --specials --msgs2stderr --no-msgs2stderr " +
-	"--timeout= --bwlimit= --backup-dir= --suffix= --checksum-choice= --new-compress --old-compress --compress-choice= " +
-	"--skip-compress= --max-alloc= --ignore-missing-args --delete-missing-args --checksum-seed= --ignore-errors " +
-	"--copy-unsafe-links --safe-links --numeric-ids --use-qsort --info= --debug= --append --inplace --no-W " +
-	"--files-from= --from0 --no-relative --no-implied-dirs --remove-source-files --remove-sent-files --copy-devices --open-noatime"
-
 // scp: `scp -f` is the sending side that legacy scp starts on the server
 // (read), `scp -t` the receiving side (write); a client scp writes.
 func (c *classifier) scp(cl *cmdCall, args []value) {
@@ -155,14 +143,6 @@ func (c *classifier) programOptions(cl *cmdCall, args []value) {
 		return
 	}
 	c.raiseCall(cl, Write, neverRead[base])
-}
-
-// programOpts are the options that name a program, per tool.
-var programOpts = map[string][]string{
-	"tar":  {"-I", "--use-compress-program", "--to-command", "--checkpoint-action", "-F", "--info-script", "--new-volume-script", "--rsh-command", "--rmt-command"},
-	"rg":   {"--pre", "--hostname-bin"},
-	"sort": {"--compress-program"},
-	"man":  {"-P", "--pager", "-H", "--html"},
 }
 
 // docker and podman: read forms, destructive forms, and the command that
@@ -260,13 +240,6 @@ func (c *classifier) containerCmd(cl *cmdCall, what, opts string, args []value, 
 	c.simple(&sub, inner)
 }
 
-const dockerGlobals = "-D -l= -H= -c= -v --debug --log-level= --host= --context= --config= --tls --tlsverify --tlscacert= --tlscert= --tlskey= --version --remote -r --url= --connection= --root= --runroot= --storage-driver= --storage-opt= --cgroup-manager= --events-backend= --log-level= --identity= --help"
-const dockerExecOpts = "-d -i -t -e= -u= -w= --detach --interactive --tty --privileged --env= --env-file= --user= --workdir= --detach-keys="
-const dockerRunOpts = "-d -i -t -P -q -a= -e= -h= -l= -m= -p= -u= -v= -w= -c= --rm --detach --interactive --tty --privileged --init --read-only --publish-all --quiet --no-healthcheck --oom-kill-disable --sig-proxy? --name= --env= --env-file= --hostname= --label= --label-file= --memory= --memory-swap= --memory-reservation= --publish= --user= --volume= --workdir= --entrypoint= --network= --net= --network-alias= --mount= --restart= --platform= --pull= --add-host= --dns= --dns-search= --dns-option= --device= --cap-add= --cap-drop= --security-opt= --log-driver= --log-opt= --tmpfs= --ulimit= --shm-size= --stop-signal= --stop-timeout= --cidfile= --gpus= --ipc= --pid= --uts= --runtime= --userns= --expose= --link= --volumes-from= --annotation= --attach= --cgroupns= --cgroup-parent= --cpus= --cpu-shares= --cpuset-cpus= --group-add= --health-cmd= --health-interval= --health-retries= --health-timeout= --health-start-period= --init-path= --ip= --ip6= --isolation= --kernel-memory= --mac-address= --pids-limit= --storage-opt= --sysctl= --tz= --arch= --os= --variant="
-
-// dockerManaged are management commands whose verb is the next word.
-var dockerManaged = map[string]bool{"container": true, "image": true, "volume": true, "network": true, "system": true, "builder": true, "buildx": true, "plugin": true, "secret": true, "config": true, "node": true, "service": true, "stack": true, "context": true, "compose": true, "swarm": true, "pod": true, "machine": true, "manifest": true}
-
 func dockerDestructive(sub string) (string, bool) {
 	verb := sub
 	if i := strings.LastIndexByte(sub, ' '); i >= 0 {
@@ -277,18 +250,6 @@ func dockerDestructive(sub string) (string, bool) {
 		return "deletes containers, images or volumes, or ends running work", true
 	}
 	return "", false
-}
-
-var dockerRead = map[string]bool{
-	"ps": true, "images": true, "inspect": true, "logs": true, "version": true, "info": true,
-	"top": true, "port": true, "stats": true, "container ls": true, "container ps": true,
-	"container list": true, "container inspect": true, "container logs": true, "container top": true,
-	"container port": true, "container stats": true, "image ls": true, "image list": true,
-	"image inspect": true, "image history": true, "history": true, "volume ls": true, "volume list": true,
-	"volume inspect": true, "network ls": true, "network list": true, "network inspect": true,
-	"system df": true, "system info": true, "compose ps": true, "compose logs": true,
-	"compose ls": true, "compose images": true, "compose top": true, "compose version": true,
-	"compose config": true, "context ls": true, "context list": true, "pod ps": true, "pod ls": true,
 }
 
 // kubectl: read verbs, delete and drain, and the command exec runs in a pod.
@@ -381,20 +342,6 @@ func (c *classifier) kubectl(cl *cmdCall, args []value) {
 	}
 }
 
-var kubectlRead = map[string]bool{"get": true, "describe": true, "logs": true, "top": true, "explain": true, "version": true, "api-resources": true, "api-versions": true, "cluster-info": true}
-
-var kubectlFlags = func() map[string]argKind {
-	m := map[string]argKind{}
-	for _, f := range strings.Fields("-n= --namespace= --context= --cluster= --user= -l= --selector= -o= --output= --field-selector= --sort-by= -L= --label-columns= --tail= --since= --since-time= -c= --container= --request-timeout= -v= --v= --kubeconfig= --token= --server= -s= --as= --as-group= --as-uid= --chunk-size= --template= --show-kind --show-labels --no-headers --ignore-not-found -A --all-namespaces --all-containers -p --previous --timestamps --prefix -i -t --stdin --tty -q --quiet -f --follow -w --watch --watch-only --recursive -R --raw= --subresource= --containers --use-protocol-buffers --sort-by= --max-log-requests= --pod-running-timeout= --limit-bytes= --insecure-skip-tls-verify --certificate-authority= --client-key= --client-certificate= --username= --password= --profile= --log-flush-frequency= --warnings-as-errors --cache-dir= --disable-compression --tls-server-name= --match-server-version --output-watch-events --server-print --show-managed-fields --include-uninitialized --show-events --client --api-group= --namespaced --verbs= --cached --no-headers --filename= -k= --kustomize=") {
-		kind := noArg
-		if strings.HasSuffix(f, "=") {
-			kind, f = reqArg, strings.TrimSuffix(f, "=")
-		}
-		m[f] = kind
-	}
-	return m
-}()
-
 // systemctl: read verbs with --no-pager, destructive verbs that stop work.
 func (c *classifier) systemctl(cl *cmdCall, args []value) {
 	if !allKnown(args) {
@@ -427,12 +374,6 @@ func (c *classifier) systemctl(cl *cmdCall, args []value) {
 		c.raiseCall(cl, Write, "systemctl "+verb+" without --no-pager may start a pager")
 	}
 }
-
-const systemctlOpts = "-a -l -q -r -f -i -n= -o= -p= -P= -s= -t= -H= -M= --all --full --no-pager --no-legend --quiet --recursive --reverse --after --before --value --user --system --global --runtime --now --force --no-block --no-wall --no-reload --no-ask-password --show-types --plain --failed --type= --state= --property= --lines= --output= --host= --machine= --signal= --kill-whom= --kill-value= --job-mode= --root= --image= --preset-mode= --timestamp= --legend= --check-inhibitors= --what= --with-dependencies --dry-run --wait --marked --read-only --mkdir --firmware-setup --ignore-inhibitors --reboot-argument= --boot-loader-menu= --boot-loader-entry= --drop-in= --when="
-
-var systemctlRead = map[string]bool{"status": true, "show": true, "list-units": true, "list-unit-files": true, "list-timers": true, "list-sockets": true, "list-dependencies": true, "list-jobs": true, "is-active": true, "is-enabled": true, "is-failed": true, "is-system-running": true, "cat": true, "get-default": true, "show-environment": true}
-
-var systemctlDestructive = map[string]bool{"stop": true, "kill": true, "restart": true, "try-restart": true, "reload-or-restart": true, "try-reload-or-restart": true, "condrestart": true, "force-reload": true, "reboot": true, "poweroff": true, "halt": true, "isolate": true, "mask": true, "kexec": true, "soft-reboot": true, "emergency": true, "rescue": true, "suspend": true, "hibernate": true, "hybrid-sleep": true, "suspend-then-hibernate": true, "exit": true, "default": true, "clean": true, "freeze": true}
 
 // service NAME VERB: stop and restart end running work.
 func (c *classifier) service(cl *cmdCall, args []value) {
@@ -491,9 +432,6 @@ func (c *classifier) ip(cl *cmdCall, args []value) {
 		}
 	}
 }
-
-// ipSelector are words that start a filter after an implied show.
-var ipSelector = map[string]bool{"dev": true, "up": true, "scope": true, "label": true, "to": true, "table": true, "type": true, "master": true, "proto": true, "vrf": true, "nomaster": true}
 
 func ipObject(s string) bool {
 	for _, o := range []string{"address", "link", "route", "neighbour", "neighbor"} {
@@ -691,14 +629,3 @@ func (c *classifier) redis(cl *cmdCall, args []value) {
 	}
 	c.raiseCall(cl, Write, "redis-cli can change data")
 }
-
-// rpmQueryOpts are the options of rpm -q that only select and print. --pipe,
-// --eval, --define, --macros, --rcfile, --load and --dbpath-like options that
-// change configuration are left out; unknown options make rpm write.
-const rpmQueryOpts = "-q -a -f -g -p -i -l -c -d -s -R -v --query --all --file --group --package --info --list --configfiles --docfiles --state --requires --provides --conflicts --obsoletes --changelog --changes --scripts --triggers --triggerscripts --filesbypkg --last --dump --qf= --queryformat= --whatrequires --whatprovides --whatconflicts --whatobsoletes --whatrecommends --whatsuggests --whatsupplements --whatenhances --nodigest --nosignature --nofiles --noscripts --nodeps --quiet --verbose"
-
-// pipReadOpts are the options pip list, show and freeze accept as read:
-// output format and which distributions to list. pip's --log writes a
-// file, --python runs another interpreter, --cache-dir and --src name
-// places to write.
-const pipReadOpts = "-v -q -l -o -u -e -f -a -r= --verbose --quiet --local --outdated --uptodate --editable --files --all --user --format= --not-required --exclude-editable --include-editable --exclude= --path= --pre --no-index --index-url= --extra-index-url= -i= --disable-pip-version-check --no-color --no-input --isolated --requirement= --no-python-version-warning"

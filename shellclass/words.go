@@ -9,7 +9,7 @@ import (
 
 // value is a word after quote removal. A word is known only when every part
 // is literal and nothing in it expands: no parameter, command or arithmetic
-// expansion, no glob, no brace expansion (classification.md, Parsing).
+// expansion, no glob, no brace expansion (docs/classification.md, Parsing).
 type value struct {
 	s     string
 	known bool
