@@ -10,8 +10,7 @@ import (
 
 // corpusRow is one line of a testdata/corpus/*.jsonl file: a command and the
 // class it should have, written from what bash does and the rules of
-// docs/classification.md, not from this
-// code.
+// docs/classification.md, not from this code.
 type corpusRow struct {
 	Command string `json:"command"`
 	Class   string `json:"class"`
