@@ -48,6 +48,7 @@ var destructiveTable = map[string]destructiveRule{
 	"init":           {why: "init 0/6/1 halts, reboots or stops services", subs: []string{"0", "6", "1", "s", "S", "single"}},
 	"telinit":        {why: "telinit 0/6/1 halts, reboots or stops services", subs: []string{"0", "6", "1", "s", "S", "single"}},
 	"journalctl":     {why: "journalctl --vacuum deletes journal files", flags: []string{"--vacuum-*"}},
+	"dmesg":          {why: "dmesg -c/-C clears the kernel ring buffer, deleting its messages", flags: []string{"--clear", "--read-clear"}, shortFlags: "cC"},
 	"helm":           {why: "helm uninstall deletes a release", subs: []string{"uninstall", "delete", "del", "un"}},
 	"yum":            {why: "yum remove removes packages", subs: []string{"remove", "erase", "autoremove"}},
 	"dnf":            {why: "dnf remove removes packages", subs: []string{"remove", "erase", "autoremove"}},

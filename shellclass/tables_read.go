@@ -115,7 +115,7 @@ var readTable = map[string]readEntry{
 	"locale":    {opts: "-a -m -c -k --all-locales --charmaps --category-name --keyword-name --verbose", maxOps: anyOps},
 	"arch":      {maxOps: 0},
 	"dmesg":     {opts: "-d -e -f= -F= -H -k -l= -L? -P -r -S -t -T -u -x --ctime --decode --facility= --human --kernel --level= --color? --nopager --raw --syslog --notime --time-format= --userspace --show-delta --reltime --since= --until=", maxOps: 0, check: dmesgCheck},
-	"journalctl": {opts: "-a -b? -D= -e -f -g= -k -l -m -n= -o= -p= -q -r -S= -t= -u= -U= -x -M= --all --boot? --directory= --pager-end --grep= --case-sensitive? --dmesg --full --merge --lines= --output= --output-fields= --priority= --quiet --reverse --since= --until= --identifier= --unit= --user-unit= --user --system --catalog --utc --no-hostname --no-full --no-pager --list-boots --disk-usage --header --fields --field= --machine= --facility= --cursor= --after-cursor= --show-cursor --namespace= --invocation= -I",
+	"journalctl": {opts: "-a -b? -D= -e -f -g= -k -l -m -n= -o= -p= -q -r -S= -t= -u= -U= -x -M= --all --boot? --directory= --pager-end --grep= --case-sensitive? --dmesg --full --merge --lines= --output= --output-fields= --priority= --quiet --reverse --since= --until= --identifier= --unit= --user-unit= --user --system --catalog --utc --no-hostname --no-full --no-pager --list-boots --disk-usage --header --fields --field= --machine= --facility= --cursor= --after-cursor= --show-cursor --namespace= --invocation= -I -#",
 		maxOps: anyOps, require: []string{"--no-pager"}, check: journalctlCheck},
 }
 
