@@ -465,6 +465,10 @@ func (c *classifier) redirect(sc *scope, r *syntax.Redirect, depth int) {
 		c.raise(sc, r, Destructive, "redirect to a target known only at run time ("+v.why+"); it may be a block device")
 		return
 	}
+	if dev, ok := opensDevice(v); ok {
+		c.raise(sc, r, Destructive, "redirect opens "+dev+": "+deviceWhy)
+		return
+	}
 	if neutralSink(v.s) {
 		return
 	}

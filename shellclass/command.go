@@ -228,16 +228,23 @@ func (c *classifier) generic(cl *cmdCall, base string, trusted bool, args []valu
 	c.readEntry(cl, base, e, args[1:])
 }
 
+// devices raises cl to destructive if one of args opens a device that acts
+// when opened (opensDevice), and reports whether it did.
+func (c *classifier) devices(cl *cmdCall, what string, args []value) bool {
+	for _, a := range args {
+		if dev, ok := opensDevice(a); ok {
+			c.raiseCall(cl, Destructive, what+" opens "+dev+": "+deviceWhy)
+			return true
+		}
+	}
+	return false
+}
+
 // readEntry checks args against one read allowlist entry.
 func (c *classifier) readEntry(cl *cmdCall, base string, e readEntry, args []value) {
-	for _, a := range args {
-		if namesOnly[base] || base == "file" && !hasShortOpt(args, 's') {
-			break
-		}
-		if dev, ok := opensDevice(a); ok {
-			c.raiseCall(cl, Destructive, base+" opens "+dev+": "+deviceWhy)
-			return
-		}
+	opens := !namesOnly[base] && (base != "file" || hasShortOpt(args, 's'))
+	if opens && c.devices(cl, base, args) {
+		return
 	}
 	cls, why := checkRead(base, e, args)
 	c.raiseCall(cl, cls, why)
@@ -257,8 +264,11 @@ func hasShortOpt(args []value, letter byte) bool {
 const deviceWhy = "opening or reading this device acts on the machine (a watchdog reboots it unless closed with the magic character; port and memory reads can hang hardware)"
 
 // opensDevice reports whether an argument (or the value of --opt=value)
-// names, or is a glob that can match, a device of sideEffectDevices. A
-// relative path or a value known only at run time is not checked.
+// names, or is a glob that can match, a device of sideEffectDevices, also
+// through /proc/PID/root (a link to the root) and /dev/char/MAJOR:MINOR
+// (links to every character device). A relative path or a value known
+// only at run time is not checked (docs/classification.md, What the
+// classifier cannot see).
 func opensDevice(a value) (string, bool) {
 	s := a.s
 	if i := strings.Index(s, "=/"); i >= 0 && strings.HasPrefix(s, "-") {
@@ -267,24 +277,42 @@ func opensDevice(a value) (string, bool) {
 	if !strings.HasPrefix(s, "/") {
 		return "", false
 	}
+	if !a.known && a.why != "glob pattern" {
+		return "", false
+	}
+	s = devicePath(path.Clean(s))
 	if a.known {
-		s = path.Clean(s)
 		for _, d := range sideEffectDevices {
-			if s == d || d == "/dev/watchdog" && strings.HasPrefix(s, d) {
+			if s == d || d == "/dev/watchdog" && strings.HasPrefix(s, d) || strings.HasPrefix(s, "/dev/char/") {
 				return s, true
 			}
 		}
 		return "", false
 	}
-	if a.why != "glob pattern" {
-		return "", false
-	}
-	for _, d := range append(sideEffectDevices, "/dev/watchdog0", "/dev/watchdog1") {
+	for _, d := range append(sideEffectDevices, "/dev/watchdog0", "/dev/watchdog1", "/dev/char/10:130") {
 		if ok, _ := path.Match(s, d); ok {
 			return d, true
 		}
 	}
 	return "", false
+}
+
+// devicePath strips the /proc/PID/root prefixes of a cleaned path: each is a
+// link to the root directory.
+func devicePath(s string) string {
+	for strings.HasPrefix(s, "/proc/") {
+		rest := s[len("/proc/"):]
+		pid, tail, ok := strings.Cut(rest, "/")
+		if !ok || !(pid == "self" || pid == "thread-self" || isFD(pid) || strings.ContainsAny(pid, "*?[")) {
+			return s
+		}
+		tail, ok = strings.CutPrefix(tail, "root")
+		if !ok || tail != "" && tail[0] != '/' {
+			return s
+		}
+		s = "/" + strings.TrimPrefix(tail, "/")
+	}
+	return s
 }
 
 func checkRead(base string, e readEntry, args []value) (Class, string) {

@@ -166,4 +166,5 @@ var namesOnly = map[string]bool{
 // opening a watchdog arms it, and unless it is closed with the magic
 // character (cat does not write one) the machine reboots; /dev/port,
 // /dev/mem and /dev/kmem read device registers, which can hang hardware.
-var sideEffectDevices = []string{"/dev/watchdog", "/dev/port", "/dev/mem", "/dev/kmem"}
+// Opening /dev/snapshot for reading starts preparing a hibernation image.
+var sideEffectDevices = []string{"/dev/watchdog", "/dev/port", "/dev/mem", "/dev/kmem", "/dev/snapshot"}

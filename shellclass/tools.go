@@ -31,6 +31,9 @@ func handlerFor(base string) (handler, bool) {
 		return (*classifier).ssh, true
 	case "source", ".":
 		return func(c *classifier, cl *cmdCall, args []value) {
+			if c.devices(cl, base, args[1:2]) {
+				return
+			}
 			if len(args) > 1 && args[1].known && stdinPath(args[1].s) && cl.stdinKnown {
 				c.nested(cl.sc, cl.node, cl.stdin, cl.depth) // `. /dev/stdin <<< 'code'`
 				return
@@ -171,6 +174,7 @@ func (c *classifier) shell(cl *cmdCall, args []value) {
 		c.nested(cl.sc, cl.node, script.s, cl.depth)
 	case cmdMode:
 		c.raiseCall(cl, Write, base+" -c without a command string")
+	case file != nil && c.devices(cl, base, []value{*file}):
 	case file != nil && stdinPath(file.s) && cl.stdinKnown:
 		c.nested(cl.sc, cl.node, cl.stdin, cl.depth) // `bash /dev/stdin <<< 'code'`
 	case file != nil && !fromStdin:
@@ -264,6 +268,7 @@ func (c *classifier) awk(cl *cmdCall, args []value) {
 			c.raiseCall(cl, Write, "awk program "+why)
 		}
 	}
+	c.devices(cl, "awk", ops)
 }
 
 var awkIndirectCall = regexp.MustCompile(`@[A-Za-z_][A-Za-z0-9_]*\s*\(`)

@@ -53,6 +53,9 @@ func (c *classifier) rsync(cl *cmdCall, args []value) {
 // out of the classifier's sight.
 func (c *classifier) rsyncSender(cl *cmdCall, args []value) {
 	p := getopt(spec(rsyncSenderOpts), args[1:], false)
+	if c.devices(cl, "rsync", p.operands) {
+		return
+	}
 	switch {
 	case p.bad == "-s":
 		c.raiseCall(cl, Write, "rsync --server -s (protect-args) reads further options from the connection, which the classifier cannot see")
@@ -79,6 +82,7 @@ func (c *classifier) scp(cl *cmdCall, args []value) {
 		}
 	}
 	if from && !to {
+		c.devices(cl, "scp -f", args[1:])
 		return
 	}
 	if to {
