@@ -64,6 +64,8 @@ type classifier struct {
 	// included: splitting a resolved `$X` by the default IFS is then
 	// unsafe.
 	ifsSet bool
+	// inFunc counts the function bodies being walked.
+	inFunc int
 	// histList and histExpand are the commands that turned on the history
 	// list and history expansion, if any.
 	histList, histExpand *cmdCall
@@ -412,7 +414,9 @@ func (c *classifier) command(sc *scope, st *syntax.Stmt, depth int) {
 	case *syntax.FuncDecl:
 		// The body is classified where it is defined, whether or not it is
 		// called: that covers a function that shadows a command name.
+		c.inFunc++
 		c.stmt(sc, x.Body, depth+1)
+		c.inFunc--
 	case *syntax.ArithmCmd:
 		c.arith(sc, x.X, depth+1)
 	case *syntax.LetClause:
@@ -544,7 +548,7 @@ func (c *classifier) wordPart(sc *scope, p syntax.WordPart, depth int) {
 
 func (c *classifier) paramExp(sc *scope, x *syntax.ParamExp, depth int) {
 	if x.Index != nil {
-		c.arith(sc, x.Index, depth)
+		c.subscript(sc, x.Param, x.Index, depth)
 	}
 	if x.Slice != nil {
 		c.arith(sc, x.Slice.Offset, depth)
@@ -588,6 +592,26 @@ func (c *classifier) paramExp(sc *scope, x *syntax.ParamExp, depth int) {
 		// ${!prefix*}, the names, refer to nothing).
 		c.raise(sc, x, Destructive, "indirect expansion ${!"+name+"} evaluates the subscript of the name the variable holds, which can run commands")
 	}
+}
+
+// subscript walks the subscript of name: arithmetic for an indexed array,
+// a key (a word whose substitutions run, nothing evaluated) for a variable
+// that is surely associative there (assocAt).
+func (c *classifier) subscript(sc *scope, name *syntax.Lit, idx syntax.ArithmExpr, depth int) {
+	if w, ok := idx.(*syntax.Word); ok && name != nil && c.assocAt(name.Value, idx) {
+		c.word(sc, w, depth)
+		return
+	}
+	c.arith(sc, idx, depth)
+}
+
+// assocAt reports whether name is surely an associative array at node: a
+// top-level statement before it declared it -A, nothing in the string can
+// unset it, and node is in the top-level string outside any function
+// (where local could make a new, indexed, variable of the same name).
+func (c *classifier) assocAt(name string, node syntax.Node) bool {
+	end, ok := c.attrs.assocInit[name]
+	return ok && !c.inNested && c.inFunc == 0 && int(node.Pos().Offset()) >= end && !c.attrs.unset[name] && !c.attrs.unsetAny
 }
 
 // keysIndex reports whether an index is [@] or [*].
@@ -667,6 +691,9 @@ func (c *classifier) numericArith(w *syntax.Word) bool {
 	case *syntax.Lit:
 		return isNumberLit(p.Value) || p.Value == "@" || p.Value == "*" || c.numericVar(p.Value, w)
 	case *syntax.ParamExp:
+		if p.Length && !p.Excl && p.Exp == nil && p.Repl == nil && p.Slice == nil {
+			return true // ${#x}, ${#a[@]}: a length is a number (the index is walked)
+		}
 		if p.Param == nil || !simpleParam(p) {
 			return false
 		}
@@ -850,23 +877,17 @@ func (c *classifier) assign(sc *scope, a *syntax.Assign, depth int) {
 
 func (c *classifier) assignCtx(sc *scope, a *syntax.Assign, depth int, ctx assignCtx) {
 	if a.Index != nil {
-		c.arith(sc, a.Index, depth+1)
+		c.subscript(sc, a.Name, a.Index, depth+1)
 	}
 	if a.Value != nil {
 		c.word(sc, a.Value, depth+1)
 	}
 	if a.Array != nil {
 		for _, el := range a.Array.Elems {
-			switch idx := el.Index.(type) {
-			case nil:
-			case *syntax.Word:
-				if ctx.assoc {
-					c.word(sc, idx, depth+1) // a key: its substitutions run, nothing is evaluated
-					break
-				}
-				c.arith(sc, idx, depth+1)
-			default:
-				c.arith(sc, el.Index, depth+1)
+			if w, ok := el.Index.(*syntax.Word); ok && ctx.assoc {
+				c.word(sc, w, depth+1) // a key: its substitutions run, nothing is evaluated
+			} else if el.Index != nil {
+				c.subscript(sc, a.Name, el.Index, depth+1)
 			}
 			c.word(sc, el.Value, depth+1)
 		}

@@ -129,10 +129,27 @@ func (c *classifier) collect(f *syntax.File, strBind func(string), arithBind fun
 }
 
 // collectArrays records the names that read, mapfile and readarray may make
-// arrays: every literal argument of theirs, to be safe.
+// arrays (every literal argument of theirs, to be safe) and the names unset
+// may remove.
 func (c *classifier) collectArrays(x *syntax.CallExpr) {
 	if len(x.Args) < 2 {
 		return
+	}
+	// unset may come after a wrapper (builtin unset h), and eval or source
+	// may run one the walker has not read yet.
+	unsetting := false
+	for i, w := range x.Args {
+		v := wordValue(w, c.opts.Dialect)
+		switch {
+		case unsetting && v.known:
+			c.attrs.unset[baseName(v.s)] = true
+		case unsetting:
+			c.attrs.unsetAny = true
+		case v.s == "unset":
+			unsetting = true
+		case v.s == "eval" || v.s == "source" || v.s == "." && i == 0:
+			c.attrs.unsetAny = true
+		}
 	}
 	switch wordValue(x.Args[0], c.opts.Dialect).s {
 	case "read", "mapfile", "readarray":
@@ -179,7 +196,8 @@ func (c *classifier) noteBinding(name string) {
 }
 
 // integerInits records the names that a top-level statement declares with
-// the integer attribute and a number (`declare -i n=0`), for numericVar.
+// the integer attribute and a number (`declare -i n=0`), for numericVar,
+// and those it declares associative (`declare -A h`), for assocAt.
 func (c *classifier) integerInits(f *syntax.File) {
 	for _, st := range f.Stmts {
 		d, ok := st.Cmd.(*syntax.DeclClause)
@@ -187,12 +205,16 @@ func (c *classifier) integerInits(f *syntax.File) {
 			continue
 		}
 		args := declArgs(d, c.opts.Dialect)
-		if !strings.ContainsRune(declFlags(args), 'i') {
-			continue
-		}
+		flags := declFlags(args)
 		for _, a := range args {
-			if a.flags == "" && !a.dynamic && a.hasValue && a.array == nil && inertValue(a.value) && isName(a.name) {
+			if a.flags != "" || a.dynamic || !isName(a.name) {
+				continue
+			}
+			if strings.ContainsRune(flags, 'i') && a.hasValue && a.array == nil && inertValue(a.value) {
 				c.attrs.intInit[a.name] = int(st.End().Offset())
+			}
+			if strings.ContainsRune(flags, 'A') {
+				c.attrs.assocInit[a.name] = int(st.End().Offset())
 			}
 		}
 	}

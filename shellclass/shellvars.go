@@ -47,11 +47,18 @@ type attrs struct {
 	// statement: from there on the variable holds a number, because every
 	// later assignment to it is a site that checkSites requires to be one.
 	intInit map[string]int
+	// assocInit maps a name a top-level statement declares -A to the
+	// offset after that statement (assocAt).
+	assocInit map[string]int
+	// unset holds the names an unset in the string may remove; unsetAny
+	// is set when an unset names something known only at run time.
+	unset    map[string]bool
+	unsetAny bool
 }
 
 func newAttrs() attrs {
 	a := attrs{integer: map[string]bool{}, nameref: map[string]bool{}, array: map[string]bool{},
-		unInteger: map[string]bool{}, intInit: map[string]int{}}
+		unInteger: map[string]bool{}, intInit: map[string]int{}, assocInit: map[string]int{}, unset: map[string]bool{}}
 	for _, n := range bashIntegerVars {
 		a.integer[n] = true
 	}
