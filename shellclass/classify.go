@@ -870,11 +870,8 @@ type assignCtx struct {
 	readIFS bool
 }
 
-// assign classifies one assignment (docs/classification.md, Assignments).
-func (c *classifier) assign(sc *scope, a *syntax.Assign, depth int) {
-	c.assignCtx(sc, a, depth, assignCtx{what: "assigned to it"})
-}
-
+// assignCtx classifies one assignment (docs/classification.md,
+// Assignments).
 func (c *classifier) assignCtx(sc *scope, a *syntax.Assign, depth int, ctx assignCtx) {
 	if a.Index != nil {
 		c.subscript(sc, a.Name, a.Index, depth+1)

@@ -161,7 +161,12 @@ func (sc *sedScanner) twoParts() bool {
 	}
 	d := sc.s[sc.i]
 	sc.i++
-	return sc.delimited(d) && sc.delimited(d)
+	for range 2 {
+		if !sc.delimited(d) {
+			return false
+		}
+	}
+	return true
 }
 
 // skipUntil moves up to (not past) the first byte found in set.

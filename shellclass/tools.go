@@ -31,7 +31,7 @@ func handlerFor(base string) (handler, bool) {
 		return (*classifier).ssh, true
 	case "source", ".":
 		return func(c *classifier, cl *cmdCall, args []value) {
-			if c.devices(cl, base, args[1:2]) {
+			if len(args) > 1 && c.devices(cl, base, args[1:2]) {
 				return
 			}
 			if len(args) > 1 && args[1].known && stdinPath(args[1].s) && cl.stdinKnown {
