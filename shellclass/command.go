@@ -261,7 +261,7 @@ func hasShortOpt(args []value, letter byte) bool {
 	return false
 }
 
-const deviceWhy = "opening or reading this device acts on the machine (a watchdog reboots it unless closed with the magic character; port and memory reads can hang hardware)"
+const deviceWhy = "opening or reading this file acts on the machine (a watchdog reboots it unless closed with the magic character; port and memory reads can hang hardware; /proc/kmsg readers take messages from the logger)"
 
 // opensDevice reports whether an argument (or the value of --opt=value)
 // names, or is a glob that can match, a device of sideEffectDevices, also

@@ -166,5 +166,7 @@ var namesOnly = map[string]bool{
 // opening a watchdog arms it, and unless it is closed with the magic
 // character (cat does not write one) the machine reboots; /dev/port,
 // /dev/mem and /dev/kmem read device registers, which can hang hardware.
-// Opening /dev/snapshot for reading starts preparing a hibernation image.
-var sideEffectDevices = []string{"/dev/watchdog", "/dev/port", "/dev/mem", "/dev/kmem", "/dev/snapshot"}
+// Opening /dev/snapshot for reading starts preparing a hibernation image;
+// reading /proc/kmsg takes the kernel's messages away from the system
+// logger.
+var sideEffectDevices = []string{"/dev/watchdog", "/dev/port", "/dev/mem", "/dev/kmem", "/dev/snapshot", "/proc/kmsg"}
