@@ -107,7 +107,7 @@ func (c *classifier) collect(f *syntax.File, strBind func(string), arithBind fun
 				arithBind(w.Lit())
 			}
 		case *syntax.DeclClause:
-			c.noteAttributes(declArgs(x, c.opts.Dialect))
+			c.noteAttributes(x.Variant.Value, declArgs(x, c.opts.Dialect))
 			opaque()
 		case *syntax.LetClause, *syntax.CoprocClause:
 			opaque()

@@ -39,8 +39,8 @@ type attrs struct {
 	integer map[string]bool // declare -i and the like
 	nameref map[string]bool // declare -n
 	array   map[string]bool // declare -a/-A, NAME=(...), NAME[i]=v, read -a, mapfile
-	// unInteger holds names whose integer attribute is removed (+i)
-	// somewhere: they may hold any string.
+	// unInteger holds names whose integer attribute is removed (+i), or
+	// that are made readonly, somewhere: they may hold any string.
 	unInteger map[string]bool
 	// intInit maps a name declared with the integer attribute and a number,
 	// in a statement of the top-level string, to the offset after that
@@ -76,9 +76,10 @@ func baseName(s string) string {
 
 // inertName reports whether bash can take s as a variable name without
 // evaluating anything: an identifier, or an identifier with a subscript of
-// decimal digits. Any other subscript is evaluated (as arithmetic for an
-// indexed array, by expansion for an associative one) and `a[$(cmd)]` runs
-// cmd; a subscript that is a name evaluates that variable's value.
+// decimal digits, @ or *. Any other subscript is evaluated (as arithmetic
+// for an indexed array, by expansion for an associative one) and
+// `a[$(cmd)]` runs cmd; a subscript that is a name evaluates that
+// variable's value.
 func inertName(s string) bool {
 	name, sub, hasSub := strings.Cut(s, "[")
 	if !isName(name) {
@@ -88,7 +89,7 @@ func inertName(s string) bool {
 		return true
 	}
 	sub, ok := strings.CutSuffix(sub, "]")
-	return ok && sub != "" && isFD(sub)
+	return ok && (sub != "" && isFD(sub) || sub == "@" || sub == "*")
 }
 
 // inertValue reports whether a value is one that neither the integer
@@ -141,8 +142,11 @@ func (c *classifier) compoundSite(cl *cmdCall, name string) {
 // noteAttributes records the attributes a declaration clause gives, for
 // checkSites. A declaration whose names are not all known is destructive
 // where it is classified.
-func (c *classifier) noteAttributes(args []declArg) {
+func (c *classifier) noteAttributes(variant string, args []declArg) {
 	flags := declFlags(args)
+	if variant == "readonly" {
+		flags += "r"
+	}
 	removed := false
 	for _, a := range args {
 		removed = removed || strings.HasPrefix(a.flags, "+") && strings.ContainsRune(a.flags, 'i')
@@ -155,7 +159,9 @@ func (c *classifier) noteAttributes(args []declArg) {
 		if strings.ContainsAny(flags, "aA") || a.array != nil || strings.Contains(a.name, "[") {
 			c.attrs.array[name] = true
 		}
-		if removed {
+		// A readonly name keeps its value when a later declare fails, so
+		// `declare -i n=0` does not prove it a number.
+		if removed || strings.ContainsRune(flags, 'r') {
 			c.attrs.unInteger[name] = true
 		}
 		if strings.ContainsRune(flags, 'i') {
