@@ -118,19 +118,10 @@ func (c *classifier) mapfile(cl *cmdCall, args []value) {
 // invalid number), but -v stores the output in a variable, whose subscript
 // bash evaluates. A first argument known only at run time may be -v.
 func (c *classifier) printfBuiltin(cl *cmdCall, args []value) {
-	if len(args) > 1 && !args[1].known {
-		first := args[1]
-		switch {
-		case splittable(first):
-			c.raiseCall(cl, Destructive, "printf's first argument is an unquoted expansion, which may split into -v NAME[...], a subscript bash evaluates")
-			return
-		case mayBe(first, "-v"):
-			if len(args) > 3 && !(args[2].known && inertNameArg(args[2].s)) {
-				c.raiseCall(cl, Destructive, "printf's first argument known only at run time may be -v, and the name after it is not inert")
-				return
-			}
-			c.raiseCall(cl, Write, "printf's first argument known only at run time may be -v, which assigns a variable")
-		}
+	if len(args) > 1 && mayBeOption(args[1]) {
+		// "$f" may be -v, with the name after it, or -vNAME itself.
+		c.raiseCall(cl, Destructive, "printf's first argument is known only at run time and may be -vNAME[...], whose subscript bash evaluates")
+		return
 	}
 	p := getopt(spec(readTable["printf"].opts), args[1:], true)
 	if vs := p.optValues("-v"); len(vs) > 0 {
@@ -167,6 +158,12 @@ func (c *classifier) getopts(cl *cmdCall, args []value) {
 // wait -p NAME stores a process id (a number) in NAME, whose subscript bash
 // evaluates; the other operands are ids or job specs, looked up as they are.
 func (c *classifier) wait(cl *cmdCall, args []value) {
+	for _, a := range args[1:] {
+		if mayBeOption(a) {
+			c.raiseCall(cl, Destructive, "wait with a word known only at run time that may be -pNAME[...], whose subscript bash evaluates")
+			return
+		}
+	}
 	p := getopt(spec("-f -n -p="), args[1:], true)
 	for _, n := range p.optValues("-p") {
 		if !n.known || !inertNameArg(n.s) {
@@ -245,6 +242,42 @@ func mayBe(v value, s string) bool {
 		return true
 	}
 	return strings.HasPrefix(s, literalPrefix(v.word))
+}
+
+// mayBeOption reports whether a word known only at run time can start
+// with "-", and so be an option (with an attached value) for a builtin's
+// option parser. A number ($!, $#, ${#x}) cannot name anything.
+func mayBeOption(v value) bool {
+	if v.known {
+		return false
+	}
+	if v.word == nil {
+		return true
+	}
+	if numericWord(v.word) {
+		return false
+	}
+	prefix := literalPrefix(v.word)
+	return prefix == "" || strings.HasPrefix(prefix, "-")
+}
+
+// numericWord reports whether a word is a single expansion that is always a
+// number: $#, $?, $$, $!, ${#x}, or an arithmetic expansion.
+func numericWord(w *syntax.Word) bool {
+	if len(w.Parts) != 1 {
+		return false
+	}
+	part := w.Parts[0]
+	if dq, ok := part.(*syntax.DblQuoted); ok && len(dq.Parts) == 1 {
+		part = dq.Parts[0]
+	}
+	switch p := part.(type) {
+	case *syntax.ParamExp:
+		return numericSpecial(p)
+	case *syntax.ArithmExp:
+		return true
+	}
+	return false
 }
 
 // literalPrefix returns the text a word starts with before its first
@@ -331,6 +364,12 @@ func numericSpecial(p *syntax.ParamExp) bool {
 // word list, command substitutions included. -F calls a function.
 func (c *classifier) compgen(cl *cmdCall, args []value) {
 	c.raiseCall(cl, Write, "compgen is not on the read allowlist")
+	for _, a := range args[1:] {
+		if mayBeOption(a) {
+			c.raiseCall(cl, Destructive, "compgen with a word known only at run time that may be -W or -C, which run code")
+			return
+		}
+	}
 	p := getopt(spec(compgenOpts), args[1:], true)
 	if p.bad != "" {
 		c.raiseCall(cl, Destructive, "unknown option "+p.bad+" for compgen, which may run code")
