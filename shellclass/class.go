@@ -142,7 +142,7 @@ const (
 )
 
 // Hook lets a recipe adjust classification for one kind of target
-// (design.md §5). A hook can never lower a destructive command, and never
+// (docs/classification.md, Recipes). A hook can never lower a destructive command, and never
 // make anything destructive: Classify clamps what it says.
 type Hook interface {
 	// ExactRead reports whether argv, the literal words of a command string

@@ -50,11 +50,25 @@ type classifier struct {
 	// see an unexported variable). Nil when anything in the string can set
 	// variables behind the walker's back.
 	vars map[string]varDef
+	// attrs are the integer and name reference attributes the string gives,
+	// and sites the places that assign to names; checkSites compares them
+	// once everything is read.
+	attrs attrs
+	sites []varSite
 	// strAssigned holds names bound other than by arithmetic.
 	strAssigned map[string]bool
 	// loopVars counts the enclosing C-style for loops whose init assigns the
 	// name a number, which makes it a number in the loop.
 	loopVars map[string]int
+	// ifsSet is set when IFS is bound anywhere in the string, nested strings
+	// included: splitting a resolved `$X` by the default IFS is then
+	// unsafe.
+	ifsSet bool
+	// inFunc counts the function bodies being walked.
+	inFunc int
+	// histList and histExpand are the commands that turned on the history
+	// list and history expansion, if any.
+	histList, histExpand *cmdCall
 	// inNested is set while a nested string is classified: positions there
 	// are not comparable with top-level assignments.
 	inNested bool
@@ -91,6 +105,8 @@ type scope struct {
 }
 
 func (c *classifier) run() {
+	c.attrs = newAttrs()
+	defer c.checkSites()
 	if strings.IndexByte(c.top, 0) >= 0 {
 		c.raiseAt(c.top, 0, Destructive, "command contains a NUL byte")
 		c.unreviewable = true
@@ -145,13 +161,63 @@ func (c *classifier) parse(sc *scope) (f *syntax.File, ok bool) {
 			f, ok = nil, false
 		}
 	}()
-	f, err := c.parser().Parse(strings.NewReader(sc.src), "")
+	text, stand, ok := hideCR(sc.src)
+	if !ok {
+		c.raiseAt(sc.src, sc.outer, Destructive, "command holds a carriage return and every other control byte; refusing to guess how bash splits it")
+		return nil, false
+	}
+	f, err := c.parser().Parse(strings.NewReader(text), "")
 	if err != nil {
 		msg := err.Error()
 		c.raiseAt(sc.src, sc.outer, Destructive, "could not parse ("+msg+"); bash may accept what the parser rejects")
 		return nil, false
 	}
+	if stand != 0 {
+		restoreCR(f, stand)
+	}
 	return f, true
+}
+
+// crStandIns are control bytes that both bash and mvdan.cc/sh keep inside a
+// word as ordinary bytes.
+const crStandIns = "\x01\x02\x03\x04\x05\x06\x07\x08\x0e\x0f\x10\x11\x12\x13\x14\x15\x16\x17\x18\x19\x1a\x1b\x1c\x1d\x1e\x1f"
+
+// hideCR prepares src for the parser. mvdan.cc/sh's lexer treats a carriage
+// return as a blank between words and drops one before a newline; bash
+// treats it as an ordinary byte of the word (`ls<CR>rm` is one word, one
+// unknown program). So every CR is replaced by a control byte that src does
+// not contain and that the parser keeps inside words, as bash keeps the CR;
+// restoreCR puts the CRs back into the tree. The replacement is byte for
+// byte, so offsets into src stay right. stand is 0 when src has no CR; ok is
+// false when no stand-in byte is free.
+func hideCR(src string) (text string, stand byte, ok bool) {
+	if strings.IndexByte(src, '\r') < 0 {
+		return src, 0, true
+	}
+	for i := 0; i < len(crStandIns); i++ {
+		if b := crStandIns[i]; strings.IndexByte(src, b) < 0 {
+			return strings.ReplaceAll(src, "\r", string(b)), b, true
+		}
+	}
+	return "", 0, false
+}
+
+// restoreCR turns the stand-in byte back into CR in every literal of f.
+func restoreCR(f *syntax.File, stand byte) {
+	put := func(s string) string { return strings.ReplaceAll(s, string(stand), "\r") }
+	syntax.Walk(f, func(n syntax.Node) bool {
+		switch x := n.(type) {
+		case *syntax.Lit:
+			x.Value = put(x.Value)
+		case *syntax.SglQuoted:
+			x.Value = put(x.Value)
+		case *syntax.DeclClause:
+			if x.Variant != nil {
+				x.Variant.Value = put(x.Variant.Value)
+			}
+		}
+		return true
+	})
 }
 
 // nested parses and classifies a string the target will run as shell code:
@@ -204,11 +270,30 @@ func (c *classifier) raiseAt(span string, off int, cls Class, why string) {
 		return
 	}
 	c.kept[cls]++
+	why = escapeControls(why)
 	const maxSpan = 200
 	if len(span) > maxSpan {
 		span = span[:maxSpan] + "…"
 	}
 	c.reasons = append(c.reasons, Reason{Span: span, Offset: off, Class: cls, Why: why})
+}
+
+// escapeControls shows control bytes in a reason as \xNN: the reason names
+// words that may hold them (`ls<CR>rm`), and is read on a terminal and a web
+// page, where a raw CR or ESC would hide what precedes it.
+func escapeControls(s string) string {
+	if strings.IndexFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f }) < 0 {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if ch := s[i]; ch < 0x20 || ch == 0x7f {
+			fmt.Fprintf(&b, "\\x%02x", ch)
+			continue
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }
 
 func (c *classifier) result() Result {
@@ -314,6 +399,7 @@ func (c *classifier) command(sc *scope, st *syntax.Stmt, depth int) {
 			for _, w := range l.Items {
 				c.word(sc, w, depth+1)
 			}
+			c.loopSites(sc, x, l)
 		case *syntax.CStyleLoop:
 			c.arith(sc, l.Init, depth+1)
 			if name := c.numericInit(l.Init); name != "" {
@@ -335,7 +421,9 @@ func (c *classifier) command(sc *scope, st *syntax.Stmt, depth int) {
 	case *syntax.FuncDecl:
 		// The body is classified where it is defined, whether or not it is
 		// called: that covers a function that shadows a command name.
+		c.inFunc++
 		c.stmt(sc, x.Body, depth+1)
+		c.inFunc--
 	case *syntax.ArithmCmd:
 		c.arith(sc, x.X, depth+1)
 	case *syntax.LetClause:
@@ -357,7 +445,7 @@ func (c *classifier) command(sc *scope, st *syntax.Stmt, depth int) {
 	}
 }
 
-// redirect classifies one redirection (classification.md, Redirections).
+// redirect classifies one redirection (docs/classification.md, Redirections).
 func (c *classifier) redirect(sc *scope, r *syntax.Redirect, depth int) {
 	if r.Word != nil {
 		c.word(sc, r.Word, depth+1)
@@ -369,10 +457,13 @@ func (c *classifier) redirect(sc *scope, r *syntax.Redirect, depth int) {
 	case syntax.Hdoc, syntax.DashHdoc, syntax.WordHdoc:
 		return
 	case syntax.RdrIn, syntax.DplIn:
-		// Reading changes nothing, but classification.md makes any dynamic
+		// Reading changes nothing, but docs/classification.md makes any dynamic
 		// redirect target destructive: it cannot be checked at all.
-		if v := wordValue(r.Word, c.opts.Dialect); !v.known {
+		v := wordValue(r.Word, c.opts.Dialect)
+		if !v.known {
 			c.raise(sc, r, Destructive, "redirect from a target known only at run time ("+v.why+")")
+		} else if dev, ok := opensDevice(v); ok {
+			c.raise(sc, r, Destructive, "redirect opens "+dev+": "+deviceWhy)
 		}
 		return
 	case syntax.DplOut:
@@ -383,6 +474,10 @@ func (c *classifier) redirect(sc *scope, r *syntax.Redirect, depth int) {
 	v := wordValue(r.Word, c.opts.Dialect)
 	if !v.known {
 		c.raise(sc, r, Destructive, "redirect to a target known only at run time ("+v.why+"); it may be a block device")
+		return
+	}
+	if dev, ok := opensDevice(v); ok {
+		c.raise(sc, r, Destructive, "redirect opens "+dev+": "+deviceWhy)
 		return
 	}
 	if neutralSink(v.s) {
@@ -416,7 +511,7 @@ func neutralSink(p string) bool {
 }
 
 // isBlockDevice reports whether a path names a block device by the naming
-// conventions of Linux (classification.md, Redirections).
+// conventions of Linux (docs/classification.md, Redirections).
 func isBlockDevice(p string) bool {
 	for _, prefix := range blockDevicePrefixes {
 		if strings.HasPrefix(p, prefix) {
@@ -461,7 +556,7 @@ func (c *classifier) wordPart(sc *scope, p syntax.WordPart, depth int) {
 
 func (c *classifier) paramExp(sc *scope, x *syntax.ParamExp, depth int) {
 	if x.Index != nil {
-		c.arith(sc, x.Index, depth)
+		c.subscript(sc, x.Param, x.Index, depth)
 	}
 	if x.Slice != nil {
 		c.arith(sc, x.Slice.Offset, depth)
@@ -477,11 +572,87 @@ func (c *classifier) paramExp(sc *scope, x *syntax.ParamExp, depth int) {
 	if x.NestedParam != nil {
 		c.wordPart(sc, x.NestedParam, depth)
 	}
-	if x.Excl && x.Param != nil {
-		// ${!name} is an indirect reference: the referenced name may carry an
-		// array subscript, which bash evaluates as arithmetic.
-		c.raise(sc, x, Destructive, "indirect expansion ${!...} can evaluate a subscript that runs commands")
+	if x.Param == nil {
+		return
 	}
+	name := x.Param.Value
+	if x.Exp != nil {
+		switch x.Exp.Op {
+		case syntax.AssignUnset, syntax.AssignUnsetOrNull:
+			v := value{known: true}
+			if x.Exp.Word != nil {
+				v = wordValue(x.Exp.Word, c.opts.Dialect)
+			}
+			c.site(sc, x, name, inertValue(v), "by ${"+name+":=...}")
+			c.assignedValueClass(&cmdCall{sc: sc, node: x, depth: depth}, name, v)
+		case syntax.OtherParamOps:
+			// ${x@P} expands the value as a prompt string: its command
+			// substitutions run. The other transformations (@Q @E @A @K @k
+			// @a @U @u @L) only quote, decode or change case.
+			if x.Exp.Word != nil && x.Exp.Word.Lit() == "P" && !c.inertPromptValue(x) {
+				c.raise(sc, x, Destructive, "${"+name+"@P} expands the value as a prompt string, which runs the command substitutions in it")
+			}
+		}
+	}
+	if x.Excl && x.Names == 0 && !keysIndex(x.Index) && !c.inertIndirect(x) {
+		// ${!name} is an indirect reference: the name it holds may carry
+		// an array subscript, which bash evaluates (${!a[@]}, the keys, and
+		// ${!prefix*}, the names, refer to nothing).
+		c.raise(sc, x, Destructive, "indirect expansion ${!"+name+"} evaluates the subscript of the name the variable holds, which can run commands")
+	}
+}
+
+// subscript walks the subscript of name: arithmetic for an indexed array,
+// a key (a word whose substitutions run, nothing evaluated) for a variable
+// that is surely associative there (assocAt).
+func (c *classifier) subscript(sc *scope, name *syntax.Lit, idx syntax.ArithmExpr, depth int) {
+	if w, ok := idx.(*syntax.Word); ok && name != nil && c.assocAt(name.Value, idx) {
+		c.word(sc, w, depth)
+		return
+	}
+	c.arith(sc, idx, depth)
+}
+
+// assocAt reports whether name is surely an associative array at node: a
+// top-level statement before it declared it -A, nothing in the string can
+// unset it, and node is in the top-level string outside any function
+// (where local could make a new, indexed, variable of the same name).
+func (c *classifier) assocAt(name string, node syntax.Node) bool {
+	end, ok := c.attrs.assocInit[name]
+	return ok && !c.inNested && c.inFunc == 0 && int(node.Pos().Offset()) >= end && !c.attrs.unset[name] && !c.attrs.unsetAny
+}
+
+// keysIndex reports whether an index is [@] or [*].
+func keysIndex(e syntax.ArithmExpr) bool {
+	w, ok := e.(*syntax.Word)
+	if !ok {
+		return false
+	}
+	s := w.Lit()
+	return s == "@" || s == "*"
+}
+
+// knownParam returns the literal value of a plain `$x` or `${x...}` whose
+// variable was assigned a literal before it, at the top level.
+func (c *classifier) knownParam(x *syntax.ParamExp) (string, bool) {
+	if x.Param == nil || x.Index != nil || x.NestedParam != nil {
+		return "", false
+	}
+	return c.lookupVar(x.Param.Value, x)
+}
+
+// inertPromptValue reports whether ${x@P} expands a known value in which
+// prompt expansion runs nothing (promptSafe).
+func (c *classifier) inertPromptValue(x *syntax.ParamExp) bool {
+	v, ok := c.knownParam(x)
+	return ok && !x.Excl && promptSafe(v)
+}
+
+// inertIndirect reports whether ${!x} refers through a known value that is
+// a name bash can look up without evaluating anything.
+func (c *classifier) inertIndirect(x *syntax.ParamExp) bool {
+	v, ok := c.knownParam(x)
+	return ok && inertName(v)
 }
 
 // arith walks an arithmetic context. Bash evaluates a variable's value there
@@ -529,6 +700,9 @@ func (c *classifier) numericArith(w *syntax.Word) bool {
 	case *syntax.Lit:
 		return isNumberLit(p.Value) || p.Value == "@" || p.Value == "*" || c.numericVar(p.Value, w)
 	case *syntax.ParamExp:
+		if p.Length && !p.Excl && p.Exp == nil && p.Repl == nil && p.Slice == nil {
+			return true // ${#x}, ${#a[@]}: a length is a number (the index is walked)
+		}
 		if p.Param == nil || !simpleParam(p) {
 			return false
 		}
@@ -544,6 +718,9 @@ func (c *classifier) numericArith(w *syntax.Word) bool {
 // numericVar reports whether name, used at node, surely holds a number.
 func (c *classifier) numericVar(name string, at syntax.Node) bool {
 	if c.loopVars[name] > 0 && !c.strAssigned[name] {
+		return true
+	}
+	if end, ok := c.attrs.intInit[name]; ok && at != nil && !c.inNested && int(at.Pos().Offset()) >= end && !c.attrs.unInteger[name] {
 		return true
 	}
 	v, ok := c.lookupVar(name, at)
@@ -626,6 +803,13 @@ func (c *classifier) test(sc *scope, e syntax.TestExpr, depth int) {
 		c.test(sc, x.X, depth+1)
 		c.test(sc, x.Y, depth+1)
 	case *syntax.UnaryTest:
+		if x.Op == syntax.TsVarSet {
+			// [[ -v NAME ]] evaluates the subscript of NAME; after
+			// expansion, NAME may be anything.
+			if w, ok := x.X.(*syntax.Word); !ok || !inertName(literalText(w)) {
+				c.raise(sc, x, Destructive, "[[ -v ]] evaluates the subscript of the name it tests, which can run commands")
+			}
+		}
 		c.test(sc, x.X, depth+1)
 	case *syntax.ParenTest:
 		c.test(sc, x.X, depth+1)
@@ -634,60 +818,162 @@ func (c *classifier) test(sc *scope, e syntax.TestExpr, depth int) {
 	}
 }
 
-// decl handles declare, local, export, readonly, typeset and nameref.
+// decl handles declare, local, export, readonly and typeset: what each
+// argument assigns, and the names bash evaluates in them.
 func (c *classifier) decl(sc *scope, d *syntax.DeclClause, depth int) {
-	integer := false
-	for _, a := range d.Args {
-		if a.Naked && a.Name == nil && a.Value != nil {
-			v := wordValue(a.Value, c.opts.Dialect)
-			if !v.known {
-				c.raise(sc, a.Value, Destructive, d.Variant.Value+" with an argument known only at run time can define anything")
-				c.word(sc, a.Value, depth+1)
-				continue
-			}
-			if strings.HasPrefix(v.s, "-") || strings.HasPrefix(v.s, "+") {
-				if strings.ContainsAny(v.s, "i") {
-					integer = true
-				}
-				if strings.ContainsAny(v.s, "fn") && strings.HasPrefix(v.s, "-") {
-					c.raise(sc, a.Value, Write, d.Variant.Value+" "+v.s+" changes functions or name references")
-				}
+	variant := d.Variant.Value
+	args := declArgs(d, c.opts.Dialect)
+	flags := declFlags(args)
+	ctx := assignCtx{
+		what:      "given to " + variant,
+		assoc:     strings.ContainsRune(flags, 'A'),
+		refTarget: strings.ContainsRune(flags, 'n'),
+		array:     strings.ContainsAny(flags, "aA"),
+	}
+	for _, a := range args {
+		cl := &cmdCall{sc: sc, node: a.node, depth: depth}
+		switch {
+		case a.dynamic:
+			c.raiseCall(cl, Destructive, variant+" with an argument known only at run time can define anything, and bash evaluates a subscript in a name")
+			c.word(sc, a.assign.Value, depth+1)
+			continue
+		case a.flags != "":
+			if strings.HasPrefix(a.flags, "-") && strings.ContainsAny(a.flags, "fn") {
+				c.raiseCall(cl, Write, variant+" "+a.flags+" changes functions or name references")
 			}
 			continue
+		case a.quoted:
+			if !inertName(strings.TrimSuffix(a.name, "+")) {
+				c.raiseCall(cl, Destructive, variant+" evaluates the subscript of the name "+a.name+", which can run commands")
+			}
+			if a.hasValue {
+				c.assignValue(cl, baseName(a.name), a.value, ctx)
+			}
+		default:
+			c.assignCtx(sc, a.assign, depth, ctx)
 		}
-		// export, readonly and declare change the environment of what
-		// runs later; assignments to special names are flagged in assign.
-		c.assign(sc, a, integer, depth)
+		name := baseName(a.name)
+		if strings.ContainsAny(flags, "in") && bashAssignedVars[name] {
+			c.raiseCall(cl, Destructive, variant+" -"+flags+" on "+name+", which bash assigns by itself from data the command chooses: that data becomes code")
+		}
+		if ctx.refTarget && a.hasValue && a.array == nil && !(a.value.known && (inertName(a.value.s) || a.value.s == "")) {
+			c.raiseCall(cl, Destructive, variant+" -n "+name+" refers to a name bash evaluates when it is used (a subscript in it runs commands)")
+		}
 	}
 }
 
-// assign classifies one assignment (classification.md, Assignments).
-func (c *classifier) assign(sc *scope, a *syntax.Assign, integer bool, depth int) {
+// assignCtx says how an assignment is read.
+type assignCtx struct {
+	// what says where the value is assigned, for reasons.
+	what string
+	// assoc is set when the array is associative (declare -A in the same
+	// clause): its subscripts are keys, expanded once, not arithmetic.
+	assoc bool
+	// refTarget is set for declare -n: the value is the name referred to,
+	// checked by decl, not a value stored through the reference.
+	refTarget bool
+	// array is set when the clause gives the array attribute (-a, -A): a
+	// value in parentheses is parsed again as a compound assignment.
+	array bool
+	// readIFS is set for IFS assigned for one read, mapfile or readarray
+	// command, where it changes nothing else.
+	readIFS bool
+}
+
+// assignCtx classifies one assignment (docs/classification.md,
+// Assignments).
+func (c *classifier) assignCtx(sc *scope, a *syntax.Assign, depth int, ctx assignCtx) {
 	if a.Index != nil {
-		c.arith(sc, a.Index, depth+1)
+		c.subscript(sc, a.Name, a.Index, depth+1)
 	}
 	if a.Value != nil {
 		c.word(sc, a.Value, depth+1)
 	}
 	if a.Array != nil {
 		for _, el := range a.Array.Elems {
-			if el.Index != nil {
-				c.arith(sc, el.Index, depth+1)
+			if w, ok := el.Index.(*syntax.Word); ok && ctx.assoc {
+				c.word(sc, w, depth+1) // a key: its substitutions run, nothing is evaluated
+			} else if el.Index != nil {
+				c.subscript(sc, a.Name, el.Index, depth+1)
 			}
 			c.word(sc, el.Value, depth+1)
 		}
 	}
-	if a.Name == nil {
+	if a.Name == nil || a.Naked {
 		return
 	}
 	name := a.Name.Value
-	if integer && a.Value != nil {
-		if !c.numericArith(a.Value) {
-			c.raise(sc, a, Destructive, "integer variable "+name+" evaluates its value as arithmetic, which can run commands")
+	cl := &cmdCall{sc: sc, node: a, depth: depth}
+	if a.Array != nil {
+		for _, el := range a.Array.Elems {
+			v := value{known: true}
+			if el.Value != nil {
+				v = wordValue(el.Value, c.opts.Dialect)
+			}
+			c.assignValue(cl, name, v, assignCtx{what: "in its array assignment", refTarget: ctx.refTarget})
+		}
+		return
+	}
+	v := value{known: true}
+	if a.Value != nil {
+		v = wordValue(a.Value, c.opts.Dialect)
+	}
+	c.assignValue(cl, name, v, ctx)
+}
+
+// assignValue classifies storing v in the variable name: the site for the
+// integer and name reference attributes, a value that a declaration with
+// the array attribute parses again, and the special variables.
+func (c *classifier) assignValue(cl *cmdCall, name string, v value, ctx assignCtx) {
+	if !ctx.refTarget {
+		c.site(cl.sc, cl.node, name, inertValue(v), ctx.what)
+	}
+	if reparsedCompound(v) {
+		if ctx.array {
+			c.raiseCall(cl, Destructive, "a declaration with the array attribute parses a value in parentheses again as a compound array assignment, which expands what it holds")
+		} else {
+			c.compoundSite(cl, name)
 		}
 	}
-	if why, ok := specialVarWhy(name); ok {
-		c.raise(sc, a, Write, why)
+	c.assignedValueClass(cl, name, v)
+	if why, ok := specialVarWhy(name); ok && !ctx.readIFS {
+		c.raiseCall(cl, Write, why)
+	}
+}
+
+// reparsedCompound reports whether a value given to a declaration builtin
+// may be "(...)" holding something bash expands when it parses it again as
+// a compound array assignment: a $, backquote, subscript, process
+// substitution or escape; or is known only at run time and may start with
+// "(".
+func reparsedCompound(v value) bool {
+	if !v.known {
+		return v.word == nil || mayBe(v, "(")
+	}
+	return strings.HasPrefix(v.s, "(") && strings.ContainsAny(v.s, "$`[<>\\")
+}
+
+// loopSites records what a for or select loop assigns to its variable: each
+// word of the list, and for select the input line it stores in REPLY.
+func (c *classifier) loopSites(sc *scope, x *syntax.ForClause, l *syntax.WordIter) {
+	if l.Name == nil {
+		return
+	}
+	if len(l.Items) == 0 && !l.InPos.IsValid() {
+		c.site(sc, x, l.Name.Value, false, "from the positional parameters")
+	}
+	for _, w := range l.Items {
+		c.site(sc, w, l.Name.Value, inertValue(wordValue(w, c.opts.Dialect)), "by the loop")
+	}
+	if x.Select {
+		c.site(sc, x, "REPLY", false, "read from input by select")
+	}
+	if why, ok := specialVarWhy(l.Name.Value); ok {
+		c.raise(sc, x, Write, why)
+	}
+	cl := &cmdCall{sc: sc, node: x}
+	for _, w := range l.Items {
+		c.assignedValueClass(cl, l.Name.Value, wordValue(w, c.opts.Dialect))
 	}
 }
 

@@ -27,8 +27,11 @@ func (c *classifier) raiseCall(cl *cmdCall, cls Class, why string) {
 // call classifies a simple command: its assignments, its words'
 // substitutions, then the command itself.
 func (c *classifier) call(sc *scope, x *syntax.CallExpr, redirs []*syntax.Redirect, depth int) {
+	splitsOnly := len(x.Args) > 0 && splitsInput(wordValue(x.Args[0], c.opts.Dialect))
 	for _, a := range x.Assigns {
-		c.assign(sc, a, false, depth)
+		// `IFS= read -r line`: IFS set for read alone only says how the
+		// input line is split.
+		c.assignCtx(sc, a, depth, assignCtx{what: "assigned to it", readIFS: splitsOnly && a.Name != nil && a.Name.Value == "IFS"})
 	}
 	if len(x.Args) == 0 {
 		return
@@ -120,8 +123,17 @@ func (c *classifier) resolveName(v value) ([]value, string, bool) {
 	if quoted {
 		return []value{{s: val, known: true}}, pe.Param.Value, true
 	}
-	fields := strings.Fields(val)
-	if len(fields) == 0 || strings.ContainsAny(val, "*?[") {
+	// Unquoted, the value is split into fields by IFS: the default one, or
+	// the literal value IFS was assigned once, before this word, at the top
+	// level. Any other binding of IFS leaves the split unknown.
+	ifs := defaultIFS
+	if c.ifsSet {
+		if ifs, ok = c.lookupVar("IFS", v.word); !ok {
+			return nil, "", false
+		}
+	}
+	fields, ok := ifsSplit(val, ifs)
+	if !ok || len(fields) == 0 || strings.ContainsAny(val, "*?[") {
 		return nil, "", false
 	}
 	out := make([]value, len(fields))
@@ -216,10 +228,91 @@ func (c *classifier) generic(cl *cmdCall, base string, trusted bool, args []valu
 	c.readEntry(cl, base, e, args[1:])
 }
 
+// devices raises cl to destructive if one of args opens a device that acts
+// when opened (opensDevice), and reports whether it did.
+func (c *classifier) devices(cl *cmdCall, what string, args []value) bool {
+	for _, a := range args {
+		if dev, ok := opensDevice(a); ok {
+			c.raiseCall(cl, Destructive, what+" opens "+dev+": "+deviceWhy)
+			return true
+		}
+	}
+	return false
+}
+
 // readEntry checks args against one read allowlist entry.
 func (c *classifier) readEntry(cl *cmdCall, base string, e readEntry, args []value) {
+	opens := !namesOnly[base] && (base != "file" || hasShortOpt(args, 's'))
+	if opens && c.devices(cl, base, args) {
+		return
+	}
 	cls, why := checkRead(base, e, args)
 	c.raiseCall(cl, cls, why)
+}
+
+// hasShortOpt reports whether a literal argument is a bundle of short
+// options holding letter.
+func hasShortOpt(args []value, letter byte) bool {
+	for _, a := range args {
+		if a.known && len(a.s) > 1 && a.s[0] == '-' && a.s[1] != '-' && strings.IndexByte(a.s, letter) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+const deviceWhy = "opening or reading this file acts on the machine (a watchdog reboots it unless closed with the magic character; port and memory reads can hang hardware; /proc/kmsg readers take messages from the logger)"
+
+// opensDevice reports whether an argument (or the value of --opt=value)
+// names, or is a glob that can match, a device of sideEffectDevices, also
+// through /proc/PID/root (a link to the root) and /dev/char/MAJOR:MINOR
+// (links to every character device). A relative path or a value known
+// only at run time is not checked (docs/classification.md, What the
+// classifier cannot see).
+func opensDevice(a value) (string, bool) {
+	s := a.s
+	if i := strings.Index(s, "=/"); i >= 0 && strings.HasPrefix(s, "-") {
+		s = s[i+1:]
+	}
+	if !strings.HasPrefix(s, "/") {
+		return "", false
+	}
+	if !a.known && a.why != "glob pattern" {
+		return "", false
+	}
+	s = devicePath(path.Clean(s))
+	if a.known {
+		for _, d := range sideEffectDevices {
+			if s == d || d == "/dev/watchdog" && strings.HasPrefix(s, d) || strings.HasPrefix(s, "/dev/char/") {
+				return s, true
+			}
+		}
+		return "", false
+	}
+	for _, d := range append(sideEffectDevices, "/dev/watchdog0", "/dev/watchdog1", "/dev/char/10:130") {
+		if ok, _ := path.Match(s, d); ok {
+			return d, true
+		}
+	}
+	return "", false
+}
+
+// devicePath strips the /proc/PID/root prefixes of a cleaned path: each is a
+// link to the root directory.
+func devicePath(s string) string {
+	for strings.HasPrefix(s, "/proc/") {
+		rest := s[len("/proc/"):]
+		pid, tail, ok := strings.Cut(rest, "/")
+		if !ok || !(pid == "self" || pid == "thread-self" || isFD(pid) || strings.ContainsAny(pid, "*?[")) {
+			return s
+		}
+		tail, ok = strings.CutPrefix(tail, "root")
+		if !ok || tail != "" && tail[0] != '/' {
+			return s
+		}
+		s = "/" + strings.TrimPrefix(tail, "/")
+	}
+	return s
 }
 
 func checkRead(base string, e readEntry, args []value) (Class, string) {
@@ -324,4 +417,10 @@ func syntaxQuote(s string) string {
 		return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 	}
 	return q
+}
+
+// splitsInput reports whether a command name is a builtin for which IFS
+// only says how input is split into fields.
+func splitsInput(v value) bool {
+	return v.known && (v.s == "read" || v.s == "mapfile" || v.s == "readarray")
 }

@@ -9,8 +9,8 @@ import (
 )
 
 // corpusRow is one line of a testdata/corpus/*.jsonl file: a command and the
-// class the spec gives it, written from classification.md, not from this
-// code.
+// class it should have, written from what bash does and the rules of
+// docs/classification.md, not from this code.
 type corpusRow struct {
 	Command string `json:"command"`
 	Class   string `json:"class"`
@@ -53,7 +53,7 @@ func loadCorpus(t testing.TB, pattern string) map[string][]corpusRow {
 func TestSharedCorpus(t *testing.T) {
 	rows := loadCorpus(t, "shared-exec.jsonl")["shared-exec.jsonl"]
 	if len(rows) != 51 {
-		t.Fatalf("shared corpus has %d rows; want 51 (a copy of ../shared/corpus/exec.jsonl)", len(rows))
+		t.Fatalf("shared corpus has %d rows; want 51 (the example corpus of the original brief)", len(rows))
 	}
 	checkRows(t, rows)
 }

@@ -5,9 +5,19 @@
 // that can write, or a write that can destroy, is a security bug, while the
 // other way round is only an annoyance.
 //
-// The rules are ../shared/spec/classification.md. The command tables
-// (read allowlist, destructive commands, wrappers, interpreters) are plain
-// data in tables_*.go so that a reviewer can check them without reading the
-// walker. The package is pure: no I/O, no package-level mutable state, and
-// Classify is safe for concurrent use.
+// The rules, the list of places where bash evaluates text as code, and the
+// read allowlist with the reason for each accepted option are in
+// docs/classification.md. The tables are plain data in tables_*.go, so that
+// a reviewer can check them without reading the walker: tables_read.go (the
+// read allowlist), tables_destructive.go, tables_wrappers.go,
+// tables_builtins.go (shells, interpreters, builtins), tables_tools.go and
+// tables_git.go (the option lists of the tools with handlers). The code
+// that reads them: classify.go walks the tree, command.go classifies one
+// simple command, builtins.go and shellvars.go the builtins and variables
+// bash evaluates, tools*.go and wrappers.go the tools with handlers,
+// checks.go the rules of read entries an option list cannot say.
+//
+// The package is pure: no I/O, no package-level mutable state, and Classify
+// is safe for concurrent use. Its tests run the read rows of the corpus
+// under real bash in a sandbox (bash_test.go).
 package shellclass

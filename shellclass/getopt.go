@@ -29,7 +29,8 @@ type optSpec struct {
 // initialisation and read-only afterwards.
 var specs = func() map[string]optSpec {
 	m := map[string]optSpec{}
-	all := []string{gitGlobals, gitGlobals + gitProgramGlobals, sshOpts, awkOpts, dockerGlobals, dockerExecOpts, dockerRunOpts, systemctlOpts}
+	all := []string{gitGlobals, gitGlobals + gitProgramGlobals, sshOpts, awkOpts, dockerGlobals, dockerExecOpts, dockerRunOpts, systemctlOpts,
+		readOpts, mapfileOpts, compgenOpts, rpmQueryOpts, pipReadOpts, rsyncSenderOpts, "-f -v -n", "-f -n -p="}
 	for _, e := range readTable {
 		all = append(all, e.opts)
 	}
@@ -101,6 +102,8 @@ type opt struct {
 	name   string
 	val    string
 	hasVal bool
+	// dynamic is set when the value is a word known only at run time.
+	dynamic bool
 }
 
 // parsed is the result of reading a command's arguments against its spec.
@@ -126,6 +129,20 @@ func (p *parsed) has(names ...string) bool {
 	return false
 }
 
+// optValues returns the values of the named options as values, known or
+// not.
+func (p *parsed) optValues(names ...string) []value {
+	var out []value
+	for _, o := range p.opts {
+		for _, n := range names {
+			if o.name == n {
+				out = append(out, value{s: o.val, known: !o.dynamic, why: "option value known only at run time"})
+			}
+		}
+	}
+	return out
+}
+
 func (p *parsed) values(names ...string) []string {
 	var out []string
 	for _, o := range p.opts {
@@ -142,97 +159,135 @@ func (p *parsed) values(names ...string) []string {
 // operands (argument permutation: an operand that looks like an option is
 // one) unless posixStop, "--" ends options, short options bundle.
 func getopt(sp optSpec, args []value, posixStop bool) parsed {
-	var p parsed
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if !a.known {
-			if p.dynamic == "" {
-				p.dynamic = a.why
-			}
-			p.operands = append(p.operands, a)
-			continue
-		}
-		s := a.s
-		switch {
-		case s == "--":
-			for _, rest := range args[i+1:] {
-				if !rest.known && p.dynamic == "" {
-					p.dynamic = rest.why
-				}
-			}
-			p.operands = append(p.operands, args[i+1:]...)
-			return p
-		case strings.HasPrefix(s, "--"):
-			name, val, hasVal := strings.Cut(s[2:], "=")
-			full, kind, ok := sp.matchLong(name)
-			if !ok {
-				p.setBad("--" + name)
-				continue
-			}
-			o := opt{name: "--" + full, val: val, hasVal: hasVal}
-			switch kind {
-			case noArg:
-				if hasVal {
-					p.setBad(s)
-					continue
-				}
-			case reqArg:
-				if !hasVal {
-					if i+1 >= len(args) {
-						p.setBad(s + " (missing value)")
-						continue
-					}
-					i++
-					o.val, o.hasVal = args[i].s, true
-					if !args[i].known && p.dynamic == "" {
-						p.dynamic = args[i].why
-					}
-				}
-			}
-			p.opts = append(p.opts, o)
-		case len(s) > 1 && s[0] == '-':
-			if sp.numbers && isFD(s[1:]) {
-				p.opts = append(p.opts, opt{name: "-#", val: s[1:], hasVal: true})
-				continue
-			}
-			for j := 1; j < len(s); j++ {
-				kind, ok := sp.short[s[j]]
-				if !ok {
-					p.setBad("-" + s[j:j+1])
-					break
-				}
-				o := opt{name: "-" + s[j:j+1]}
-				if kind == reqArg {
-					if j+1 < len(s) {
-						o.val, o.hasVal = s[j+1:], true
-					} else if i+1 < len(args) {
-						i++
-						o.val, o.hasVal = args[i].s, true
-						if !args[i].known && p.dynamic == "" {
-							p.dynamic = args[i].why
-						}
-					} else {
-						p.setBad(s + " (missing value)")
-					}
-					p.opts = append(p.opts, o)
-					break
-				}
-				p.opts = append(p.opts, o)
-			}
-		default:
-			p.operands = append(p.operands, a)
-			if posixStop {
-				for _, rest := range args[i+1:] {
-					if !rest.known && p.dynamic == "" {
-						p.dynamic = rest.why
-					}
-				}
-				p.operands = append(p.operands, args[i+1:]...)
-				return p
-			}
+	s := optScanner{sp: sp, args: args, posixStop: posixStop}
+	for s.i < len(s.args) && s.next() {
+	}
+	return s.p
+}
+
+// optScanner walks one command's arguments, left to right, collecting what
+// getopt reports. i is the index of the argument being read.
+type optScanner struct {
+	sp        optSpec
+	args      []value
+	posixStop bool
+	i         int
+	p         parsed
+}
+
+// next reads the argument at i and moves past it (and past a separate
+// option value). It returns false when every argument left is an operand.
+func (s *optScanner) next() bool {
+	a := s.args[s.i]
+	s.i++
+	switch {
+	case !a.known:
+		// A word known only at run time may be any option; the caller lifts
+		// the command to its ceiling. It is kept as an operand.
+		s.p.noteDynamic(a)
+		s.p.operands = append(s.p.operands, a)
+	case a.s == "--":
+		s.operandsFrom(s.i)
+		return false
+	case strings.HasPrefix(a.s, "--"):
+		s.long(a.s)
+	case len(a.s) > 1 && a.s[0] == '-':
+		s.shorts(a.s)
+	default:
+		s.p.operands = append(s.p.operands, a)
+		if s.posixStop {
+			s.operandsFrom(s.i)
+			return false
 		}
 	}
-	return p
+	return true
+}
+
+// long reads `--name`, `--name=value` or `--name value`, where name may be
+// an unambiguous prefix.
+func (s *optScanner) long(arg string) {
+	name, val, hasVal := strings.Cut(arg[2:], "=")
+	full, kind, ok := s.sp.matchLong(name)
+	if !ok {
+		s.p.setBad("--" + name)
+		return
+	}
+	o := opt{name: "--" + full, val: val, hasVal: hasVal}
+	switch {
+	case kind == noArg && hasVal:
+		s.p.setBad(arg)
+		return
+	case kind == reqArg && !hasVal:
+		if o.val, o.hasVal, o.dynamic = s.takeValue(); !o.hasVal {
+			s.p.setBad(arg + " (missing value)")
+			return
+		}
+	}
+	s.p.opts = append(s.p.opts, o)
+}
+
+// shorts reads a bundle of short options (`-la`, `-n5`, `-n 5`) or, where
+// the spec allows, a bare count (`-20`).
+func (s *optScanner) shorts(arg string) {
+	if s.sp.numbers && isFD(arg[1:]) {
+		s.p.opts = append(s.p.opts, opt{name: "-#", val: arg[1:], hasVal: true})
+		return
+	}
+	for j := 1; j < len(arg); j++ {
+		kind, ok := s.sp.short[arg[j]]
+		if !ok {
+			s.p.setBad("-" + arg[j:j+1])
+			return
+		}
+		o := opt{name: "-" + arg[j:j+1]}
+		if kind == optArg && j+1 < len(arg) {
+			// An optional value is the rest of the bundle (-sTCP:LISTEN),
+			// never the next word.
+			o.val, o.hasVal = arg[j+1:], true
+			s.p.opts = append(s.p.opts, o)
+			return
+		}
+		if kind == reqArg {
+			// The rest of the bundle is the value, or else the next word.
+			if j+1 < len(arg) {
+				o.val, o.hasVal = arg[j+1:], true
+			} else if o.val, o.hasVal, o.dynamic = s.takeValue(); !o.hasVal {
+				s.p.setBad(arg + " (missing value)")
+			}
+			s.p.opts = append(s.p.opts, o)
+			return
+		}
+		s.p.opts = append(s.p.opts, o)
+	}
+}
+
+// takeValue consumes the next argument as an option's value; dynamic is
+// set when that word is known only at run time.
+func (s *optScanner) takeValue() (val string, ok, dynamic bool) {
+	if s.i >= len(s.args) {
+		return "", false, false
+	}
+	v := s.args[s.i]
+	s.i++
+	s.p.noteDynamic(v)
+	return v.s, true, !v.known
+}
+
+// operandsFrom keeps every argument from index i on as an operand.
+func (s *optScanner) operandsFrom(i int) {
+	for _, rest := range s.args[i:] {
+		s.p.noteDynamic(rest)
+	}
+	s.p.operands = append(s.p.operands, s.args[i:]...)
+	s.i = len(s.args)
+}
+
+// noteDynamic records why v is known only at run time, if it is and no
+// earlier argument was.
+func (p *parsed) noteDynamic(v value) {
+	if !v.known && p.dynamic == "" {
+		p.dynamic = v.why
+	}
 }
 
 func (p *parsed) setBad(s string) {

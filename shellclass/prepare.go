@@ -30,6 +30,7 @@ func (c *classifier) prepare(f *syntax.File) {
 	}, func(name string) {
 		assigns[name]++
 	}, func() { noResolve = true })
+	c.integerInits(f)
 	if noResolve {
 		return
 	}
@@ -70,6 +71,9 @@ func (c *classifier) prepareNested(f *syntax.File) {
 // arithBind for arithmetic assignments) and commands that can set
 // variables opaquely.
 func (c *classifier) collect(f *syntax.File, strBind func(string), arithBind func(string), opaque func()) {
+	str, arith := strBind, arithBind
+	strBind = func(name string) { c.noteBinding(name); str(name) }
+	arithBind = func(name string) { c.noteBinding(name); arith(name) }
 	syntax.Walk(f, func(n syntax.Node) bool {
 		switch x := n.(type) {
 		case *syntax.FuncDecl:
@@ -82,13 +86,16 @@ func (c *classifier) collect(f *syntax.File, strBind func(string), arithBind fun
 		case *syntax.Assign:
 			if x.Name != nil {
 				strBind(x.Name.Value)
+				if x.Array != nil || x.Index != nil {
+					c.attrs.array[x.Name.Value] = true
+				}
 			}
 		case *syntax.WordIter:
 			if x.Name != nil {
 				strBind(x.Name.Value)
 			}
 		case *syntax.ParamExp:
-			if x.Exp != nil && x.Param != nil {
+			if x.Exp != nil && x.Param != nil && (x.Exp.Op == syntax.AssignUnset || x.Exp.Op == syntax.AssignUnsetOrNull) {
 				strBind(x.Param.Value) // ${X:=v} assigns
 			}
 		case *syntax.BinaryArithm:
@@ -99,7 +106,10 @@ func (c *classifier) collect(f *syntax.File, strBind func(string), arithBind fun
 			if w, ok := x.X.(*syntax.Word); ok && (x.Op == syntax.Inc || x.Op == syntax.Dec) {
 				arithBind(w.Lit())
 			}
-		case *syntax.DeclClause, *syntax.LetClause, *syntax.CoprocClause:
+		case *syntax.DeclClause:
+			c.noteAttributes(x.Variant.Value, declArgs(x, c.opts.Dialect))
+			opaque()
+		case *syntax.LetClause, *syntax.CoprocClause:
 			opaque()
 		case *syntax.CallExpr:
 			for _, w := range x.Args {
@@ -112,9 +122,43 @@ func (c *classifier) collect(f *syntax.File, strBind func(string), arithBind fun
 				}
 			}
 			c.collectAlias(x)
+			c.collectArrays(x)
 		}
 		return true
 	})
+}
+
+// collectArrays records the names that read, mapfile and readarray may make
+// arrays (every literal argument of theirs, to be safe) and the names unset
+// may remove.
+func (c *classifier) collectArrays(x *syntax.CallExpr) {
+	if len(x.Args) < 2 {
+		return
+	}
+	// unset may come after a wrapper (builtin unset h), and eval or source
+	// may run one the walker has not read yet.
+	unsetting := false
+	for i, w := range x.Args {
+		v := wordValue(w, c.opts.Dialect)
+		switch {
+		case unsetting && v.known:
+			c.attrs.unset[baseName(v.s)] = true
+		case unsetting:
+			c.attrs.unsetAny = true
+		case v.s == "unset":
+			unsetting = true
+		case v.s == "eval" || v.s == "source" || v.s == "." && i == 0:
+			c.attrs.unsetAny = true
+		}
+	}
+	switch wordValue(x.Args[0], c.opts.Dialect).s {
+	case "read", "mapfile", "readarray":
+		for _, w := range x.Args[1:] {
+			if v := wordValue(w, c.opts.Dialect); v.known {
+				c.attrs.array[baseName(v.s)] = true
+			}
+		}
+	}
 }
 
 // collectAlias records `alias name=value` definitions.
@@ -138,6 +182,40 @@ func (c *classifier) collectAlias(x *syntax.CallExpr) {
 		}
 		if name, val, ok := strings.Cut(v.s, "="); ok && name != "" {
 			c.aliases[name] = aliasDef{value: val, known: true}
+		}
+	}
+}
+
+// noteBinding records what a binding of name anywhere in the string means
+// for the whole string, wherever it stands: any assignment to IFS changes
+// how an unquoted `$X` in command position splits.
+func (c *classifier) noteBinding(name string) {
+	if name == "IFS" {
+		c.ifsSet = true
+	}
+}
+
+// integerInits records the names that a top-level statement declares with
+// the integer attribute and a number (`declare -i n=0`), for numericVar,
+// and those it declares associative (`declare -A h`), for assocAt.
+func (c *classifier) integerInits(f *syntax.File) {
+	for _, st := range f.Stmts {
+		d, ok := st.Cmd.(*syntax.DeclClause)
+		if !ok || st.Background || st.Negated {
+			continue
+		}
+		args := declArgs(d, c.opts.Dialect)
+		flags := declFlags(args)
+		for _, a := range args {
+			if a.flags != "" || a.dynamic || !isName(a.name) {
+				continue
+			}
+			if strings.ContainsRune(flags, 'i') && a.hasValue && a.array == nil && inertValue(a.value) {
+				c.attrs.intInit[a.name] = int(st.End().Offset())
+			}
+			if strings.ContainsRune(flags, 'A') {
+				c.attrs.assocInit[a.name] = int(st.End().Offset())
+			}
 		}
 	}
 }

@@ -4,128 +4,174 @@ import "strings"
 
 // sedScriptSafe reports whether a sed script only prints: no e, w, W, r or
 // R commands and no s/// with the e or w flag. Anything it does not
-// recognise is unsafe.
-func sedScriptSafe(s string) (string, bool) {
-	i := 0
-	n := len(s)
-	skipSpace := func() {
-		for i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == ';') {
-			i++
-		}
+// recognise is unsafe, with the reason.
+func sedScriptSafe(script string) (string, bool) {
+	sc := sedScanner{s: script}
+	return sc.script()
+}
+
+// sedScanner reads a sed script one command at a time; i is the offset of
+// the next unread byte. It knows GNU sed's grammar only as far as it needs
+// to find every command letter: an address or two, the command, and the
+// command's own text, which is skipped.
+type sedScanner struct {
+	s string
+	i int
+}
+
+func (sc *sedScanner) done() bool { return sc.i >= len(sc.s) }
+
+// peek returns the next byte, or 0 at the end.
+func (sc *sedScanner) peek() byte {
+	if sc.done() {
+		return 0
 	}
-	// delimited skips a delimited part starting after its opening delimiter
-	// and returns false if it is unterminated.
-	delimited := func(d byte) bool {
-		for i < n {
-			switch s[i] {
-			case '\\':
-				i += 2
-				continue
-			case d:
-				i++
-				return true
-			case '\n':
-				if d != '\n' {
-					return false
-				}
-			}
-			i++
-		}
-		return false
+	return sc.s[sc.i]
+}
+
+// skipWhile moves past bytes found in set.
+func (sc *sedScanner) skipWhile(set string) {
+	for !sc.done() && strings.IndexByte(set, sc.s[sc.i]) >= 0 {
+		sc.i++
 	}
-	address := func() bool {
-		switch {
-		case i < n && (s[i] >= '0' && s[i] <= '9'):
-			for i < n && (s[i] >= '0' && s[i] <= '9' || s[i] == '~') {
-				i++
-			}
-		case i < n && s[i] == '$':
-			i++
-		case i < n && s[i] == '/':
-			i++
-			if !delimited('/') {
-				return false
-			}
-			for i < n && (s[i] == 'I' || s[i] == 'M') {
-				i++
-			}
-		case i+1 < n && s[i] == '\\':
-			d := s[i+1]
-			i += 2
-			if !delimited(d) {
-				return false
-			}
-		}
-		return true
-	}
+}
+
+func (sc *sedScanner) script() (string, bool) {
 	for {
-		skipSpace()
-		if i >= n {
+		sc.skipWhile(" \t\n;")
+		if sc.done() {
 			return "", true
 		}
-		if !address() {
+		if !sc.addresses() {
 			return "has an unterminated address", false
 		}
-		if i < n && s[i] == ',' {
-			i++
-			if i < n && (s[i] == '+' || s[i] == '~') {
-				i++
-			}
-			if !address() {
-				return "has an unterminated address", false
-			}
-		}
-		for i < n && (s[i] == ' ' || s[i] == '!') {
-			i++
-		}
-		if i >= n {
+		sc.skipWhile(" !")
+		if sc.done() {
 			return "ends after an address", false
 		}
-		cmd := s[i]
-		i++
-		switch cmd {
-		case '{', '}', '=', 'p', 'P', 'n', 'N', 'd', 'D', 'h', 'H', 'g', 'G', 'x', 'z', 'F':
-		case 'q', 'Q', 'l', 'L':
-			for i < n && (s[i] == ' ' || s[i] >= '0' && s[i] <= '9') {
-				i++
-			}
-		case '#', ':', 'b', 't', 'T', 'a', 'i', 'c':
-			for i < n && s[i] != '\n' && !(cmd != '#' && cmd != 'a' && cmd != 'i' && cmd != 'c' && s[i] == ';') {
-				i++
-			}
-		case 's':
-			if i >= n {
-				return "has an unterminated s command", false
-			}
-			d := s[i]
-			i++
-			// Two parts: the regular expression, then the replacement.
-			for part := 0; part < 2; part++ {
-				if !delimited(d) {
-					return "has an unterminated s command", false
-				}
-			}
-			for i < n && strings.IndexByte("gpiImM0123456789", s[i]) >= 0 {
-				i++
-			}
-			if i < n && (s[i] == 'e' || s[i] == 'w' || s[i] == 'W') {
-				return "uses the s///" + string(s[i]) + " flag, which runs or writes", false
-			}
-		case 'y':
-			if i >= n {
-				return "has an unterminated y command", false
-			}
-			d := s[i]
-			i++
-			for part := 0; part < 2; part++ {
-				if !delimited(d) {
-					return "has an unterminated y command", false
-				}
-			}
-		case 'e', 'w', 'W', 'r', 'R':
-			return "uses the " + string(cmd) + " command, which runs a command or reads or writes a file", false
-		default:
-			return "uses command " + string(cmd) + " the classifier does not know", false
+		if why, ok := sc.command(); !ok {
+			return why, false
 		}
+	}
+}
+
+// addresses reads no address, one, or a range `A,B` (`A,+N`, `A,~N`).
+func (sc *sedScanner) addresses() bool {
+	if !sc.address() {
+		return false
+	}
+	if sc.peek() != ',' {
+		return true
+	}
+	sc.i++
+	if c := sc.peek(); c == '+' || c == '~' {
+		sc.i++
+	}
+	return sc.address()
+}
+
+// address reads a line number (`3`, `0~4`), `$`, `/regex/` with its I and M
+// flags, or `\cregexc`; it returns false only for an unterminated regex.
+func (sc *sedScanner) address() bool {
+	switch c := sc.peek(); {
+	case c >= '0' && c <= '9':
+		sc.skipWhile("0123456789~")
+	case c == '$':
+		sc.i++
+	case c == '/':
+		sc.i++
+		if !sc.delimited('/') {
+			return false
+		}
+		sc.skipWhile("IM")
+	case c == '\\' && sc.i+1 < len(sc.s):
+		d := sc.s[sc.i+1]
+		sc.i += 2
+		return sc.delimited(d)
+	}
+	return true
+}
+
+// delimited moves past a part that ends with delimiter d (the opening one
+// already read), honouring backslash escapes. It returns false if the part
+// does not end, or a line ends first.
+func (sc *sedScanner) delimited(d byte) bool {
+	for !sc.done() {
+		switch sc.s[sc.i] {
+		case '\\':
+			sc.i += 2
+			continue
+		case d:
+			sc.i++
+			return true
+		case '\n':
+			if d != '\n' {
+				return false
+			}
+		}
+		sc.i++
+	}
+	return false
+}
+
+// command reads one command letter and what belongs to it.
+func (sc *sedScanner) command() (string, bool) {
+	cmd := sc.s[sc.i]
+	sc.i++
+	switch cmd {
+	case '{', '}', '=', 'p', 'P', 'n', 'N', 'd', 'D', 'h', 'H', 'g', 'G', 'x', 'z', 'F':
+	case 'q', 'Q', 'l', 'L':
+		sc.skipWhile(" 0123456789") // an exit code or line length
+	case '#', 'a', 'i', 'c':
+		// A comment, or text to print: everything to the end of the line.
+		sc.skipUntil("\n")
+	case ':', 'b', 't', 'T':
+		sc.skipUntil("\n;") // a label
+	case 's':
+		return sc.substitute()
+	case 'y':
+		if !sc.twoParts() {
+			return "has an unterminated y command", false
+		}
+	case 'e', 'w', 'W', 'r', 'R':
+		return "uses the " + string(cmd) + " command, which runs a command or reads or writes a file", false
+	default:
+		return "uses command " + string(cmd) + " the classifier does not know", false
+	}
+	return "", true
+}
+
+// substitute reads the rest of `s/regex/replacement/flags`; the e flag runs
+// the pattern space as a command and w writes a file.
+func (sc *sedScanner) substitute() (string, bool) {
+	if !sc.twoParts() {
+		return "has an unterminated s command", false
+	}
+	sc.skipWhile("gpiImM0123456789")
+	if c := sc.peek(); c == 'e' || c == 'w' || c == 'W' {
+		return "uses the s///" + string(c) + " flag, which runs or writes", false
+	}
+	return "", true
+}
+
+// twoParts reads the delimiter and the two delimited parts of s and y.
+func (sc *sedScanner) twoParts() bool {
+	if sc.done() {
+		return false
+	}
+	d := sc.s[sc.i]
+	sc.i++
+	for range 2 {
+		if !sc.delimited(d) {
+			return false
+		}
+	}
+	return true
+}
+
+// skipUntil moves up to (not past) the first byte found in set.
+func (sc *sedScanner) skipUntil(set string) {
+	for !sc.done() && strings.IndexByte(set, sc.s[sc.i]) < 0 {
+		sc.i++
 	}
 }

@@ -1,7 +1,5 @@
 package shellclass
 
-import "strings"
-
 // destructiveRule says what makes a command destructive: always, one of its
 // subcommands (the first operand), or one of its options.
 type destructiveRule struct {
@@ -15,7 +13,7 @@ type destructiveRule struct {
 }
 
 // destructiveTable lists commands that remove or destroy data, or end
-// running work (classification.md, destructive). Commands with handlers of
+// running work (docs/classification.md, Classes). Commands with handlers of
 // their own (git, docker, kubectl, systemctl, package managers, find, tar,
 // rsync, SQL clients) keep their rules beside the handler.
 var destructiveTable = map[string]destructiveRule{
@@ -50,6 +48,7 @@ var destructiveTable = map[string]destructiveRule{
 	"init":           {why: "init 0/6/1 halts, reboots or stops services", subs: []string{"0", "6", "1", "s", "S", "single"}},
 	"telinit":        {why: "telinit 0/6/1 halts, reboots or stops services", subs: []string{"0", "6", "1", "s", "S", "single"}},
 	"journalctl":     {why: "journalctl --vacuum deletes journal files", flags: []string{"--vacuum-*"}},
+	"dmesg":          {why: "dmesg -c/-C clears the kernel ring buffer, deleting its messages", flags: []string{"--clear", "--read-clear"}, shortFlags: "cC"},
 	"helm":           {why: "helm uninstall deletes a release", subs: []string{"uninstall", "delete", "del", "un"}},
 	"yum":            {why: "yum remove removes packages", subs: []string{"remove", "erase", "autoremove"}},
 	"dnf":            {why: "dnf remove removes packages", subs: []string{"remove", "erase", "autoremove"}},
@@ -72,59 +71,4 @@ var destructiveTable = map[string]destructiveRule{
 	"lvremove":       {why: "lvremove deletes logical volumes", always: true},
 	"vgremove":       {why: "vgremove deletes volume groups", always: true},
 	"pvremove":       {why: "pvremove wipes physical volumes", always: true},
-}
-
-// destructiveMatch reports whether base with args is destructive by the
-// table. An argument known only at run time may be any subcommand or flag,
-// so it matches any conditional rule.
-func destructiveMatch(base string, args []value) (string, bool) {
-	r, ok := destructiveTable[base]
-	if !ok {
-		return "", false
-	}
-	if r.always {
-		return r.why, true
-	}
-	if base == "mv" {
-		return mvDevNull(args)
-	}
-	first := ""
-	for _, a := range args {
-		if !a.known {
-			return base + " with an argument known only at run time (" + a.why + "): " + r.why, true
-		}
-		if first == "" && !strings.HasPrefix(a.s, "-") {
-			first = a.s
-		}
-		name, _, _ := strings.Cut(a.s, "=")
-		for _, f := range r.flags {
-			if name == f || strings.HasSuffix(f, "*") && strings.HasPrefix(name, strings.TrimSuffix(f, "*")) {
-				return r.why, true
-			}
-		}
-		if r.shortFlags != "" && strings.HasPrefix(a.s, "-") && !strings.HasPrefix(a.s, "--") && strings.ContainsAny(a.s[1:], r.shortFlags) {
-			return r.why, true
-		}
-	}
-	for _, s := range r.subs {
-		if first == s {
-			return r.why, true
-		}
-	}
-	return "", false
-}
-
-func mvDevNull(args []value) (string, bool) {
-	for i, a := range args {
-		if !a.known {
-			if i == len(args)-1 {
-				return "mv to a destination known only at run time may be /dev/null", true
-			}
-			continue
-		}
-		if a.s == "/dev/null" && (i == len(args)-1 || i > 0 && (args[i-1].s == "-t" || args[i-1].s == "--target-directory")) || a.s == "--target-directory=/dev/null" || a.s == "-t/dev/null" {
-			return "mv onto /dev/null destroys the source", true
-		}
-	}
-	return "", false
 }

@@ -1,7 +1,5 @@
 package shellclass
 
-import "strings"
-
 // readEntry is one command of the read allowlist. The options listed are the
 // only ones accepted: anything else makes the command write ("unknown option").
 type readEntry struct {
@@ -26,7 +24,7 @@ type readEntry struct {
 
 const anyOps = -1
 
-// readTable is the read allowlist of classification.md. It is read-only after
+// readTable is the read allowlist (docs/classification.md, The read allowlist). It is read-only after
 // package initialisation. Tools with subcommands (git, docker, systemctl,
 // kubectl, ip, package managers) have handlers in tools.go instead.
 var readTable = map[string]readEntry{
@@ -36,10 +34,10 @@ var readTable = map[string]readEntry{
 	"tail":      {opts: "-c= -n= -q -v -z -s= -# --bytes= --lines= --quiet --silent --verbose --zero-terminated --sleep-interval=", maxOps: anyOps, ceiling: Write},
 	"wc":        {opts: "-c -m -l -L -w --bytes --chars --lines --max-line-length --words --total=", maxOps: anyOps},
 	"stat":      {opts: "-L -f -t -c= --dereference --file-system --terse --format= --printf= --cached=", maxOps: anyOps},
-	"file":      {opts: "-b -i -k -l -L -h -N -n -r -s -z -Z -0 -E -p -e= -F= -P= --brief --mime --mime-type --mime-encoding --keep-going --list --dereference --no-dereference --no-pad --no-buffer --raw --special-files --uncompress --uncompress-noreport --print0 --exclude= --separator= --extension --apple --preserve-date --parameter=", maxOps: anyOps, ceiling: Write},
+	"file":      {opts: "-b -i -k -l -L -h -N -n -r -s -0 -E -e= -F= -P= --brief --mime --mime-type --mime-encoding --keep-going --list --dereference --no-dereference --no-pad --no-buffer --raw --special-files --print0 --exclude= --separator= --extension --apple --parameter=", maxOps: anyOps, ceiling: Write},
 	"du":        {opts: "-0 -a -b -B= -c -d= -D -h -H -k -l -L -m -P -s -S -t= -x --null --all --apparent-size --block-size= --bytes --total --max-depth= --dereference-args --human-readable --inodes --count-links --dereference --no-dereference --separate-dirs --si --summarize --threshold= --time? --time-style= --one-file-system --exclude=", maxOps: anyOps},
-	"df":        {opts: "-a -B= -h -H -i -k -l -P -t= -T -x= --all --block-size= --human-readable --si --inodes --local --no-sync --sync --output? --portability --total --type= --print-type --exclude-type=", maxOps: anyOps},
-	"tree":      {opts: "-a -d -l -f -x -L= -R -P= -I= -p -s -h -u -g -D -F -q -N -Q -v -t -c -U -r -C -n -A -S -i --noreport --dirsfirst --du --prune --charset= --filelimit= --timefmt= --matchdirs --ignore-case --gitignore --sort=", maxOps: anyOps, ceiling: Write},
+	"df":        {opts: "-a -B= -h -H -i -k -l -P -t= -T -x= --all --block-size= --human-readable --si --inodes --local --no-sync --output? --portability --total --type= --print-type --exclude-type=", maxOps: anyOps},
+	"tree":      {opts: "-a -d -l -f -x -L= -P= -I= -p -s -h -u -g -D -F -q -N -Q -v -t -c -U -r -C -n -A -S -i --noreport --dirsfirst --du --prune --charset= --filelimit= --timefmt= --matchdirs --ignore-case --gitignore --sort=", maxOps: anyOps, ceiling: Write},
 	"grep":      {opts: grepOpts, maxOps: anyOps},
 	"egrep":     {opts: grepOpts, maxOps: anyOps},
 	"fgrep":     {opts: grepOpts, maxOps: anyOps},
@@ -69,13 +67,13 @@ var readTable = map[string]readEntry{
 	"cmp":       {opts: "-b -i= -l -n= -s --print-bytes --ignore-initial= --verbose --bytes= --quiet --silent", maxOps: 4},
 	"comm":      {opts: "-1 -2 -3 -z --check-order --nocheck-order --output-delimiter= --total --zero-terminated", maxOps: 2},
 	"sed":       {opts: "-n -E -r -s -u -z -e= --quiet --silent --expression= --regexp-extended --separate --unbuffered --null-data --posix --debug --sandbox", maxOps: anyOps, ceiling: Destructive, check: sedCheck},
-	"jq":        {opts: "-c -r -j -a -s -n -e -S -C -M -R --tab --indent= --arg= --argjson= --slurp --null-input --raw-output --join-output --ascii-output --compact-output --sort-keys --color-output --monochrome-output --raw-input --exit-status --seq --stream --stream-errors --raw-output0 --unbuffered", maxOps: anyOps},
+	"jq":        {opts: "-c -r -j -a -s -n -e -S -C -M -R --tab --indent= --arg= --argjson= --slurp --null-input --raw-output --join-output --ascii-output --compact-output --sort-keys --color-output --monochrome-output --raw-input --exit-status --seq --stream --stream-errors --raw-output0 --unbuffered -f= --from-file= --args --jsonargs", maxOps: anyOps},
 	"basename":  {opts: "-a -s= -z --multiple --suffix= --zero", maxOps: anyOps},
 	"dirname":   {opts: "-z --zero", maxOps: anyOps},
 	"realpath":  {opts: "-e -m -L -P -q -s -z --canonicalize-existing --canonicalize-missing --logical --physical --quiet --relative-to= --relative-base= --strip --no-symlinks --zero", maxOps: anyOps},
 	"readlink":  {opts: "-f -e -m -n -q -s -v -z --canonicalize --canonicalize-existing --canonicalize-missing --no-newline --quiet --silent --verbose --zero", maxOps: anyOps},
 	"echo":      {opts: "-n -e -E", maxOps: anyOps, posix: true, lenient: true},
-	"printf":    {opts: "-v=", maxOps: anyOps, posix: true, ceiling: Write, check: printfCheck},
+	"printf":    {opts: "-v=", maxOps: anyOps, posix: true, check: printfCheck},
 	"true":      {maxOps: anyOps, posix: true, lenient: true},
 	"false":     {maxOps: anyOps, posix: true, lenient: true},
 	"test":      {maxOps: anyOps, posix: true, lenient: true},
@@ -96,29 +94,28 @@ var readTable = map[string]readEntry{
 	"hostname":  {opts: "-f -s -d -i -I -A -a -y --fqdn --long --short --domain --ip-address --all-ip-addresses --all-fqdns --alias --nis --yp", maxOps: 0},
 	"date":      {opts: "-d= -f= -I? -R -u -r= --date= --file= --iso-8601? --rfc-email --rfc-3339= --reference= --utc --universal --debug", maxOps: 1, check: dateCheck, ceiling: Write},
 	"uptime":    {opts: "-p -s --pretty --since", maxOps: 0},
-	"free":      {opts: "-b -k -m -g -h -l -t -v -w -c= -s= --bytes --kilo --mega --giga --tera --peta --kibi --mebi --gibi --tebi --pebi --human --si --lohi --total --committed --wide --count= --seconds=", maxOps: 0},
-	"vmstat":    {opts: "-a -f -m -n -s -d -D -p= -S= -t -w -y --active --forks --slabs --one-header --stats --disk --disk-sum --partition= --unit= --timestamp --wide --no-first", maxOps: 2},
-	"iostat":    {opts: "-c -d -h -k -m -N -s -t -x -y -z -p? -g= -H -j= -o= --human --dec= --pretty --compact", maxOps: anyOps},
+	"free":      {opts: "-b -k -m -g -h -l -t -v -w -c= -s= --bytes --kilo --mega --giga --tera --peta --kibi --mebi --gibi --tebi --pebi --human --si --lohi --total --committed --wide --count= --seconds=", maxOps: 0, check: freeCheck},
+	"vmstat":    {opts: "-a -f -m -n -s -d -D -p= -S= -t -w -y --active --forks --slabs --one-header --stats --disk --disk-sum --partition= --unit= --timestamp --wide --no-first", maxOps: 2, check: repeatCheck},
+	"iostat":    {opts: "-c -d -h -k -m -N -s -t -x -y -z -p? -g= -H -j= -o= --human --dec= --pretty --compact", maxOps: anyOps, check: repeatCheck},
 	"nproc":     {opts: "--all --ignore=", maxOps: 0},
 	"lscpu":     {opts: "-a -b -c -e? -p? -s= -x -y -B -C? -J --all --online --offline --bytes --caches? --extended? --json --parse? --sysroot= --hex --physical --output-all", maxOps: 0},
 	"lsblk":     {opts: "-a -b -d -D -f -i -J -l -m -n -o= -O -p -P -r -s -S -t -T -x= -z -e= -I= -M -N -v --all --bytes --nodeps --discard --fs --ascii --json --list --perms --noheadings --output= --output-all --paths --pairs --raw --inverse --scsi --topology --tree --sort= --exclude= --include= --merge --nvme --virtio", maxOps: anyOps},
-	"lspci":     {opts: "-m -t -v -k -x -b -D -P -n -q -Q -i= -p= -s= -d= -A= -H=", maxOps: 0},
+	"lspci":     {opts: "-m -t -v -k -x -b -D -P -n -i= -p= -s= -d=", maxOps: 0, check: lspciCheck},
 	"lsusb":     {opts: "-v -t -s= -d= -D= --verbose --tree", maxOps: 0},
-	"lsof":      {opts: "-a -b -c= -d= -g? -i? -l -n -N -P -p= -R -s? -t -u= -U -w -x? -V -D= -F? -K? -S? -T?", maxOps: anyOps},
+	"lsof":      {opts: "-a -b -c= -d= -g? -i? -l -n -N -P -p= -R -s? -t -u= -U -w -x? -V -F? -K? -S? -T?", maxOps: anyOps, check: lsofCheck},
 	"ps":        {opts: "-A -a -C= -d -e -f -F -g= -G= -H -j -l -L -M -N -o= -p= -q= -s= -t= -T -u= -U= -w -x -y -Z --cols= --columns= --cumulative --deselect --forest --format= --group= --Group= --headers --no-headers --lines= --pid= --ppid= --quick-pid= --rows= --sid= --sort= --tty= --user= --User= --width=", maxOps: anyOps, check: psCheck},
 	"pgrep":     {opts: "-a -c -d= -f -g= -G= -i -l -n -o -O= -P= -r= -s= -t= -u= -U= -v -w -x -A --count --delimiter= --full --pgroup= --group= --ignore-case --list-name --list-full --newest --oldest --older= --parent= --runstates= --session= --terminal= --euid= --uid= --inverse --lightweight --exact --pidfile= --logpidfile --ignore-ancestors --ns= --nslist= --env= --cgroup=", maxOps: 1},
-	"top":       {opts: "-b -n= -c -d= -H -i -o= -O -p= -s -S -u= -U= -w? -1 -E= -e=", maxOps: 0, require: []string{"-b"}, check: topCheck},
-	"ss":        {opts: "-h -V -H -n -r -a -l -o -e -m -i -s -4 -6 -0 -t -u -d -w -x -S -M -Z -z -b -O -f= -A= --numeric --resolve --all --listening --options --extended --memory --info --summary --tcp --udp --dccp --raw --unix --sctp --vsock --tipc --family= --query= --socket= --no-header --oneline --context --contexts --bpf --ipv4 --ipv6 --packet", maxOps: anyOps, ceiling: Write},
+	"ss":        {opts: "-h -V -H -n -r -a -l -o -e -m -i -s -4 -6 -0 -t -u -d -w -x -S -M -Z -z -b -O -f= -A= --numeric --resolve --all --listening --options --extended --memory --info --summary --tcp --udp --dccp --raw --unix --sctp --vsock --tipc --family= --query= --socket= --no-header --oneline --context --contexts --bpf --ipv4 --ipv6 --packet -p --processes -K --kill", maxOps: anyOps, ceiling: Destructive, check: ssCheck},
 	"ping":      {opts: "-4 -6 -c= -i= -W= -w= -s= -t= -q -n -D -O -v -I=", maxOps: 1, require: []string{"-c"}, ceiling: Write},
 	"dig":       {opts: "-4 -6 -b= -c= -f= -p= -q= -t= -x= -y= -k=", maxOps: anyOps},
 	"host":      {opts: "-a -c= -C -d -l -i -N= -r -R= -s -t= -T -U -v -V -w -W= -4 -6", maxOps: 2},
-	"nslookup":  {maxOps: 2},
+	"nslookup":  {maxOps: 2, lenient: true},
 	"getent":    {opts: "-s= -i --service= --no-idn", maxOps: anyOps},
 	"printenv":  {opts: "-0 --null", maxOps: anyOps},
 	"locale":    {opts: "-a -m -c -k --all-locales --charmaps --category-name --keyword-name --verbose", maxOps: anyOps},
 	"arch":      {maxOps: 0},
 	"dmesg":     {opts: "-d -e -f= -F= -H -k -l= -L? -P -r -S -t -T -u -x --ctime --decode --facility= --human --kernel --level= --color? --nopager --raw --syslog --notime --time-format= --userspace --show-delta --reltime --since= --until=", maxOps: 0, check: dmesgCheck},
-	"journalctl": {opts: "-a -b? -D= -e -f -g= -k -l -m -n= -o= -p= -q -r -S= -t= -u= -U= -x -M= --all --boot? --directory= --pager-end --grep= --case-sensitive? --dmesg --full --merge --lines= --output= --output-fields= --priority= --quiet --reverse --since= --until= --identifier= --unit= --user-unit= --user --system --catalog --utc --no-hostname --no-full --no-pager --list-boots --disk-usage --header --fields --field= --machine= --facility= --cursor= --after-cursor= --show-cursor --namespace= --invocation= -I",
+	"journalctl": {opts: "-a -b? -D= -e -f -g= -k -l -m -n= -o= -p= -q -r -S= -t= -u= -U= -x -M= --all --boot? --directory= --pager-end --grep= --case-sensitive? --dmesg --full --merge --lines= --output= --output-fields= --priority= --quiet --reverse --since= --until= --identifier= --unit= --user-unit= --user --system --catalog --utc --no-hostname --no-full --no-pager --list-boots --disk-usage --header --fields --field= --machine= --facility= --cursor= --after-cursor= --show-cursor --namespace= --invocation= -I -#",
 		maxOps: anyOps, require: []string{"--no-pager"}, check: journalctlCheck},
 }
 
@@ -142,6 +139,14 @@ var specialVars = map[string]bool{
 	"MANPAGER": true, "SYSTEMD_PAGER": true, "BROWSER": true, "TMPDIR": true,
 	"SSH_ASKPASS": true, "SUDO_ASKPASS": true, "HISTFILE": true, "INPUTRC": true,
 	"TERMINFO": true, "LOCPATH": true, "GCONV_PATH": true, "MALLOC_CHECK_": true,
+	// Configuration that read entries load and that can run programs:
+	// rg's flags file (--pre), docker's CLI plugins and credential
+	// helpers, kubeconfig exec plugins, APT hooks, gawk's include paths.
+	"RIPGREP_CONFIG_PATH": true, "DOCKER_CONFIG": true, "DOCKER_HOST": true,
+	"DOCKER_CONTEXT": true, "CONTAINER_HOST": true, "CONTAINERS_CONF": true,
+	"KUBECONFIG": true, "APT_CONFIG": true, "AWKPATH": true, "AWKLIBPATH": true,
+	"SYSTEMD_PAGERSECURE": true, "LESSSECURE": true, "PIP_CONFIG_FILE": true,
+	"XDG_CONFIG_HOME": true, "GNUPGHOME": true, "SSH_AUTH_SOCK": true,
 }
 
 // systemDirs are the directories from which a path-named program counts as
@@ -149,86 +154,19 @@ var specialVars = map[string]bool{
 // there.
 var systemDirs = map[string]bool{"/bin": true, "/usr/bin": true, "/sbin": true, "/usr/sbin": true, "/usr/local/bin": false}
 
-// sedCheck accepts a sed program only when it cannot write or run anything:
-// no in-place edit, no script file, no e/w/W/r/R commands and no s///e or w
-// flags.
-func sedCheck(p *parsed) (Class, string) {
-	scripts := p.values("-e", "--expression")
-	ops := p.operands
-	if len(scripts) == 0 {
-		if len(ops) == 0 {
-			return Write, "sed without a script"
-		}
-		if !ops[0].known {
-			return Destructive, "sed script known only at run time"
-		}
-		scripts = []string{ops[0].s}
-	}
-	for _, s := range scripts {
-		if why, ok := sedScriptSafe(s); !ok {
-			return Write, "sed script " + why
-		}
-	}
-	return Read, ""
+// namesOnly are read entries that look at file names and metadata, never
+// at the contents of a device (file opens a device only with -s).
+var namesOnly = map[string]bool{
+	"ls": true, "stat": true, "du": true, "df": true, "tree": true, "realpath": true, "readlink": true,
+	"basename": true, "dirname": true, "echo": true, "printf": true, "test": true, "[": true, "pwd": true,
+	"which": true, "type": true, "lsof": true,
 }
 
-func printfCheck(p *parsed) (Class, string) {
-	if p.has("-v") {
-		return Write, "printf -v assigns a variable"
-	}
-	if len(p.operands) == 0 {
-		return Read, ""
-	}
-	f := p.operands[0]
-	if !f.known {
-		return Write, "printf format known only at run time"
-	}
-	if strings.Contains(f.s, "%n") {
-		return Write, "printf %n writes to memory"
-	}
-	return Read, ""
-}
-
-func dateCheck(p *parsed) (Class, string) {
-	for _, o := range p.operands {
-		if !strings.HasPrefix(o.s, "+") {
-			return Write, "date with operand " + o.s + " sets the clock"
-		}
-	}
-	return Read, ""
-}
-
-func topCheck(p *parsed) (Class, string) {
-	if !p.has("-n") {
-		return Write, "top without -b -n N runs until interrupted"
-	}
-	return Read, ""
-}
-
-func psCheck(p *parsed) (Class, string) {
-	// BSD-style ps options (`ps aux`) come as one operand of letters.
-	for _, o := range p.operands {
-		for i := 0; i < len(o.s); i++ {
-			if !strings.ContainsRune("aAcCeEfgHjlLmMnrsStTuvwxXZ", rune(o.s[i])) && !(o.s[i] >= '0' && o.s[i] <= '9') {
-				return Write, "ps operand " + o.s + " is not a known selector"
-			}
-		}
-	}
-	return Read, ""
-}
-
-// dmesgCheck refuses -H without --nopager: the human format starts a pager.
-// (-w, which follows forever, is refused by its absence from the list.)
-func dmesgCheck(p *parsed) (Class, string) {
-	if p.has("-H", "--human") && !p.has("-P", "--nopager") {
-		return Write, "dmesg -H starts a pager; add --nopager"
-	}
-	return Read, ""
-}
-
-func journalctlCheck(p *parsed) (Class, string) {
-	if p.has("-f") {
-		return Write, "journalctl -f follows forever"
-	}
-	return Read, ""
-}
+// sideEffectDevices are device files that act when opened or read:
+// opening a watchdog arms it, and unless it is closed with the magic
+// character (cat does not write one) the machine reboots; /dev/port,
+// /dev/mem and /dev/kmem read device registers, which can hang hardware.
+// Opening /dev/snapshot for reading starts preparing a hibernation image;
+// reading /proc/kmsg takes the kernel's messages away from the system
+// logger.
+var sideEffectDevices = []string{"/dev/watchdog", "/dev/port", "/dev/mem", "/dev/kmem", "/dev/snapshot", "/proc/kmsg"}

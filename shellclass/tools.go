@@ -31,6 +31,13 @@ func handlerFor(base string) (handler, bool) {
 		return (*classifier).ssh, true
 	case "source", ".":
 		return func(c *classifier, cl *cmdCall, args []value) {
+			if len(args) > 1 && c.devices(cl, base, args[1:2]) {
+				return
+			}
+			if len(args) > 1 && args[1].known && stdinPath(args[1].s) && cl.stdinKnown {
+				c.nested(cl.sc, cl.node, cl.stdin, cl.depth) // `. /dev/stdin <<< 'code'`
+				return
+			}
 			c.raiseCall(cl, Write, base+" runs a script file in this shell")
 		}, true
 	case "alias":
@@ -74,6 +81,9 @@ func handlerFor(base string) (handler, bool) {
 	case "redis-cli":
 		return (*classifier).redis, true
 	}
+	if h, ok := builtinHandler(base); ok {
+		return h, true
+	}
 	if why, ok := builtinsRead[base]; ok {
 		return func(c *classifier, cl *cmdCall, args []value) {
 			if why != "" {
@@ -87,11 +97,8 @@ func handlerFor(base string) (handler, bool) {
 	return nil, false
 }
 
-// shells run a string given with -c, a script file, or their standard input.
-var shells = map[string]bool{"sh": true, "bash": true, "dash": true, "zsh": true, "ksh": true, "ash": true, "mksh": true, "rbash": true, "yash": true, "fish": true, "tcsh": true, "csh": true}
-
 func isInterpreter(base string) bool {
-	for _, p := range []string{"python", "perl", "ruby", "node", "nodejs", "php", "lua", "luajit", "tclsh", "wish", "Rscript", "deno", "bun", "pwsh", "irb", "julia", "java", "jshell", "groovy", "osascript", "expect"} {
+	for _, p := range interpreters {
 		if base == p || strings.HasPrefix(base, p) && strings.Trim(base[len(p):], "0123456789.-") == "" {
 			return true
 		}
@@ -99,26 +106,14 @@ func isInterpreter(base string) bool {
 	return false
 }
 
-// builtinsRead are shell builtins that change nothing outside the shell
-// itself; a non-empty reason makes them write.
-var builtinsRead = map[string]string{
-	":": "", "cd": "", "pushd": "", "popd": "", "dirs": "", "set": "", "shopt": "",
-	"wait": "", "umask": "", "ulimit": "", "exit": "", "return": "", "break": "",
-	"continue": "", "shift": "", "unset": "", "getopts": "", "read": "", "unalias": "",
-	"mapfile": "", "readarray": "", "let": "", "local": "", "export": "", "readonly": "",
-	"declare": "", "typeset": "", "jobs": "", "times": "", "caller": "", "help": "",
-	"logout": "", "suspend": "", "disown": "", "history": "history can rewrite the history file",
-	"hash": "hash -p maps a name to another program", "enable": "enable -f loads code into the shell",
-	"bind": "bind changes key bindings", "complete": "complete can run commands on completion",
-	"fc": "fc runs commands from the history",
-}
-
-// neverRead are commands classification.md names as never read, with why.
-var neverRead = map[string]string{
-	"less": "pager is never read", "more": "pager is never read", "most": "pager is never read",
-	"man": "pager is never read", "vi": "editor is never read", "vim": "editor is never read",
-	"nano": "editor is never read", "emacs": "editor is never read", "ed": "editor is never read",
-	"curl": "curl can send and save data", "wget": "wget saves files",
+// stdinPath reports whether a script path names standard input, so that a
+// literal here-document or here-string is the script.
+func stdinPath(p string) bool {
+	switch p {
+	case "/dev/stdin", "/dev/fd/0", "/proc/self/fd/0":
+		return true
+	}
+	return false
 }
 
 // shell classifies sh, bash and friends by the script they will run.
@@ -179,6 +174,9 @@ func (c *classifier) shell(cl *cmdCall, args []value) {
 		c.nested(cl.sc, cl.node, script.s, cl.depth)
 	case cmdMode:
 		c.raiseCall(cl, Write, base+" -c without a command string")
+	case file != nil && c.devices(cl, base, []value{*file}):
+	case file != nil && stdinPath(file.s) && cl.stdinKnown:
+		c.nested(cl.sc, cl.node, cl.stdin, cl.depth) // `bash /dev/stdin <<< 'code'`
 	case file != nil && !fromStdin:
 		c.raiseCall(cl, Write, base+" runs script file "+file.s)
 	case cl.stdinKnown:
@@ -240,8 +238,6 @@ func (c *classifier) ssh(cl *cmdCall, args []value) {
 	c.runJoined(cl, "ssh", p.operands[1:])
 }
 
-const sshOpts = "-4 -6 -A -a -C -f -G -g -K -k -M -N -n -q -s -T -t -V -v -X -x -Y -y -B= -b= -c= -D= -E= -e= -F= -I= -i= -J= -L= -l= -m= -O= -o= -P= -p= -Q= -R= -S= -W= -w="
-
 // awk is read only for programs that just print: no system(), no pipes, no
 // output redirection, no program file.
 func (c *classifier) awk(cl *cmdCall, args []value) {
@@ -272,14 +268,25 @@ func (c *classifier) awk(cl *cmdCall, args []value) {
 			c.raiseCall(cl, Write, "awk program "+why)
 		}
 	}
+	c.devices(cl, "awk", ops)
 }
 
-const awkOpts = "-F= -v= -f= -e= -b -c -d? -D? -E= -g -h -i= -l= -L? -M -n -N -o? -O -p? -P -r -s -S -t -V --field-separator= --assign= --file= --source= --include= --load= --sandbox --posix --traditional --characters-as-bytes --use-lc-numeric --bignum --re-interval"
+var awkIndirectCall = regexp.MustCompile(`@[A-Za-z_][A-Za-z0-9_]*\s*\(`)
 
 var awkPrintRedirect = regexp.MustCompile(`\bprintf?\b[^;{}\n]*[>|]`)
 
 func awkProgramSafe(prog string) (string, bool) {
 	switch {
+	case strings.Contains(prog, "@include") || strings.Contains(prog, "@load"):
+		// @include "inplace" (shipped with gawk) edits the input files in
+		// place; @load loads a shared library.
+		return "includes awk source or loads an extension the classifier cannot read", false
+	case awkIndirectCall.MatchString(prog):
+		// gawk calls a function named by a string, built-ins such as
+		// system included: f = "sys" "tem"; @f("cmd").
+		return "calls a function by name (@f(...)), which may be system", false
+	case strings.Contains(prog, "/inet"):
+		return "opens a network connection (/inet special files)", false
 	case strings.Contains(prog, "system"):
 		return "calls system()", false
 	case strings.Contains(prog, "getline") && strings.Contains(prog, "|"):
@@ -342,22 +349,4 @@ func (c *classifier) find(cl *cmdCall, args []value) {
 			i += int(kind)
 		}
 	}
-}
-
-// findPrimaries lists find's read-only options, tests and actions with the
-// number of values each takes. -fprint, -fprintf, -fls (write a file),
-// -delete and -exec are absent on purpose.
-var findPrimaries = map[string]uint8{
-	"-name": 1, "-iname": 1, "-path": 1, "-ipath": 1, "-wholename": 1, "-iwholename": 1,
-	"-regex": 1, "-iregex": 1, "-regextype": 1, "-type": 1, "-xtype": 1, "-size": 1,
-	"-mtime": 1, "-mmin": 1, "-atime": 1, "-amin": 1, "-ctime": 1, "-cmin": 1, "-used": 1,
-	"-newer": 1, "-anewer": 1, "-cnewer": 1, "-newermt": 1, "-newerct": 1, "-newerat": 1, "-newermm": 1,
-	"-user": 1, "-group": 1, "-uid": 1, "-gid": 1, "-perm": 1, "-links": 1, "-inum": 1,
-	"-samefile": 1, "-lname": 1, "-ilname": 1, "-fstype": 1, "-context": 1,
-	"-maxdepth": 1, "-mindepth": 1, "-printf": 1,
-	"-print": 0, "-print0": 0, "-ls": 0, "-prune": 0, "-quit": 0, "-not": 0, "-a": 0, "-o": 0,
-	"-and": 0, "-or": 0, "-!": 0, "-depth": 0, "-follow": 0, "-xdev": 0, "-mount": 0,
-	"-nouser": 0, "-nogroup": 0, "-empty": 0, "-readable": 0, "-writable": 0, "-executable": 0,
-	"-true": 0, "-false": 0, "-daystart": 0, "-noleaf": 0, "-ignore_readdir_race": 0,
-	"-noignore_readdir_race": 0, "-L": 0, "-H": 0, "-P": 0, "-d": 0, "-O0": 0, "-O1": 0, "-O2": 0, "-O3": 0,
 }

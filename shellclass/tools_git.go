@@ -2,28 +2,6 @@ package shellclass
 
 import "strings"
 
-// gitGlobals are git's options before the subcommand. -c, --config-env,
-// --exec-path, --git-dir, --work-tree, -p and --paginate are accepted by the
-// parser but keep the command from being read (classification.md, git).
-const gitGlobals = "-C= -c= -p -P --paginate --no-pager --exec-path? --git-dir= --work-tree= --namespace= --super-prefix= --config-env= --bare --no-replace-objects --literal-pathspecs --glob-pathspecs --noglob-pathspecs --icase-pathspecs --no-optional-locks --no-lazy-fetch --no-advice --attr-source= --list-cmds= --html-path --man-path --info-path --version --help"
-
-// gitProgramGlobals are options git refuses before a subcommand but which
-// name programs; the parser accepts them so the class can fail high.
-const gitProgramGlobals = " --upload-pack= --receive-pack= --exec="
-
-// gitProgramKeys are configuration keys whose value is a program or shell
-// command that git will run.
-var gitProgramKeys = []string{
-	"core.pager", "core.editor", "core.sshcommand", "core.fsmonitor", "core.hookspath",
-	"core.askpass", "core.gitproxy", "core.alternaterefscommand", "credential.helper",
-	"diff.external", "sequence.editor", "gpg.program", "interactive.difffilter",
-	"uploadpack.packobjectshook", "sendemail.sendmailcmd", "sendemail.smtpserver",
-}
-
-// gitProgramKeySuffixes match keys with a variable middle part:
-// pager.<cmd>, diff.<driver>.textconv, filter.<driver>.clean ...
-var gitProgramKeySuffixes = []string{".textconv", ".command", ".driver", ".clean", ".smudge", ".process", ".program", ".uploadpack", ".receivepack", ".proxy", ".helper", ".cmd", ".tool"}
-
 func gitProgramKey(key string) bool {
 	key = strings.ToLower(key)
 	for _, k := range gitProgramKeys {
@@ -42,20 +20,6 @@ func gitProgramKey(key string) bool {
 	return false
 }
 
-// gitReadSubs are the subcommands that can be read, each with its own
-// further check on its arguments.
-var gitReadSubs = map[string]func(args []value) (Class, string){
-	"log": gitAnyArgs, "show": gitAnyArgs, "diff": gitAnyArgs, "status": gitAnyArgs,
-	"rev-parse": gitAnyArgs, "ls-files": gitAnyArgs, "ls-tree": gitAnyArgs, "cat-file": gitAnyArgs,
-	"describe": gitAnyArgs, "blame": gitAnyArgs, "shortlog": gitAnyArgs, "grep": gitGrep,
-	"branch": gitBranch, "tag": gitTag, "remote": gitRemote, "config": gitConfig,
-	"upload-pack": gitAnyArgs, "upload-archive": gitAnyArgs,
-}
-
-// gitForbidden are options that make an otherwise read subcommand write a
-// file, run a program or page; an unambiguous prefix of one counts.
-var gitForbidden = []string{"output", "ext-diff", "textconv", "exec", "upload-pack", "receive-pack", "open-files-in-pager", "paginate", "config-env", "git-dir", "work-tree"}
-
 func gitAnyArgs(args []value) (Class, string) {
 	for _, a := range args {
 		if !a.known || !strings.HasPrefix(a.s, "--") {
@@ -63,6 +27,9 @@ func gitAnyArgs(args []value) (Class, string) {
 		}
 		if a.s == "--" {
 			break
+		}
+		if strings.Contains(a.s, "%G") && (strings.HasPrefix(a.s, "--format") || strings.HasPrefix(a.s, "--pretty")) {
+			return Write, "git format placeholder %G verifies signatures, which runs gpg"
 		}
 		name, _, _ := strings.Cut(a.s[2:], "=")
 		for _, f := range gitForbidden {

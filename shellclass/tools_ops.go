@@ -6,7 +6,8 @@ import (
 )
 
 // rsync: the server side that `rsync alias@bastion:...` starts is read when
-// it sends (--sender), write when it receives; --delete* and
+// it sends (--sender) with only the options rsync's own client sends for a
+// pull (rsyncSenderOpts); it writes when it receives. --delete* and
 // --remove-source-files destroy. On the client side rsync always writes.
 func (c *classifier) rsync(cl *cmdCall, args []value) {
 	if !allKnown(args) {
@@ -34,14 +35,33 @@ func (c *classifier) rsync(cl *cmdCall, args []value) {
 			}
 		}
 	}
-	if server && sender {
-		return
-	}
-	if server {
+	switch {
+	case server && sender:
+		c.rsyncSender(cl, args)
+	case server:
 		c.raiseCall(cl, Write, "rsync --server without --sender receives and writes files")
+	default:
+		c.raiseCall(cl, Write, "rsync copies files")
+	}
+}
+
+// rsyncSender checks the options of `rsync --server --sender`: any option
+// rsync's client does not send for a pull (--log-file writes a file,
+// --write-batch and --only-write-batch too, --temp-dir, --config, --daemon,
+// -M's remote options) makes it write. -s (protect-args) is refused too:
+// with it the client sends the rest of the options over the connection,
+// out of the classifier's sight.
+func (c *classifier) rsyncSender(cl *cmdCall, args []value) {
+	p := getopt(spec(rsyncSenderOpts), args[1:], false)
+	if c.devices(cl, "rsync", p.operands) {
 		return
 	}
-	c.raiseCall(cl, Write, "rsync copies files")
+	switch {
+	case p.bad == "-s":
+		c.raiseCall(cl, Write, "rsync --server -s (protect-args) reads further options from the connection, which the classifier cannot see")
+	case p.bad != "":
+		c.raiseCall(cl, Write, "rsync --server --sender option "+p.bad+" is not one rsync's client sends for a pull")
+	}
 }
 
 // scp: `scp -f` is the sending side that legacy scp starts on the server
@@ -62,6 +82,7 @@ func (c *classifier) scp(cl *cmdCall, args []value) {
 		}
 	}
 	if from && !to {
+		c.devices(cl, "scp -f", args[1:])
 		return
 	}
 	if to {
@@ -128,14 +149,6 @@ func (c *classifier) programOptions(cl *cmdCall, args []value) {
 	c.raiseCall(cl, Write, neverRead[base])
 }
 
-// programOpts are the options that name a program, per tool.
-var programOpts = map[string][]string{
-	"tar":  {"-I", "--use-compress-program", "--to-command", "--checkpoint-action", "-F", "--info-script", "--new-volume-script", "--rsh-command", "--rmt-command"},
-	"rg":   {"--pre", "--hostname-bin"},
-	"sort": {"--compress-program"},
-	"man":  {"-P", "--pager", "-H", "--html"},
-}
-
 // docker and podman: read forms, destructive forms, and the command that
 // run or exec starts inside a container.
 func (c *classifier) docker(cl *cmdCall, args []value) {
@@ -149,7 +162,13 @@ func (c *classifier) docker(cl *cmdCall, args []value) {
 		c.raiseCall(cl, Destructive, "unknown "+base+" option "+p.bad+": the subcommand cannot be found")
 		return
 	}
-	remote := p.has("-H", "--host", "--context", "-c", "--remote", "--url", "--connection")
+	remote := p.has("-H", "--host", "--context", "-c", "--remote", "--url", "--connection", "--identity")
+	// --config names the directory of config.json (credential helpers) and
+	// cli-plugins (`docker compose` runs the plugin found there); podman's
+	// storage options set up storage in another place.
+	if p.has("--config", "--root", "--runroot", "--storage-driver", "--storage-opt") {
+		c.raiseCall(cl, Write, base+" --config or storage options load programs or create storage elsewhere")
+	}
 	ops := p.operands
 	if len(ops) == 0 {
 		return
@@ -225,13 +244,6 @@ func (c *classifier) containerCmd(cl *cmdCall, what, opts string, args []value, 
 	c.simple(&sub, inner)
 }
 
-const dockerGlobals = "-D -l= -H= -c= -v --debug --log-level= --host= --context= --config= --tls --tlsverify --tlscacert= --tlscert= --tlskey= --version --remote -r --url= --connection= --root= --runroot= --storage-driver= --storage-opt= --cgroup-manager= --events-backend= --log-level= --identity= --help"
-const dockerExecOpts = "-d -i -t -e= -u= -w= --detach --interactive --tty --privileged --env= --env-file= --user= --workdir= --detach-keys="
-const dockerRunOpts = "-d -i -t -P -q -a= -e= -h= -l= -m= -p= -u= -v= -w= -c= --rm --detach --interactive --tty --privileged --init --read-only --publish-all --quiet --no-healthcheck --oom-kill-disable --sig-proxy? --name= --env= --env-file= --hostname= --label= --label-file= --memory= --memory-swap= --memory-reservation= --publish= --user= --volume= --workdir= --entrypoint= --network= --net= --network-alias= --mount= --restart= --platform= --pull= --add-host= --dns= --dns-search= --dns-option= --device= --cap-add= --cap-drop= --security-opt= --log-driver= --log-opt= --tmpfs= --ulimit= --shm-size= --stop-signal= --stop-timeout= --cidfile= --gpus= --ipc= --pid= --uts= --runtime= --userns= --expose= --link= --volumes-from= --annotation= --attach= --cgroupns= --cgroup-parent= --cpus= --cpu-shares= --cpuset-cpus= --group-add= --health-cmd= --health-interval= --health-retries= --health-timeout= --health-start-period= --init-path= --ip= --ip6= --isolation= --kernel-memory= --mac-address= --pids-limit= --storage-opt= --sysctl= --tz= --arch= --os= --variant="
-
-// dockerManaged are management commands whose verb is the next word.
-var dockerManaged = map[string]bool{"container": true, "image": true, "volume": true, "network": true, "system": true, "builder": true, "buildx": true, "plugin": true, "secret": true, "config": true, "node": true, "service": true, "stack": true, "context": true, "compose": true, "swarm": true, "pod": true, "machine": true, "manifest": true}
-
 func dockerDestructive(sub string) (string, bool) {
 	verb := sub
 	if i := strings.LastIndexByte(sub, ' '); i >= 0 {
@@ -242,18 +254,6 @@ func dockerDestructive(sub string) (string, bool) {
 		return "deletes containers, images or volumes, or ends running work", true
 	}
 	return "", false
-}
-
-var dockerRead = map[string]bool{
-	"ps": true, "images": true, "inspect": true, "logs": true, "version": true, "info": true,
-	"top": true, "port": true, "stats": true, "container ls": true, "container ps": true,
-	"container list": true, "container inspect": true, "container logs": true, "container top": true,
-	"container port": true, "container stats": true, "image ls": true, "image list": true,
-	"image inspect": true, "image history": true, "history": true, "volume ls": true, "volume list": true,
-	"volume inspect": true, "network ls": true, "network list": true, "network inspect": true,
-	"system df": true, "system info": true, "compose ps": true, "compose logs": true,
-	"compose ls": true, "compose images": true, "compose top": true, "compose version": true,
-	"compose config": true, "context ls": true, "context list": true, "pod ps": true, "pod ls": true,
 }
 
 // kubectl: read verbs, delete and drain, and the command exec runs in a pod.
@@ -346,20 +346,6 @@ func (c *classifier) kubectl(cl *cmdCall, args []value) {
 	}
 }
 
-var kubectlRead = map[string]bool{"get": true, "describe": true, "logs": true, "top": true, "explain": true, "version": true, "api-resources": true, "api-versions": true, "cluster-info": true}
-
-var kubectlFlags = func() map[string]argKind {
-	m := map[string]argKind{}
-	for _, f := range strings.Fields("-n= --namespace= --context= --cluster= --user= -l= --selector= -o= --output= --field-selector= --sort-by= -L= --label-columns= --tail= --since= --since-time= -c= --container= --request-timeout= -v= --v= --kubeconfig= --token= --server= -s= --as= --as-group= --as-uid= --chunk-size= --template= --show-kind --show-labels --no-headers --ignore-not-found -A --all-namespaces --all-containers -p --previous --timestamps --prefix -i -t --stdin --tty -q --quiet -f --follow -w --watch --watch-only --recursive -R --raw= --subresource= --containers --use-protocol-buffers --sort-by= --max-log-requests= --pod-running-timeout= --limit-bytes= --insecure-skip-tls-verify --certificate-authority= --client-key= --client-certificate= --username= --password= --profile= --log-flush-frequency= --warnings-as-errors --cache-dir= --disable-compression --tls-server-name= --match-server-version --output-watch-events --server-print --show-managed-fields --include-uninitialized --show-events --client --api-group= --namespaced --verbs= --cached --no-headers --filename= -k= --kustomize=") {
-		kind := noArg
-		if strings.HasSuffix(f, "=") {
-			kind, f = reqArg, strings.TrimSuffix(f, "=")
-		}
-		m[f] = kind
-	}
-	return m
-}()
-
 // systemctl: read verbs with --no-pager, destructive verbs that stop work.
 func (c *classifier) systemctl(cl *cmdCall, args []value) {
 	if !allKnown(args) {
@@ -385,17 +371,13 @@ func (c *classifier) systemctl(cl *cmdCall, args []value) {
 	case p.bad != "":
 		c.raiseCall(cl, Write, "unknown option "+p.bad+" for systemctl")
 	case p.has("-H", "--host", "-M", "--machine"):
-		c.raiseCall(cl, Write, "systemctl -H talks to another machine")
+		c.raiseCall(cl, Write, "systemctl -H talks to another machine (through ssh)")
+	case p.has("--image"):
+		c.raiseCall(cl, Write, "systemctl --image mounts a disk image")
 	case !p.has("--no-pager"):
 		c.raiseCall(cl, Write, "systemctl "+verb+" without --no-pager may start a pager")
 	}
 }
-
-const systemctlOpts = "-a -l -q -r -f -i -n= -o= -p= -P= -s= -t= -H= -M= --all --full --no-pager --no-legend --quiet --recursive --reverse --after --before --value --user --system --global --runtime --now --force --no-block --no-wall --no-reload --no-ask-password --show-types --plain --failed --type= --state= --property= --lines= --output= --host= --machine= --signal= --kill-whom= --kill-value= --job-mode= --root= --image= --preset-mode= --timestamp= --legend= --check-inhibitors= --what= --with-dependencies --dry-run --wait --marked --read-only --mkdir --firmware-setup --ignore-inhibitors --reboot-argument= --boot-loader-menu= --boot-loader-entry= --drop-in= --when="
-
-var systemctlRead = map[string]bool{"status": true, "show": true, "list-units": true, "list-unit-files": true, "list-timers": true, "list-sockets": true, "list-dependencies": true, "list-jobs": true, "is-active": true, "is-enabled": true, "is-failed": true, "is-system-running": true, "cat": true, "get-default": true, "show-environment": true}
-
-var systemctlDestructive = map[string]bool{"stop": true, "kill": true, "restart": true, "try-restart": true, "reload-or-restart": true, "try-reload-or-restart": true, "condrestart": true, "force-reload": true, "reboot": true, "poweroff": true, "halt": true, "isolate": true, "mask": true, "kexec": true, "soft-reboot": true, "emergency": true, "rescue": true, "suspend": true, "hibernate": true, "hybrid-sleep": true, "suspend-then-hibernate": true, "exit": true, "default": true, "clean": true, "freeze": true}
 
 // service NAME VERB: stop and restart end running work.
 func (c *classifier) service(cl *cmdCall, args []value) {
@@ -446,7 +428,7 @@ func (c *classifier) ip(cl *cmdCall, args []value) {
 	}
 	if i+1 < len(args) {
 		v := args[i+1].s
-		if !(prefixOf(v, "show") || prefixOf(v, "list") || v == "lst" || v == "ls") {
+		if !(prefixOf(v, "show") || prefixOf(v, "list") || v == "lst" || v == "ls" || v == "get" && (prefixOf(obj, "route") || obj == "neigh" || prefixOf(obj, "neighbour") || prefixOf(obj, "neighbor"))) {
 			if strings.HasPrefix(v, "-") || ipSelector[v] {
 				return // ip addr dev eth0 is ip addr show dev eth0
 			}
@@ -454,9 +436,6 @@ func (c *classifier) ip(cl *cmdCall, args []value) {
 		}
 	}
 }
-
-// ipSelector are words that start a filter after an implied show.
-var ipSelector = map[string]bool{"dev": true, "up": true, "scope": true, "label": true, "to": true, "table": true, "type": true, "master": true, "proto": true, "vrf": true, "nomaster": true}
 
 func ipObject(s string) bool {
 	for _, o := range []string{"address", "link", "route", "neighbour", "neighbor"} {
@@ -468,6 +447,13 @@ func ipObject(s string) bool {
 }
 
 func prefixOf(s, full string) bool { return s != "" && strings.HasPrefix(full, s) }
+
+// aptConfigOption reports an APT option that loads or sets configuration,
+// which can name programs APT runs: -o/--option (also -oFoo=bar) and
+// -c/--config-file.
+func aptConfigOption(o string) bool {
+	return strings.HasPrefix(o, "-o") || strings.HasPrefix(o, "--o") || strings.HasPrefix(o, "-c") || strings.HasPrefix(o, "--c")
+}
 
 // packages: package managers' read forms and their removal forms.
 func (c *classifier) packages(cl *cmdCall, args []value) {
@@ -510,9 +496,7 @@ func (c *classifier) packages(cl *cmdCall, args []value) {
 				}
 			}
 		case "list", "show", "policy", "search", "depends", "rdepends", "madison", "showpkg", "showsrc":
-			if base != "apt-get" && !anyOpt(func(o string) bool {
-				return o == "-o" || strings.HasPrefix(o, "--option") || strings.HasPrefix(o, "-c")
-			}) {
+			if base != "apt-get" && !anyOpt(aptConfigOption) {
 				return
 			}
 		}
@@ -537,10 +521,12 @@ func (c *classifier) packages(cl *cmdCall, args []value) {
 			c.raiseCall(cl, Destructive, "rpm -e removes packages")
 			return
 		}
-		query := len(opts) > 0 && (strings.HasPrefix(opts[0], "-q") || opts[0] == "--query")
-		if query && !anyOpt(func(o string) bool {
-			return o == "--pipe" || o == "--eval" || o == "-E" || o == "--define" || o == "-D" || o == "--macros" || o == "--rcfile" || o == "--load" || strings.HasPrefix(o, "--pipe=") || strings.HasPrefix(o, "--define=")
-		}) {
+		p := getopt(spec(rpmQueryOpts), args[1:], false)
+		if p.has("-q", "--query") && p.bad == "" {
+			return
+		}
+		if p.bad != "" && p.has("-q", "--query") {
+			c.raiseCall(cl, Write, "rpm option "+p.bad+" is not on the query allowlist")
 			return
 		}
 		c.raiseCall(cl, Write, "rpm changes packages")
@@ -550,6 +536,9 @@ func (c *classifier) packages(cl *cmdCall, args []value) {
 			c.raiseCall(cl, Destructive, base+" uninstall removes packages")
 			return
 		case "list", "show", "freeze":
+			if p := getopt(spec(pipReadOpts), args[1:], false); p.bad != "" {
+				c.raiseCall(cl, Write, "pip option "+p.bad+" is not on the read allowlist (--log writes a file, --python runs another interpreter)")
+			}
 			return
 		}
 		c.raiseCall(cl, Write, base+" "+first+" changes packages")

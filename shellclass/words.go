@@ -9,7 +9,7 @@ import (
 
 // value is a word after quote removal. A word is known only when every part
 // is literal and nothing in it expands: no parameter, command or arithmetic
-// expansion, no glob, no brace expansion (classification.md, Parsing).
+// expansion, no glob, no brace expansion (docs/classification.md, Parsing).
 type value struct {
 	s     string
 	known bool
@@ -214,4 +214,85 @@ func decodeANSIC(s string) string {
 
 func isHex(c byte) bool {
 	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
+}
+
+// defaultIFS is the IFS bash starts with; bash never takes IFS from its
+// environment.
+const defaultIFS = " \t\n"
+
+// ifsSplit splits the value of an unquoted expansion into fields as bash
+// does: IFS white space (space, tab and newline, if in IFS) around a field
+// is dropped and runs of it separate fields; every other IFS byte, with the
+// IFS white space next to it, ends one field, so `a::b` with IFS=: is the
+// three fields a, "" and b. An empty IFS does not split. ok is false for
+// an IFS with bytes outside ASCII, which bash matches as characters of the
+// locale.
+func ifsSplit(s, ifs string) (fields []string, ok bool) {
+	for i := 0; i < len(ifs); i++ {
+		if ifs[i] >= 0x80 {
+			return nil, false
+		}
+	}
+	if ifs == "" {
+		if s == "" {
+			return nil, true
+		}
+		return []string{s}, true
+	}
+	in := func(i int) bool { return strings.IndexByte(ifs, s[i]) >= 0 }
+	white := func(i int) bool { return (s[i] == ' ' || s[i] == '\t' || s[i] == '\n') && in(i) }
+	i := 0
+	for i < len(s) && white(i) {
+		i++
+	}
+	for i < len(s) {
+		start := i
+		for i < len(s) && !in(i) {
+			i++
+		}
+		fields = append(fields, s[start:i])
+		// The delimiter: IFS white space, then at most one other IFS byte
+		// and the white space after it.
+		for i < len(s) && white(i) {
+			i++
+		}
+		if i < len(s) && in(i) && !white(i) {
+			i++
+			for i < len(s) && white(i) {
+				i++
+			}
+		}
+	}
+	return fields, true
+}
+
+// literalText returns a word's text after quote removal when nothing in it
+// expands, and "" otherwise. Unlike wordValue it ignores globbing and brace
+// expansion, which do not happen where it is used (inside [[ ]]).
+func literalText(w *syntax.Word) string {
+	var b strings.Builder
+	for _, part := range w.Parts {
+		switch p := part.(type) {
+		case *syntax.Lit:
+			s, _ := unquoteLit(p.Value)
+			b.WriteString(s)
+		case *syntax.SglQuoted:
+			if p.Dollar {
+				b.WriteString(decodeANSIC(p.Value))
+			} else {
+				b.WriteString(p.Value)
+			}
+		case *syntax.DblQuoted:
+			for _, dp := range p.Parts {
+				lit, ok := dp.(*syntax.Lit)
+				if !ok {
+					return ""
+				}
+				b.WriteString(unquoteDouble(lit.Value))
+			}
+		default:
+			return ""
+		}
+	}
+	return b.String()
 }

@@ -1,0 +1,107 @@
+package shellclass
+
+import "strings"
+
+// The option tables of the tools with handlers of their own (tools.go,
+// tools_ops.go): which options name programs, which subcommands are read,
+// and the option allowlists of their read forms.
+
+const sshOpts = "-4 -6 -A -a -C -f -G -g -K -k -M -N -n -q -s -T -t -V -v -X -x -Y -y -B= -b= -c= -D= -E= -e= -F= -I= -i= -J= -L= -l= -m= -O= -o= -P= -p= -Q= -R= -S= -W= -w="
+
+// awkOpts are the awk options the parser knows. gawk's -d (--dump-variables),
+// -p (--profile) and -o (--pretty-print) write awkvars.out or awkprof.out,
+// and -D starts the debugger: they are left out, so they are unknown options.
+const awkOpts = "-F= -v= -f= -e= -b -c -E= -g -h -i= -l= -L? -M -n -N -O -P -r -s -S -t -V --field-separator= --assign= --file= --source= --include= --load= --sandbox --posix --traditional --characters-as-bytes --use-lc-numeric --bignum --re-interval"
+
+// findPrimaries lists find's read-only options, tests and actions with the
+// number of values each takes. -fprint, -fprintf, -fls (write a file),
+// -delete and -exec are absent on purpose.
+var findPrimaries = map[string]uint8{
+	"-name": 1, "-iname": 1, "-path": 1, "-ipath": 1, "-wholename": 1, "-iwholename": 1,
+	"-regex": 1, "-iregex": 1, "-regextype": 1, "-type": 1, "-xtype": 1, "-size": 1,
+	"-mtime": 1, "-mmin": 1, "-atime": 1, "-amin": 1, "-ctime": 1, "-cmin": 1, "-used": 1,
+	"-newer": 1, "-anewer": 1, "-cnewer": 1, "-newermt": 1, "-newerct": 1, "-newerat": 1, "-newermm": 1,
+	"-user": 1, "-group": 1, "-uid": 1, "-gid": 1, "-perm": 1, "-links": 1, "-inum": 1,
+	"-samefile": 1, "-lname": 1, "-ilname": 1, "-fstype": 1, "-context": 1,
+	"-maxdepth": 1, "-mindepth": 1, "-printf": 1,
+	"-print": 0, "-print0": 0, "-ls": 0, "-prune": 0, "-quit": 0, "-not": 0, "-a": 0, "-o": 0,
+	"-and": 0, "-or": 0, "-!": 0, "-depth": 0, "-follow": 0, "-xdev": 0, "-mount": 0,
+	"-nouser": 0, "-nogroup": 0, "-empty": 0, "-readable": 0, "-writable": 0, "-executable": 0,
+	"-true": 0, "-false": 0, "-daystart": 0, "-noleaf": 0, "-ignore_readdir_race": 0,
+	"-noignore_readdir_race": 0, "-L": 0, "-H": 0, "-P": 0, "-d": 0, "-O0": 0, "-O1": 0, "-O2": 0, "-O3": 0,
+}
+
+// programOpts are the options that name a program, per tool.
+var programOpts = map[string][]string{
+	"tar":  {"-I", "--use-compress-program", "--to-command", "--checkpoint-action", "-F", "--info-script", "--new-volume-script", "--rsh-command", "--rmt-command"},
+	"rg":   {"--pre", "--hostname-bin"},
+	"sort": {"--compress-program"},
+	"man":  {"-P", "--pager", "-H", "--html"},
+}
+
+const dockerGlobals = "-D -l= -H= -c= -v --debug --log-level= --host= --context= --config= --tls --tlsverify --tlscacert= --tlscert= --tlskey= --version --remote -r --url= --connection= --root= --runroot= --storage-driver= --storage-opt= --cgroup-manager= --events-backend= --log-level= --identity= --help"
+
+const dockerExecOpts = "-d -i -t -e= -u= -w= --detach --interactive --tty --privileged --env= --env-file= --user= --workdir= --detach-keys="
+
+const dockerRunOpts = "-d -i -t -P -q -a= -e= -h= -l= -m= -p= -u= -v= -w= -c= --rm --detach --interactive --tty --privileged --init --read-only --publish-all --quiet --no-healthcheck --oom-kill-disable --sig-proxy? --name= --env= --env-file= --hostname= --label= --label-file= --memory= --memory-swap= --memory-reservation= --publish= --user= --volume= --workdir= --entrypoint= --network= --net= --network-alias= --mount= --restart= --platform= --pull= --add-host= --dns= --dns-search= --dns-option= --device= --cap-add= --cap-drop= --security-opt= --log-driver= --log-opt= --tmpfs= --ulimit= --shm-size= --stop-signal= --stop-timeout= --cidfile= --gpus= --ipc= --pid= --uts= --runtime= --userns= --expose= --link= --volumes-from= --annotation= --attach= --cgroupns= --cgroup-parent= --cpus= --cpu-shares= --cpuset-cpus= --group-add= --health-cmd= --health-interval= --health-retries= --health-timeout= --health-start-period= --init-path= --ip= --ip6= --isolation= --kernel-memory= --mac-address= --pids-limit= --storage-opt= --sysctl= --tz= --arch= --os= --variant="
+
+// dockerManaged are management commands whose verb is the next word.
+var dockerManaged = map[string]bool{"container": true, "image": true, "volume": true, "network": true, "system": true, "builder": true, "buildx": true, "plugin": true, "secret": true, "config": true, "node": true, "service": true, "stack": true, "context": true, "compose": true, "swarm": true, "pod": true, "machine": true, "manifest": true}
+
+var dockerRead = map[string]bool{
+	"ps": true, "images": true, "inspect": true, "logs": true, "version": true, "info": true,
+	"top": true, "port": true, "stats": true, "container ls": true, "container ps": true,
+	"container list": true, "container inspect": true, "container logs": true, "container top": true,
+	"container port": true, "container stats": true, "image ls": true, "image list": true,
+	"image inspect": true, "image history": true, "history": true, "volume ls": true, "volume list": true,
+	"volume inspect": true, "network ls": true, "network list": true, "network inspect": true,
+	"system df": true, "system info": true, "compose ps": true, "compose logs": true,
+	"compose ls": true, "compose images": true, "compose top": true, "compose version": true,
+	"compose config": true, "context ls": true, "context list": true, "pod ps": true, "pod ls": true,
+}
+
+var kubectlRead = map[string]bool{"get": true, "describe": true, "logs": true, "top": true, "explain": true, "version": true, "api-resources": true, "api-versions": true, "cluster-info": true}
+
+var kubectlFlags = func() map[string]argKind {
+	m := map[string]argKind{}
+	for _, f := range strings.Fields("-n= --namespace= --context= --cluster= --user= -l= --selector= -o= --output= --field-selector= --sort-by= -L= --label-columns= --tail= --since= --since-time= -c= --container= --request-timeout= -v= --v= --kubeconfig= --token= --server= -s= --as= --as-group= --as-uid= --chunk-size= --template= --show-kind --show-labels --no-headers --ignore-not-found -A --all-namespaces --all-containers -p --previous --timestamps --prefix -i -t --stdin --tty -q --quiet -f --follow -w --watch --watch-only --recursive -R --raw= --subresource= --containers --use-protocol-buffers --sort-by= --max-log-requests= --pod-running-timeout= --limit-bytes= --insecure-skip-tls-verify --certificate-authority= --client-key= --client-certificate= --username= --password= --profile= --log-flush-frequency= --warnings-as-errors --cache-dir= --disable-compression --tls-server-name= --match-server-version --output-watch-events --server-print --show-managed-fields --include-uninitialized --show-events --client --api-group= --namespaced --verbs= --cached --no-headers --filename= -k= --kustomize=") {
+		kind := noArg
+		if strings.HasSuffix(f, "=") {
+			kind, f = reqArg, strings.TrimSuffix(f, "=")
+		}
+		m[f] = kind
+	}
+	return m
+}()
+
+const systemctlOpts = "-a -l -q -r -f -i -n= -o= -p= -P= -s= -t= -H= -M= --all --full --no-pager --no-legend --quiet --recursive --reverse --after --before --value --user --system --global --runtime --now --force --no-block --no-wall --no-reload --no-ask-password --show-types --plain --failed --type= --state= --property= --lines= --output= --host= --machine= --signal= --kill-whom= --kill-value= --job-mode= --root= --image= --preset-mode= --timestamp= --legend= --check-inhibitors= --what= --with-dependencies --dry-run --wait --marked --read-only --mkdir --firmware-setup --ignore-inhibitors --reboot-argument= --boot-loader-menu= --boot-loader-entry= --drop-in= --when="
+
+var systemctlRead = map[string]bool{"status": true, "show": true, "list-units": true, "list-unit-files": true, "list-timers": true, "list-sockets": true, "list-dependencies": true, "list-jobs": true, "is-active": true, "is-enabled": true, "is-failed": true, "is-system-running": true, "cat": true, "get-default": true, "show-environment": true}
+
+var systemctlDestructive = map[string]bool{"stop": true, "kill": true, "restart": true, "try-restart": true, "reload-or-restart": true, "try-reload-or-restart": true, "condrestart": true, "force-reload": true, "reboot": true, "poweroff": true, "halt": true, "isolate": true, "mask": true, "kexec": true, "soft-reboot": true, "emergency": true, "rescue": true, "suspend": true, "hibernate": true, "hybrid-sleep": true, "suspend-then-hibernate": true, "exit": true, "default": true, "clean": true, "freeze": true}
+
+// ipSelector are words that start a filter after an implied show.
+var ipSelector = map[string]bool{"dev": true, "up": true, "scope": true, "label": true, "to": true, "table": true, "type": true, "master": true, "proto": true, "vrf": true, "nomaster": true}
+
+// rpmQueryOpts are the options of rpm -q that only select and print. --pipe,
+// --eval, --define, --macros, --rcfile, --load and --dbpath-like options that
+// change configuration are left out; unknown options make rpm write.
+const rpmQueryOpts = "-q -a -f -g -p -i -l -c -d -s -R -v --query --all --file --group --package --info --list --configfiles --docfiles --state --requires --provides --conflicts --obsoletes --changelog --changes --scripts --triggers --triggerscripts --filesbypkg --last --dump --qf= --queryformat= --whatrequires --whatprovides --whatconflicts --whatobsoletes --whatrecommends --whatsuggests --whatsupplements --whatenhances --nodigest --nosignature --nofiles --noscripts --nodeps --quiet --verbose"
+
+// pipReadOpts are the options pip list, show and freeze accept as read:
+// output format and which distributions to list. pip's --log writes a
+// file, --python runs another interpreter, --cache-dir and --src name
+// places to write.
+const pipReadOpts = "-v -q -l -o -u -e -f -a -r= --verbose --quiet --local --outdated --uptodate --editable --files --all --user --format= --not-required --exclude-editable --include-editable --exclude= --path= --pre --no-index --index-url= --extra-index-url= -i= --disable-pip-version-check --no-color --no-input --isolated --requirement= --no-python-version-warning"
+
+// rsyncSenderOpts are the options that rsync's client puts on the server's
+// command line for a pull (options.c: server_options() with am_sender
+// unset), checked with rsync 3.5.0 by capturing what the client asked the
+// remote shell to run. The short bundle ends with -e and the protocol
+// compatibility string (-logDtpre.iLsfxCIvu), which the e= spec swallows.
+const rsyncSenderOpts = "-v -q -b -u -n -l -d -L -k -W -H -o -g -D -t -U -N -p -A -X -r -c -C -I -R -x -S -z -e= -B= " +
+	"--server --sender --iconv= --list-only --no-r --compress-level= --no-specials --specials --msgs2stderr --no-msgs2stderr " +
+	"--timeout= --bwlimit= --backup-dir= --suffix= --checksum-choice= --new-compress --old-compress --compress-choice= " +
+	"--skip-compress= --max-alloc= --ignore-missing-args --delete-missing-args --checksum-seed= --ignore-errors " +
+	"--copy-unsafe-links --safe-links --numeric-ids --use-qsort --info= --debug= --append --inplace --no-W " +
+	"--files-from= --from0 --no-relative --no-implied-dirs --remove-source-files --remove-sent-files --copy-devices --open-noatime"
