@@ -259,6 +259,13 @@ func (c *classifier) raise(sc *scope, node syntax.Node, cls Class, why string) {
 	c.raiseAt(span, off, cls, why)
 }
 
+// tooDeep records that node, in sc, is nested deeper than the limit: the
+// string is destructive and, not read whole, unreviewable.
+func (c *classifier) tooDeep(sc *scope, node syntax.Node) {
+	c.raise(sc, node, Destructive, "nesting deeper than the limit")
+	c.unreviewable = true
+}
+
 func (c *classifier) raiseAt(span string, off int, cls Class, why string) {
 	if cls == Read {
 		return
@@ -360,7 +367,7 @@ func (c *classifier) stmt(sc *scope, st *syntax.Stmt, depth int) {
 		return
 	}
 	if depth > c.opts.maxDepth() {
-		c.raise(sc, st, Destructive, "nesting deeper than the limit")
+		c.tooDeep(sc, st)
 		c.unreviewable = true
 		return
 	}
@@ -534,7 +541,7 @@ func (c *classifier) word(sc *scope, w *syntax.Word, depth int) {
 
 func (c *classifier) wordPart(sc *scope, p syntax.WordPart, depth int) {
 	if depth > c.opts.maxDepth() {
-		c.raise(sc, p, Destructive, "nesting deeper than the limit")
+		c.tooDeep(sc, p)
 		c.unreviewable = true
 		return
 	}
@@ -663,7 +670,7 @@ func (c *classifier) arith(sc *scope, e syntax.ArithmExpr, depth int) {
 		return
 	}
 	if depth > c.opts.maxDepth() {
-		c.raise(sc, e, Destructive, "nesting deeper than the limit")
+		c.tooDeep(sc, e)
 		c.unreviewable = true
 		return
 	}
@@ -780,7 +787,7 @@ func (c *classifier) test(sc *scope, e syntax.TestExpr, depth int) {
 		return
 	}
 	if depth > c.opts.maxDepth() {
-		c.raise(sc, e, Destructive, "nesting deeper than the limit")
+		c.tooDeep(sc, e)
 		c.unreviewable = true
 		return
 	}

@@ -162,7 +162,7 @@ func (c *classifier) simple(cl *cmdCall, args []value) {
 		return
 	}
 	if cl.depth > c.opts.maxDepth() {
-		c.raiseCall(cl, Destructive, "nesting deeper than the limit")
+		c.tooDeep(cl.sc, cl.node)
 		return
 	}
 	name := args[0]
