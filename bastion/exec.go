@@ -126,6 +126,7 @@ func (x *execRun) route() bool {
 		exitWith(x.ch, ExitUsage)
 		return false
 	}
+	r.pty = x.st.ptyReq != nil
 	x.r, x.conn = r, conn
 	return true
 }

@@ -106,3 +106,17 @@ func TestUnknownAliasAuditedWithAgent(t *testing.T) {
 		t.Errorf("audit rows of agent1 = %+v; want the denied unknown alias", rows)
 	}
 }
+
+// TestReadOnATerminalIsWrite: a read command run with a terminal is write,
+// since its pager (git log, less) runs what is typed; without one it stays
+// read.
+func TestReadOnATerminalIsWrite(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	if got := h.ssh("", "-T", "127.0.0.1", "web", "uptime"); got.code != 0 {
+		t.Fatalf("uptime without a terminal: exit %d, stderr %q; want 0 (read is allowed)", got.code, got.stderr)
+	}
+	got := h.ssh("", "-tt", "127.0.0.1", "web", "uptime")
+	if got.code != ExitRefused || !strings.Contains(got.stderr+got.stdout, "pager or prompts") {
+		t.Errorf("uptime on a terminal: exit %d, output %q; want %d, write denied by the default grant", got.code, got.stderr+got.stdout, ExitRefused)
+	}
+}

@@ -197,6 +197,9 @@ type route struct {
 	grant   store.Grant
 	command string
 	shell   bool // interactive: no command
+	// pty: the session asked for a terminal. Set by the session, not by
+	// resolve.
+	pty bool
 }
 
 // resolve picks the connection. If the SSH user name is an alias the agent
@@ -378,6 +381,13 @@ func (s *Server) classifyExec(r route, conn *store.Connection) (class policy.Cla
 		if len(res.Reasons) > 0 {
 			refusal += " (" + res.Reasons[0].Why + ")"
 		}
+	}
+	if r.pty && c == policy.Read {
+		// On a terminal a read command's pager (git log, less behind
+		// dpkg -l) or prompt takes keystrokes, and less runs `!cmd`:
+		// what was read becomes a shell. Running code is write, as for an
+		// interpreter.
+		return policy.Write, "on a terminal the command's pager or prompts run what is typed", refusal
 	}
 	var whys []string
 	for _, rs := range res.Reasons {
