@@ -50,6 +50,12 @@ func TestDisconnectedAgentRetriesApproved(t *testing.T) {
 	id := h.waitPending()
 	cmd.Process.Kill()
 	cmd.Wait()
+	// The bastion has seen the agent go once it audits the wait as asked;
+	// approving before that would let the waiting session take the
+	// approval.
+	if n := h.auditCount(policy.Asked); n != 1 {
+		t.Fatalf("asked audit rows after the agent left = %d; want 1", n)
+	}
 	if _, err := h.eng.Approve(context.Background(), id, policy.Decider{AdminID: "adm_alice", Name: "alice"}, policy.Scope{}); err != nil {
 		t.Fatal(err)
 	}
