@@ -2,9 +2,10 @@ package bastion
 
 import (
 	"context"
-	"math"
 	"sync"
 	"time"
+
+	"github.com/postern/postern/internal/ratelimit"
 )
 
 // Defaults of the per-agent limits. An agent is usually a program in a loop;
@@ -32,68 +33,35 @@ const (
 	RepeatDeniedMaxDelay = 16 * time.Second
 )
 
-// limiter holds the per-agent command rate (a token bucket) and the streak
-// of identical denied requests. It is safe for concurrent use.
+// limiter holds the per-agent command rate (a token bucket per agent, from
+// internal/ratelimit) and the streak of identical denied requests. It is
+// safe for concurrent use.
 //
-// Its map is keyed by agent id and only authenticated agents reach it, so
-// it holds at most one small entry per registered agent.
+// Its keys are agent ids and only authenticated agents reach it, so it
+// holds at most one small entry per registered agent.
 type limiter struct {
-	rate  float64 // tokens per second; no limit if negative
-	burst float64
-	now   func() time.Time
+	rate *ratelimit.Keyed
 
-	// mu guards agents and every agentLimit in it.
-	mu     sync.Mutex
-	agents map[string]*agentLimit
+	// mu guards streaks and every denialStreak in it.
+	mu      sync.Mutex
+	streaks map[string]*denialStreak
 }
 
-// agentLimit is one agent's state.
-type agentLimit struct {
-	tokens float64   // commands it may start now (rate limit)
-	last   time.Time // when tokens was last refilled
-
-	deniedKey    string // the request denied last, as requestKey says
-	deniedStreak int    // how many times in a row it was denied
+// denialStreak is one agent's run of identical denied requests.
+type denialStreak struct {
+	key   string // the request denied last, as requestKey says
+	count int    // how many times in a row it was denied
 }
 
+// newLimiter limits each agent to rate commands a second with bursts of
+// burst; a negative rate is no limit.
 func newLimiter(rate float64, burst int, now func() time.Time) *limiter {
-	return &limiter{rate: rate, burst: float64(burst), now: now, agents: map[string]*agentLimit{}}
-}
-
-// stateLocked returns agent's state, creating it with a full bucket.
-func (l *limiter) stateLocked(agent string) *agentLimit {
-	a := l.agents[agent]
-	if a == nil {
-		a = &agentLimit{tokens: l.burst, last: l.now()}
-		l.agents[agent] = a
-	}
-	return a
+	return &limiter{rate: ratelimit.New(rate, burst, 0, now), streaks: map[string]*denialStreak{}}
 }
 
 // allow takes one command from agent's bucket. When the bucket is empty it
 // reports false and how long until the next command may start.
-func (l *limiter) allow(agent string) (bool, time.Duration) {
-	if l.rate < 0 {
-		return true, 0
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	a := l.stateLocked(agent)
-	now := l.now()
-	if elapsed := now.Sub(a.last); elapsed > 0 {
-		a.tokens = math.Min(l.burst, a.tokens+elapsed.Seconds()*l.rate)
-	}
-	a.last = now
-	if a.tokens >= 1 {
-		a.tokens--
-		return true, 0
-	}
-	if l.rate == 0 {
-		return false, time.Duration(math.MaxInt64)
-	}
-	wait := time.Duration((1 - a.tokens) / l.rate * float64(time.Second))
-	return false, max(wait, time.Millisecond)
-}
+func (l *limiter) allow(agent string) (bool, time.Duration) { return l.rate.Allow(agent) }
 
 // penalty returns how long agent waits before request key is decided, and
 // how many times in a row it was denied before: zero unless key is the
@@ -101,15 +69,15 @@ func (l *limiter) allow(agent string) (bool, time.Duration) {
 func (l *limiter) penalty(agent, key string) (time.Duration, int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	a := l.agents[agent]
-	if a == nil || a.deniedKey != key || a.deniedStreak < RepeatDeniedStreak {
+	a := l.streaks[agent]
+	if a == nil || a.key != key || a.count < RepeatDeniedStreak {
 		return 0, 0
 	}
 	d := RepeatDeniedDelay
-	for i := RepeatDeniedStreak; i < a.deniedStreak && d < RepeatDeniedMaxDelay; i++ {
+	for i := RepeatDeniedStreak; i < a.count && d < RepeatDeniedMaxDelay; i++ {
 		d *= 2
 	}
-	return min(d, RepeatDeniedMaxDelay), a.deniedStreak
+	return min(d, RepeatDeniedMaxDelay), a.count
 }
 
 // record notes how agent's request key was decided: a denial extends or
@@ -117,14 +85,21 @@ func (l *limiter) penalty(agent, key string) (time.Duration, int) {
 func (l *limiter) record(agent, key string, denied bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	a := l.stateLocked(agent)
+	a := l.streaks[agent]
+	if a == nil {
+		if !denied {
+			return
+		}
+		a = &denialStreak{}
+		l.streaks[agent] = a
+	}
 	switch {
 	case !denied:
-		a.deniedKey, a.deniedStreak = "", 0
-	case a.deniedKey == key:
-		a.deniedStreak++
+		a.key, a.count = "", 0
+	case a.key == key:
+		a.count++
 	default:
-		a.deniedKey, a.deniedStreak = key, 1
+		a.key, a.count = key, 1
 	}
 }
 

@@ -16,40 +16,6 @@ import (
 	"golang.org/x/crypto/ssh"
 )
 
-func TestLimiterRate(t *testing.T) {
-	type step struct {
-		advance time.Duration
-		want    bool
-	}
-	tests := []struct {
-		name  string
-		rate  float64
-		burst int
-		steps []step
-	}{
-		{"burst then refused", 1, 3, []step{{0, true}, {0, true}, {0, true}, {0, false}}},
-		{"refills at the rate", 2, 1, []step{{0, true}, {0, false}, {250 * time.Millisecond, false}, {250 * time.Millisecond, true}, {0, false}}},
-		{"refill stops at the burst", 10, 2, []step{{0, true}, {0, true}, {time.Hour, true}, {0, true}, {0, false}}},
-		{"negative rate disables", -1, 1, []step{{0, true}, {0, true}, {0, true}, {0, true}}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			clk := fakeclock.New()
-			l := newLimiter(tt.rate, tt.burst, clk.Now)
-			for i, st := range tt.steps {
-				clk.Advance(st.advance)
-				got, retry := l.allow("a1")
-				if got != st.want {
-					t.Fatalf("step %d: allow = %v; want %v", i, got, st.want)
-				}
-				if !got && retry <= 0 {
-					t.Errorf("step %d: refused with retry %v; want a positive wait", i, retry)
-				}
-			}
-		})
-	}
-}
-
 func TestLimiterRatePerAgent(t *testing.T) {
 	clk := fakeclock.New()
 	l := newLimiter(1, 1, clk.Now)

@@ -132,7 +132,7 @@ func (s *Server) apiServe(rt apiRoute, keys *keyLocks) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		c := &apiCall{keys: keys}
 		if rt.Public {
-			if ok, wait := s.apiLimit.allow("addr:" + clientAddr(r)); !ok {
+			if ok, wait := s.apiLimit.Allow("addr:" + clientAddr(r)); !ok {
 				s.apiTooMany(w, r, wait)
 				return
 			}
@@ -172,7 +172,7 @@ func apiQueryErrText(err error) string {
 // answer is written.
 func (s *Server) apiAuthenticate(w http.ResponseWriter, r *http.Request) (*store.ConsoleToken, bool) {
 	addrKey := "addr:" + clientAddr(r)
-	if ok, wait := s.apiLimit.peek(addrKey); !ok {
+	if ok, wait := s.apiLimit.Peek(addrKey); !ok {
 		s.apiTooMany(w, r, wait)
 		return nil, false
 	}
@@ -182,7 +182,7 @@ func (s *Server) apiAuthenticate(w http.ResponseWriter, r *http.Request) (*store
 			s.apiWriteError(w, r, fmt.Errorf("web: token lookup: %w", err))
 			return nil, false
 		}
-		s.apiLimit.charge(addrKey)
+		s.apiLimit.Charge(addrKey)
 		msg := "a console token is needed: send Authorization: Bearer TOKEN (postern token add NAME makes one)"
 		if r.Header.Get("Authorization") != "" {
 			msg = "the console token is unknown or was removed"
@@ -191,7 +191,7 @@ func (s *Server) apiAuthenticate(w http.ResponseWriter, r *http.Request) (*store
 		s.apiWriteError(w, r, &apiError{Status: http.StatusUnauthorized, Code: "unauthorized", Message: msg})
 		return nil, false
 	}
-	if ok, wait := s.apiLimit.allow("token:" + tok.ID); !ok {
+	if ok, wait := s.apiLimit.Allow("token:" + tok.ID); !ok {
 		s.apiTooMany(w, r, wait)
 		return nil, false
 	}

@@ -175,11 +175,11 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	}
 	addr := clientAddr(r)
 	nameKey := strings.ToLower(name)
-	if ok, wait := s.loginByAddr.peek(addr); !ok {
+	if ok, wait := s.loginByAddr.Peek(addr); !ok {
 		s.tooManyLogins(w, r, name, next, wait)
 		return
 	}
-	if ok, wait := s.loginByName.peek(nameKey); !ok {
+	if ok, wait := s.loginByName.Peek(nameKey); !ok {
 		s.tooManyLogins(w, r, name, next, wait)
 		return
 	}
@@ -199,13 +199,13 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !match {
-		s.loginByAddr.charge(addr)
-		s.loginByName.charge(nameKey)
+		s.loginByAddr.Charge(addr)
+		s.loginByName.Charge(nameKey)
 		s.cfg.Logger.Info().Str("admin", name).Str("addr", addr).Msg("web: failed login")
 		s.renderLogin(w, r, http.StatusUnauthorized, loginData{Next: next, Name: name, Error: "Wrong name or password."})
 		return
 	}
-	s.loginByName.reset(nameKey)
+	s.loginByName.Reset(nameKey)
 	token, sha := NewToken("")
 	csrf, _ := NewToken("")
 	expires := s.cfg.Now().Add(s.cfg.SessionLifetime)
@@ -223,7 +223,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) tooManyLogins(w http.ResponseWriter, r *http.Request, name, next string, wait time.Duration) {
-	secs := int(wait.Round(time.Second) / time.Second)
+	secs := int((wait + time.Second - 1) / time.Second)
 	if secs < 1 {
 		secs = 1
 	}

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/postern/postern/internal/fakeclock"
 )
 
 func TestPasswordHashRoundTrip(t *testing.T) {
@@ -163,49 +162,6 @@ func TestTLSConfigRefusesOldVersions(t *testing.T) {
 		if got := err == nil; got != tc.want {
 			t.Errorf("handshake with max version %x: got ok=%v (%v); want %v", tc.max, got, err, tc.want)
 		}
-	}
-}
-
-func TestLimiter(t *testing.T) {
-	clk := fakeclock.New()
-	l := newLimiter(1, 3, 2, clk.Now)
-	for i := range 3 {
-		if ok, _ := l.allow("a"); !ok {
-			t.Fatalf("take %d of burst 3: refused; want allowed", i+1)
-		}
-	}
-	ok, wait := l.allow("a")
-	if ok || wait < time.Second {
-		t.Fatalf("fourth take: got ok=%v wait=%v; want refused with a wait of at least 1s", ok, wait)
-	}
-	if ok, _ := l.peek("b"); !ok {
-		t.Errorf("another key: refused; want its own bucket")
-	}
-	clk.Advance(time.Second)
-	if ok, _ := l.allow("a"); !ok {
-		t.Errorf("after one refill interval: refused; want one token")
-	}
-	// charge goes below zero: failures counted after the fact all count.
-	l.charge("a")
-	l.charge("a")
-	if ok, wait := l.peek("a"); ok || wait < 2*time.Second {
-		t.Errorf("after charges: got ok=%v wait=%v; want refused for at least 2s", ok, wait)
-	}
-	l.reset("a")
-	if ok, _ := l.peek("a"); !ok {
-		t.Errorf("after reset: refused; want a full bucket")
-	}
-	// The table is bounded: with two active keys a third is refused until
-	// one has refilled.
-	l2 := newLimiter(1, 1, 2, clk.Now)
-	l2.allow("x")
-	l2.allow("y")
-	if ok, _ := l2.allow("z"); ok {
-		t.Errorf("third key in a full table of active buckets: allowed; want refused (fail closed)")
-	}
-	clk.Advance(2 * time.Second)
-	if ok, _ := l2.allow("z"); !ok {
-		t.Errorf("third key after the others refilled: refused; want allowed")
 	}
 }
 

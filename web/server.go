@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"github.com/postern/postern/internal/ratelimit"
 	"log"
 	"net"
 	"net/http"
@@ -82,9 +83,9 @@ type Server struct {
 	handler http.Handler
 	pages   *pageSet
 
-	loginByName *limiter
-	loginByAddr *limiter
-	apiLimit    *limiter
+	loginByName *ratelimit.Keyed
+	loginByAddr *ratelimit.Keyed
+	apiLimit    *ratelimit.Keyed
 
 	events *eventHub
 }
@@ -116,9 +117,9 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		cfg:         cfg,
 		pages:       pages,
-		loginByName: newLimiter(loginNameRate, loginNameBurst, maxLimiterKeys, cfg.Now),
-		loginByAddr: newLimiter(loginAddrRate, loginAddrBurst, maxLimiterKeys, cfg.Now),
-		apiLimit:    newLimiter(cfg.APIRate, cfg.APIBurst, maxLimiterKeys, cfg.Now),
+		loginByName: ratelimit.New(loginNameRate, loginNameBurst, maxLimiterKeys, cfg.Now),
+		loginByAddr: ratelimit.New(loginAddrRate, loginAddrBurst, maxLimiterKeys, cfg.Now),
+		apiLimit:    ratelimit.New(cfg.APIRate, cfg.APIBurst, maxLimiterKeys, cfg.Now),
 		events:      newEventHub(cfg.Store, cfg.EventPoll, cfg.Logger),
 	}
 	mux := http.NewServeMux()
