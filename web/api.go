@@ -77,7 +77,7 @@ func apiRouteTable() []apiRoute {
 		bad      = http.StatusBadRequest
 		notFound = http.StatusNotFound
 	)
-	return []apiRoute{
+	routes := []apiRoute{
 		{Method: "GET", Path: "/v1/openapi.json", Public: true, Statuses: []int{ok, http.StatusTooManyRequests},
 			handle: (*Server).apiOpenAPI},
 		{Method: "GET", Path: "/v1/recipes", Statuses: apiAuthed(ok, bad), handle: (*Server).apiListRecipes},
@@ -110,6 +110,14 @@ func apiRouteTable() []apiRoute {
 		{Method: "GET", Path: "/v1/audit", Statuses: apiAuthed(ok, bad), handle: (*Server).apiListAudit},
 		{Method: "GET", Path: "/v1/audit/verify", Statuses: apiAuthed(ok), handle: (*Server).apiVerifyAudit},
 	}
+	// Every state-changing route refuses a request another site's page
+	// made (CrossOriginProtection in front of the mux): 403 cross_origin.
+	for i, rt := range routes {
+		if rt.Method != http.MethodGet && !slices.Contains(rt.Statuses, http.StatusForbidden) {
+			routes[i].Statuses = append(rt.Statuses, http.StatusForbidden)
+		}
+	}
+	return routes
 }
 
 // apiRoutes registers the REST API under /v1, and a catch-all for /v1/ that

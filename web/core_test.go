@@ -3,6 +3,7 @@ package web
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"github.com/postern/postern/store"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -11,7 +12,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
 )
 
 func TestPasswordHashRoundTrip(t *testing.T) {
@@ -215,5 +215,67 @@ func TestNewTokenHashes(t *testing.T) {
 	tok2, _ := NewConsoleToken()
 	if tok == tok2 {
 		t.Errorf("two tokens are equal")
+	}
+}
+
+// TestCrossOriginRefused: a state-changing request that a browser says
+// another site made is refused before any handler runs, on the pages (with
+// a valid session and CSRF token) and the API (with a valid token); the
+// same requests from the page itself, or from a client that is not a
+// browser, go through.
+func TestCrossOriginRefused(t *testing.T) {
+	ps := newPageSite(t, nil)
+	pc := ps.admin("alice")
+	as := newAPISite(t, nil)
+	tests := []struct {
+		name   string
+		header []string
+		want   int
+	}{
+		{"another site", []string{"Sec-Fetch-Site", "cross-site"}, http.StatusForbidden},
+		{"another origin", []string{"Origin", "https://evil.example"}, http.StatusForbidden},
+		{"the page itself", []string{"Sec-Fetch-Site", "same-origin"}, http.StatusSeeOther},
+		{"not a browser", nil, http.StatusSeeOther},
+	}
+	for _, tc := range tests {
+		t.Run("page: "+tc.name, func(t *testing.T) {
+			a := ps.ask(ps.conn, "write", "touch /srv/"+strings.ReplaceAll(tc.name, " ", "-"), 1)
+			req, err := http.NewRequest("POST", ps.ts.URL+"/approvals/"+a.ID+"/deny", strings.NewReader(pc.form("note", "x").Encode()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			if tc.header != nil {
+				req.Header.Set(tc.header[0], tc.header[1])
+			}
+			resp, err := pc.c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != tc.want {
+				t.Errorf("status %d; want %d", resp.StatusCode, tc.want)
+			}
+			denied := ps.approval(a.ID).Status == store.ApprovalDenied
+			if denied != (tc.want != http.StatusForbidden) {
+				t.Errorf("request denied = %v; want %v", denied, tc.want != http.StatusForbidden)
+			}
+		})
+		t.Run("api: "+tc.name, func(t *testing.T) {
+			a := as.ask(as.web, "write", "touch /srv/"+strings.ReplaceAll(tc.name, " ", "-"), 1)
+			want := http.StatusOK
+			if tc.want == http.StatusForbidden {
+				want = http.StatusForbidden
+			}
+			r := as.call("POST", "/v1/approvals/"+a.ID+"/deny", as.ci, "", tc.header...)
+			if r.status != want {
+				t.Errorf("status %d; want %d (%s)", r.status, want, r.body)
+			}
+			if want == http.StatusForbidden {
+				if code, _ := r.errCode(t); code != "cross_origin" {
+					t.Errorf("error code %q; want cross_origin", code)
+				}
+			}
+		})
 	}
 }
