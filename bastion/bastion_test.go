@@ -52,6 +52,7 @@ type harnessOpts struct {
 	config   func(*Config) // adjusts the server's Config
 	server   func(*Server) // adjusts the server before it serves (test hooks)
 	recipe   string        // the connection's recipe key
+	maxConns int           // the store's connection bound (store.Options.MaxConns)
 }
 
 func newHarness(t testing.TB, o harnessOpts) *harness {
@@ -69,7 +70,7 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 	if _, err := d.Init(ctx, store.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	st, err := d.Open(ctx, store.Options{})
+	st, err := d.Open(ctx, store.Options{MaxConns: o.maxConns})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -176,6 +176,12 @@ type loadResult struct {
 	// peakUpstreamSessions and peakUpstreamClients are the most sessions
 	// and connections postern's pool held to the target at once.
 	peakUpstreamSessions, peakUpstreamClients int
+	// peakDBConns is the most database connections the store held open at
+	// once; dbWaits and dbWait how often and how long a caller waited for
+	// one (store.Stats).
+	peakDBConns int
+	dbWaits     int64
+	dbWait      time.Duration
 
 	// heapInuse and sys are the peaks of runtime.MemStats' HeapInuse and
 	// Sys during the run, less their values just before it (after a GC),
@@ -205,10 +211,11 @@ func (r loadResult) heapPerSession() float64 {
 // summary is one line of the run's numbers, for t.Logf.
 func (r loadResult) summary() string {
 	return fmt.Sprintf("%d commands in %v; latency p50 %v, p99 %v, max %v; peak sessions %d (upstream %d on %d connections); "+
-		"peak growth HeapInuse %.1f MiB (%.1f KiB per session), Sys %.1f MiB; failures %d",
+		"peak growth HeapInuse %.1f MiB (%.1f KiB per session), Sys %.1f MiB; database connections peak %d, %d waits for %v; failures %d",
 		r.commands, r.wall.Round(time.Millisecond), r.quantile(0.5).Round(10*time.Microsecond), r.quantile(0.99).Round(10*time.Microsecond),
 		r.quantile(1).Round(time.Millisecond), r.peakSessions, r.peakUpstreamSessions, r.peakUpstreamClients,
-		float64(r.heapInuse)/(1<<20), r.heapPerSession()/1024, float64(r.sys)/(1<<20), r.failures)
+		float64(r.heapInuse)/(1<<20), r.heapPerSession()/1024, float64(r.sys)/(1<<20),
+		r.peakDBConns, r.dbWaits, r.dbWait.Round(time.Millisecond), r.failures)
 }
 
 // reportLoad reports a run's numbers as benchmark metrics.
@@ -218,6 +225,8 @@ func reportLoad(b *testing.B, r loadResult) {
 	b.ReportMetric(r.heapPerSession()/1024, "peak-KiB/session")
 	b.ReportMetric(float64(r.peakSessions), "peak-sessions")
 	b.ReportMetric(r.wall.Seconds(), "wall-s")
+	b.ReportMetric(float64(r.peakDBConns), "peak-db-conns")
+	b.ReportMetric(float64(r.dbWait.Microseconds())/1000, "db-wait-ms")
 }
 
 // loadJob is one agent's part of a run: it dials, runs its commands and
@@ -297,6 +306,7 @@ func runLoad(tb testing.TB, h *harness, jobs []loadJob) loadResult {
 	var base runtime.MemStats
 	runtime.ReadMemStats(&base)
 	var res loadResult
+	dbBefore := h.st.Stats()
 
 	// The sampler: owned by runLoad, ends when stop is closed.
 	stop, sampled := make(chan struct{}), make(chan struct{})
@@ -313,6 +323,7 @@ func runLoad(tb testing.TB, h *harness, jobs []loadJob) loadResult {
 			ps := h.srv.pool.Stats(conn)
 			res.peakUpstreamSessions = max(res.peakUpstreamSessions, ps.Sessions)
 			res.peakUpstreamClients = max(res.peakUpstreamClients, ps.Clients)
+			res.peakDBConns = max(res.peakDBConns, h.st.Stats().OpenConnections)
 			select {
 			case <-stop:
 				return
@@ -357,6 +368,8 @@ func runLoad(tb testing.TB, h *harness, jobs []loadJob) loadResult {
 
 	res.heapInuse -= min(res.heapInuse, base.HeapInuse)
 	res.sys -= min(res.sys, base.Sys)
+	dbAfter := h.st.Stats()
+	res.dbWaits, res.dbWait = dbAfter.WaitCount-dbBefore.WaitCount, dbAfter.WaitDuration-dbBefore.WaitDuration
 	res.commands, res.failures, res.failed = lr.commands, lr.failures, lr.failed
 	res.latencies = lr.latencies
 	slices.Sort(res.latencies)

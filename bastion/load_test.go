@@ -111,7 +111,10 @@ func mixedJobs(dir string, agents []loadAgent, n int) []loadJob {
 // commands use, in a directory it returns.
 func newMixedLoad(tb testing.TB, n int, logs *logTally) (*harness, []loadAgent, string) {
 	tb.Helper()
-	h := newHarness(tb, harnessOpts{rules: loadRules, target: loadTargetOptions(), config: logs.configure})
+	// POSTERN_BENCH_DB_CONNS sets the store's connection bound for a
+	// benchmark that compares bounds (-1: none); the default otherwise.
+	maxConns, _ := strconv.Atoi(os.Getenv("POSTERN_BENCH_DB_CONNS"))
+	h := newHarness(tb, harnessOpts{rules: loadRules, target: loadTargetOptions(), config: logs.configure, maxConns: maxConns})
 	agents := h.addLoadAgents(n, "load", loadRules)
 	dir := tb.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "small"), []byte(smallFile), 0o644); err != nil {
@@ -161,6 +164,9 @@ func TestLoad200Agents(t *testing.T) {
 	}
 	if res.heapPerSession() > maxHeapPerSession {
 		t.Errorf("peak heap growth per session = %.0f B; want at most %d", res.heapPerSession(), maxHeapPerSession)
+	}
+	if os.Getenv("POSTERN_BENCH_DB_CONNS") == "" && res.peakDBConns > store.DefaultMaxConns {
+		t.Errorf("peak database connections = %d; want at most store.DefaultMaxConns (%d)", res.peakDBConns, store.DefaultMaxConns)
 	}
 
 	// What ran: each agent's last write is in its file, and its denied rm

@@ -71,7 +71,7 @@ func TestMigrateFromEveryVersion(t *testing.T) {
 	for n := 0; n <= len(ms); n++ {
 		t.Run(fmt.Sprintf("from_%d", n), func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "old.db")
-			db, err := openDB(path, 0)
+			db, err := openDB(path, 0, 0)
 			if err != nil {
 				t.Fatal(err)
 			}

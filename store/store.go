@@ -26,6 +26,10 @@ type Options struct {
 	Now         func() time.Time // time.Now if nil; results are stored in UTC
 	MasterKey   []byte           // 32 bytes, or nil for none; see Dir.Open
 	BusyTimeout time.Duration    // DefaultBusyTimeout if zero
+	// MaxConns bounds the database connections the Store opens at once
+	// (DefaultMaxConns if zero; negative: no bound, for the benchmark that
+	// measured the default).
+	MaxConns int
 
 	// masterKeyErr explains why MasterKey is nil when Dir.Open could not load
 	// it, so that the error at the first sealed secret names the file.
@@ -75,7 +79,7 @@ func (s *Store) unlockWrite() { <-s.writeSem }
 // to the newest schema. Most callers want Dir.Open, which also loads the
 // master key.
 func Open(ctx context.Context, path string, opts Options) (*Store, error) {
-	db, err := openDB(path, opts.BusyTimeout)
+	db, err := openDB(path, opts.BusyTimeout, opts.MaxConns)
 	if err != nil {
 		return nil, err
 	}
@@ -101,7 +105,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 
 // openDB opens the database without migrating it. Every pooled connection
 // gets the pragmas through the DSN.
-func openDB(path string, busy time.Duration) (*sql.DB, error) {
+func openDB(path string, busy time.Duration, maxConns int) (*sql.DB, error) {
 	if path == "" {
 		return nil, errors.New("store: empty database path")
 	}
@@ -134,12 +138,35 @@ func openDB(path string, busy time.Duration) (*sql.DB, error) {
 	// dedicated connection use more at once, so connections were closed
 	// and reopened (and their statements prepared again) on every
 	// command: about 0.2 ms each. Keep enough idle.
-	db.SetMaxIdleConns(maxIdleConns)
+	if maxConns == 0 {
+		maxConns = DefaultMaxConns
+	}
+	if maxConns > 0 {
+		db.SetMaxOpenConns(maxConns)
+		db.SetMaxIdleConns(maxConns)
+	} else {
+		db.SetMaxIdleConns(unboundedIdleConns)
+	}
 	return db, nil
 }
 
-// maxIdleConns is how many idle SQLite connections the pool keeps open.
-const maxIdleConns = 16
+// DefaultMaxConns bounds the SQLite connections one Store opens. SQLite has
+// one writer at a time (this process queues its writes on writeSem), and a
+// read on a connection takes tens of microseconds, so many connections buy
+// nothing: unbounded, 200 agent sessions starting at once opened 168 of
+// them, each a file descriptor with its own page cache. TestLoad200Agents
+// and BenchmarkLoad200Agents (bench/RESULTS.md, "Database connections")
+// measured no loss of throughput at this bound. One connection is kept for
+// DataVersion.
+const DefaultMaxConns = 8
+
+// unboundedIdleConns is the idle connections kept when MaxConns is
+// negative.
+const unboundedIdleConns = 16
+
+// Stats reports the database pool: how many connections are open and in
+// use, and how often and how long callers waited for one.
+func (s *Store) Stats() sql.DBStats { return s.db.Stats() }
 
 // Close releases the database.
 func (s *Store) Close() error {
