@@ -210,7 +210,7 @@ func New(cfg Config) (*Server, error) {
 		MaxAuthTries:              cfg.MaxAuthTries,
 		PublicKeyCallback:         s.publicKeyQuery,
 		VerifiedPublicKeyCallback: s.publicKeyVerified,
-		ServerVersion:             "SSH-2.0-postern",
+		ServerVersion:             serverVersion,
 		BannerCallback:            nil,
 	}
 	// The client's order picks the cipher, and OpenSSH's puts
@@ -223,6 +223,18 @@ func New(cfg Config) (*Server, error) {
 	s.ssh = sc
 	return s, nil
 }
+
+// serverVersion is postern's SSH identification string. Clients choose
+// protocol variants from it, and postern relays OpenSSH's: asyncssh and
+// libssh send SSH_FXP_SYMLINK's arguments in OpenSSH's order (link target
+// first, see docs/sftp.md) only to a server whose version names OpenSSH
+// (libssh needs "OpenSSH_" and a version number), else in the draft's
+// reversed order, which the OpenSSH targets behind postern would read as a
+// link made in the wrong place; and OpenSSH's own client sends
+// eow@openssh.com and no-more-sessions@openssh.com only to a server whose
+// software version starts with "OpenSSH". The comment after the space says
+// what really answers.
+const serverVersion = "SSH-2.0-OpenSSH_9.9 postern"
 
 // publicKeyQuery answers whether a key may be used; it decides nothing
 // about identity (see agentIDExt).

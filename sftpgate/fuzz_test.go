@@ -66,11 +66,14 @@ type fuzzFS struct {
 
 // fuzzRecorder collects the targets' paths and the Decider's verdicts.
 type fuzzRecorder struct {
-	// mu protects allowed, seen and dialed.
-	mu      sync.Mutex
-	allowed map[string]map[string]bool // alias → paths in allowed operations
-	seen    []fuzzTouch
-	dialed  []string
+	// mu protects allowed, informed, seen, dialed, finishes and finished.
+	mu       sync.Mutex
+	allowed  map[string]map[string]bool // alias → paths in allowed operations
+	informed map[string]map[string]bool // alias → rename destinations, which the gate may lstat
+	seen     []fuzzTouch
+	dialed   []string
+	finishes int // operations allowed
+	finished int // outcomes recorded
 }
 
 type fuzzTouch struct {
@@ -149,31 +152,47 @@ func (h *recordingHandlers) Readlink(p string) (string, error) {
 const fuzzHome = "/home/u"
 
 func runFuzzSession(t *testing.T, fixed string, stream []byte) {
-	rec := &fuzzRecorder{allowed: map[string]map[string]bool{}}
+	rec := &fuzzRecorder{allowed: map[string]map[string]bool{}, informed: map[string]map[string]bool{}}
 	targets := map[string]*fuzzFS{}
 	for _, alias := range append([]string{fuzzHidden}, fuzzAliases...) {
 		fs := &fuzzFS{alias: alias, raw: sftp.InMemHandler(), rec: rec}
 		targets[alias] = fs
 		seedFuzzTarget(t, fs)
 	}
-	decide := func(ctx context.Context, op Op) error {
+	decide := func(ctx context.Context, op Op) (Finish, error) {
 		rec.mu.Lock()
 		defer rec.mu.Unlock()
+		if op.Method == "rename" || op.Method == "posix-rename" {
+			// The gate lstats a rename's destination to tell the
+			// Decider what it replaces, before the decision.
+			if rec.informed[op.Alias] == nil {
+				rec.informed[op.Alias] = map[string]bool{}
+			}
+			rec.informed[op.Alias][path.Clean(op.Paths[1])] = true
+		}
 		for _, p := range op.Paths {
 			if strings.Contains(p, "deny") {
-				return fmt.Errorf("paths with deny are refused")
+				return nil, fmt.Errorf("paths with deny are refused")
 			}
 		}
 		if op.Class == policy.Destructive {
-			return fmt.Errorf("destructive operations are refused")
+			return nil, fmt.Errorf("destructive operations are refused")
 		}
 		if rec.allowed[op.Alias] == nil {
 			rec.allowed[op.Alias] = map[string]bool{}
 		}
 		for _, p := range op.Paths {
+			// A target sees a path cleaned; the fixed view decides it as
+			// sent (joined to the start directory if relative).
 			rec.allowed[op.Alias][p] = true
+			rec.allowed[op.Alias][path.Clean(p)] = true
 		}
-		return nil
+		rec.finishes++
+		return func(Outcome) {
+			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			rec.finished++
+		}, nil
 	}
 	cfg := Config{
 		Aliases: fuzzAliases,
@@ -194,11 +213,9 @@ func runFuzzSession(t *testing.T, fixed string, stream []byte) {
 			if alias == fixed {
 				start = fuzzHome
 			}
-			c, closeFn, err := serveSession(t, sftp.Handlers{FileGet: h, FilePut: h, FileCmd: h, FileList: h}, start)
-			if err != nil {
-				return nil, err
-			}
-			return &Upstream{Client: c, Close: closeFn}, nil
+			m := &memTarget{handlers: sftp.Handlers{FileGet: h, FilePut: h, FileCmd: h, FileList: h}, start: start}
+			conn, closeFn := m.serve(t)
+			return &Upstream{Conn: conn, Close: closeFn}, nil
 		},
 	}
 	agent := newStreamConn(stream)
@@ -215,6 +232,9 @@ func runFuzzSession(t *testing.T, fixed string, stream []byte) {
 
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
+	if rec.finished != rec.finishes {
+		t.Errorf("%d operations allowed, %d outcomes recorded; want one each", rec.finishes, rec.finished)
+	}
 	allowedAlias := map[string]bool{}
 	for _, a := range fuzzAliases {
 		allowedAlias[a] = fixed == "" || a == fixed
@@ -244,7 +264,7 @@ func runFuzzSession(t *testing.T, fixed string, stream []byte) {
 			if !path.IsAbs(p) || path.Clean(p) != p || checkPath(p) != nil {
 				t.Errorf("target %s: %s %q; want an absolute clean path without control bytes", tc.alias, tc.method, p)
 			}
-			if !rec.allowed[tc.alias][p] {
+			if !rec.allowed[tc.alias][p] && !(tc.method == "Lstat" && rec.informed[tc.alias][p]) {
 				t.Errorf("target %s: %s %q was not in an operation the Decider allowed", tc.alias, tc.method, p)
 			}
 		}

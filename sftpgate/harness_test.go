@@ -63,6 +63,29 @@ func (m *memTarget) session(t testing.TB) (*sftp.Client, func() error) {
 	return c, closeFn
 }
 
+// serve starts a request server on one end of a loopback pair and returns
+// the other end, the raw stream a Dialer hands to the gate; close ends it
+// and waits for the server.
+func (m *memTarget) serve(t testing.TB) (net.Conn, func() error) {
+	a, b := tcpPair(t)
+	var opts []sftp.RequestServerOption
+	if m.start != "" {
+		opts = append(opts, sftp.WithStartDirectory(m.start))
+	}
+	rs := sftp.NewRequestServer(b, m.handlers, opts...)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		rs.Serve()
+		rs.Close()
+	}()
+	return a, func() error {
+		err := a.Close()
+		<-done
+		return err
+	}
+}
+
 // serveSession serves handlers with a RequestServer (starting in start, "/"
 // if empty) over a loopback pair and returns a client to it; close ends the
 // session and waits for its server.
@@ -101,12 +124,19 @@ type harness struct {
 	conn    net.Conn     // the agent's end, for raw packets
 	done    chan error   // Serve's result
 
-	// mu protects ops, dials, closes and deny.
-	mu     sync.Mutex
-	ops    []Op
+	// mu protects ops, outcomes, dials, closes and deny.
+	mu       sync.Mutex
+	ops      []Op
+	outcomes []opOutcome
 	dials  map[string]int
 	closes map[string]int
 	deny   func(Op) error
+}
+
+// opOutcome is an allowed operation and how it ended.
+type opOutcome struct {
+	op Op
+	o  Outcome
 }
 
 type harnessOpts struct {
@@ -137,14 +167,20 @@ func startHarness(t *testing.T, o harnessOpts) *harness {
 	}
 	decide := o.decide
 	if decide == nil {
-		decide = func(ctx context.Context, op Op) error {
+		decide = func(ctx context.Context, op Op) (Finish, error) {
 			h.mu.Lock()
 			defer h.mu.Unlock()
 			h.ops = append(h.ops, op)
 			if h.deny != nil {
-				return h.deny(op)
+				if err := h.deny(op); err != nil {
+					return nil, err
+				}
 			}
-			return nil
+			return func(o Outcome) {
+				h.mu.Lock()
+				defer h.mu.Unlock()
+				h.outcomes = append(h.outcomes, opOutcome{op, o})
+			}, nil
 		}
 	}
 	cfg := Config{
@@ -159,8 +195,8 @@ func startHarness(t *testing.T, o harnessOpts) *harness {
 			h.mu.Lock()
 			h.dials[alias]++
 			h.mu.Unlock()
-			c, closeFn := m.session(t)
-			return &Upstream{Client: c, Close: func() error {
+			conn, closeFn := m.serve(t)
+			return &Upstream{Conn: conn, Close: func() error {
 				h.mu.Lock()
 				h.closes[alias]++
 				h.mu.Unlock()
@@ -212,6 +248,15 @@ func (h *harness) writeFile(alias, p, content string) {
 	})
 }
 
+// takeOutcomes returns the outcomes recorded so far and forgets them.
+func (h *harness) takeOutcomes() []opOutcome {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	o := h.outcomes
+	h.outcomes = nil
+	return o
+}
+
 func (h *harness) takeOps() []Op {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -234,28 +279,6 @@ type rawConn struct {
 	id   uint32
 }
 
-const (
-	fxpInit     = 1
-	fxpVersion  = 2
-	fxpOpen     = 3
-	fxpRemove   = 13
-	fxpMkdir    = 14
-	fxpRmdir    = 15
-	fxpRealpath = 16
-	fxpStat     = 17
-	fxpRename   = 18
-	fxpReadlink = 19
-	fxpSymlink  = 20
-	fxpStatus   = 101
-	fxpHandle   = 102
-	fxpName     = 104
-	fxpAttrs    = 105
-
-	fxOK               = 0
-	fxNoSuchFile       = 2
-	fxPermissionDenied = 3
-	fxFailure          = 4
-)
 
 func newRawConn(t testing.TB, conn io.ReadWriter) *rawConn {
 	r := &rawConn{t: t, conn: conn}
