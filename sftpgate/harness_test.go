@@ -128,9 +128,9 @@ type harness struct {
 	mu       sync.Mutex
 	ops      []Op
 	outcomes []opOutcome
-	dials  map[string]int
-	closes map[string]int
-	deny   func(Op) error
+	dials    map[string]int
+	closes   map[string]int
+	deny     func(Op) error
 }
 
 // opOutcome is an allowed operation and how it ended.
@@ -278,7 +278,6 @@ type rawConn struct {
 	conn io.ReadWriter
 	id   uint32
 }
-
 
 func newRawConn(t testing.TB, conn io.ReadWriter) *rawConn {
 	r := &rawConn{t: t, conn: conn}
