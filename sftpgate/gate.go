@@ -262,7 +262,7 @@ func newSession(ctx context.Context, rwc io.ReadWriteCloser, cfg Config) *sessio
 		names:      names,
 		started:    time.Now(),
 		rwc:        rwc,
-		agentIn:    bufio.NewReaderSize(rwc, 64<<10),
+		agentIn:    bufio.NewReaderSize(rwc, 32<<10),
 		agent:      &agentWriter{w: rwc},
 		queue:      make(chan []byte, maxQueued),
 		free:       make(chan []byte, maxQueued+2),
@@ -324,7 +324,7 @@ func (s *session) getBuf() []byte {
 	case b := <-s.free:
 		return b[:0]
 	default:
-		return make([]byte, 0, 64<<10)
+		return make([]byte, 0, 4<<10)
 	}
 }
 

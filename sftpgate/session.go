@@ -153,12 +153,14 @@ func (s *session) handle(frame []byte) error {
 		return err
 	}
 	if err != nil {
-		code := uint32(fxBadMessage)
 		var unknown errUnknownRequest
 		if errors.As(err, &unknown) {
-			code = fxOpUnsupported
+			// Refused with OpenSSH's own answer to a request it does not
+			// know, so that a client cannot tell the two apart.
+			s.log.Debug().Str("request", unknown.what).Msg("sftp request unknown to postern refused")
+			return s.reply(r.id, fxOpUnsupported, "Operation unsupported")
 		}
-		return s.reply(r.id, code, err.Error())
+		return s.reply(r.id, fxBadMessage, err.Error())
 	}
 	switch r.typ {
 	case fxpOpen:
@@ -213,7 +215,7 @@ func (s *session) handle(frame []byte) error {
 		return s.usersGroups(&r)
 	}
 	// parseRequest returns errUnknownRequest for anything else.
-	return s.reply(r.id, fxOpUnsupported, "sftpgate: unsupported request "+r.name())
+	return s.reply(r.id, fxOpUnsupported, "Operation unsupported")
 }
 
 // reply answers the agent with a status of the gate's own.

@@ -80,7 +80,7 @@ func (s *session) startUpstream(alias string, u *Upstream, init []byte, timeout 
 		alias:   alias,
 		conn:    u.Conn,
 		close:   func() error { return closeUpstream(u) },
-		r:       bufio.NewReaderSize(u.Conn, 64<<10),
+		r:       bufio.NewReaderSize(u.Conn, 32<<10),
 		done:    make(chan struct{}),
 		pending: make(map[uint32]pending),
 		nextID:  1,
