@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/pkg/sftp"
+	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
 )
 
@@ -67,6 +68,13 @@ func (m *memTarget) session(t testing.TB) (*sftp.Client, func() error) {
 // the other end, the raw stream a Dialer hands to the gate; close ends it
 // and waits for the server.
 func (m *memTarget) serve(t testing.TB) (net.Conn, func() error) {
+	a, closeFn, _ := m.serveBoth(t)
+	return a, closeFn
+}
+
+// serveBoth is serve that also returns the server's end, which a test
+// closes to end the session from the target's side.
+func (m *memTarget) serveBoth(t testing.TB) (net.Conn, func() error, net.Conn) {
 	a, b := tcpPair(t)
 	var opts []sftp.RequestServerOption
 	if m.start != "" {
@@ -83,7 +91,7 @@ func (m *memTarget) serve(t testing.TB) (net.Conn, func() error) {
 		err := a.Close()
 		<-done
 		return err
-	}
+	}, b
 }
 
 // serveSession serves handlers with a RequestServer (starting in start, "/"
@@ -124,13 +132,14 @@ type harness struct {
 	conn    net.Conn     // the agent's end, for raw packets
 	done    chan error   // Serve's result
 
-	// mu protects ops, outcomes, dials, closes and deny.
-	mu       sync.Mutex
-	ops      []Op
-	outcomes []opOutcome
-	dials    map[string]int
-	closes   map[string]int
-	deny     func(Op) error
+	// mu protects ops, outcomes, dials, closes, upstreams and deny.
+	mu        sync.Mutex
+	ops       []Op
+	outcomes  []opOutcome
+	upstreams map[string]net.Conn // each alias's latest session, the target's end
+	dials     map[string]int
+	closes    map[string]int
+	deny      func(Op) error
 }
 
 // opOutcome is an allowed operation and how it ended.
@@ -145,11 +154,13 @@ type harnessOpts struct {
 	home    string // the fixed target's start directory
 	raw     bool   // no pkg/sftp client: the test speaks raw packets
 	decide  Decider
+	dial    Dialer // instead of in-memory targets
 }
 
 func startHarness(t *testing.T, o harnessOpts) *harness {
 	t.Helper()
-	h := &harness{t: t, targets: map[string]*memTarget{}, dials: map[string]int{}, closes: map[string]int{}, done: make(chan error, 1)}
+	h := &harness{t: t, targets: map[string]*memTarget{}, dials: map[string]int{}, closes: map[string]int{},
+		upstreams: map[string]net.Conn{}, done: make(chan error, 1)}
 	names := o.aliases
 	if o.fixed != "" {
 		names = append([]string{o.fixed}, names...)
@@ -187,6 +198,7 @@ func startHarness(t *testing.T, o harnessOpts) *harness {
 		Aliases: o.aliases,
 		Fixed:   o.fixed,
 		Decide:  decide,
+		Logger:  zerolog.Nop(),
 		Dial: func(ctx context.Context, alias string) (*Upstream, error) {
 			m := h.targets[alias]
 			if m == nil {
@@ -195,7 +207,10 @@ func startHarness(t *testing.T, o harnessOpts) *harness {
 			h.mu.Lock()
 			h.dials[alias]++
 			h.mu.Unlock()
-			conn, closeFn := m.serve(t)
+			conn, closeFn, server := m.serveBoth(t)
+			h.mu.Lock()
+			h.upstreams[alias] = server
+			h.mu.Unlock()
 			return &Upstream{Conn: conn, Close: func() error {
 				h.mu.Lock()
 				h.closes[alias]++
@@ -203,6 +218,9 @@ func startHarness(t *testing.T, o harnessOpts) *harness {
 				return closeFn()
 			}}, nil
 		},
+	}
+	if o.dial != nil {
+		cfg.Dial = o.dial
 	}
 	a, b := tcpPair(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -290,20 +308,7 @@ func newRawConn(t testing.TB, conn io.ReadWriter) *rawConn {
 
 func (r *rawConn) send(typ byte, fields ...any) {
 	r.t.Helper()
-	b := []byte{0, 0, 0, 0, typ}
-	for _, f := range fields {
-		switch v := f.(type) {
-		case uint32:
-			b = binary.BigEndian.AppendUint32(b, v)
-		case string:
-			b = binary.BigEndian.AppendUint32(b, uint32(len(v)))
-			b = append(b, v...)
-		default:
-			r.t.Fatalf("bad field %T", f)
-		}
-	}
-	binary.BigEndian.PutUint32(b, uint32(len(b)-4))
-	if _, err := r.conn.Write(b); err != nil {
+	if _, err := r.conn.Write(fuzzPacket(typ, fields...)); err != nil {
 		r.t.Fatal(err)
 	}
 }
