@@ -311,6 +311,8 @@ type streamConn struct {
 	r        *bytes.Reader
 	want     int           // whole request packets in the stream
 	answered chan struct{} // closed when the gate wrote want packets
+	closed   chan struct{} // closed when the gate closes the stream: it stopped reading
+	once     sync.Once
 
 	// mu protects got and partial.
 	mu      sync.Mutex
@@ -323,7 +325,7 @@ type streamConn struct {
 const fuzzAnswerWait = 5 * time.Second
 
 func newStreamConn(stream []byte) *streamConn {
-	c := &streamConn{r: bytes.NewReader(stream), want: countPackets(stream), answered: make(chan struct{})}
+	c := &streamConn{r: bytes.NewReader(stream), want: countPackets(stream), answered: make(chan struct{}), closed: make(chan struct{})}
 	if c.want == 0 {
 		close(c.answered)
 	}
@@ -353,6 +355,7 @@ func (c *streamConn) Read(p []byte) (int, error) {
 		defer timer.Stop()
 		select {
 		case <-c.answered:
+		case <-c.closed:
 		case <-timer.C:
 		}
 	}
@@ -377,7 +380,12 @@ func (c *streamConn) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func (c *streamConn) Close() error { return nil }
+// Close is the gate giving up on the stream (a fatal error): a Read
+// waiting for answers that will not come returns at once.
+func (c *streamConn) Close() error {
+	c.once.Do(func() { close(c.closed) })
+	return nil
+}
 
 // fuzzPacket builds one SFTP packet: type, then fields (uint32, uint64,
 // string or []byte, each as the protocol encodes it).
@@ -457,6 +465,22 @@ func fuzzSeeds() [][]byte {
 				fuzzPacket(fxpStat, uint32(5), strings.Repeat("/..", 2000)+"/secret")),
 			stream(view, fuzzPacket(fxpMkdir, uint32(1), "/", noAttrs), fuzzPacket(fxpMkdir, uint32(2), "/web", noAttrs),
 				fuzzPacket(fxpRemove, uint32(3), "/db"), fuzzPacket(fxpOpen, uint32(4), "/", uint32(fxRead), noAttrs)),
+			// Every extension, on paths and on handles.
+			stream(view, fuzzPacket(fxpOpen, uint32(1), p("/web/srv/app/a"), uint32(fxRead), noAttrs),
+				fuzzPacket(fxpOpen, uint32(2), p("/web/srv/copy"), uint32(fxWrite|fxCreat), uint32(attrPerm), uint32(0o600)),
+				fuzzPacket(200, uint32(3), "copy-data", "1", uint64(0), uint64(0), "2", uint64(0)),
+				fuzzPacket(200, uint32(4), "fsync@openssh.com", "2"), fuzzPacket(200, uint32(5), "fstatvfs@openssh.com", "1"),
+				fuzzPacket(10, uint32(6), "2", uint32(attrSize), uint64(0)), fuzzPacket(10, uint32(7), "1", uint32(attrPerm), uint32(0o777)),
+				fuzzPacket(4, uint32(8), "1"), fuzzPacket(4, uint32(9), "2"), fuzzPacket(4, uint32(10), "2")),
+			stream(view, fuzzPacket(200, uint32(1), "limits@openssh.com"), fuzzPacket(200, uint32(2), "expand-path@openssh.com", "~/x"),
+				fuzzPacket(200, uint32(3), "home-directory", ""), fuzzPacket(200, uint32(4), "home-directory", "root"),
+				fuzzPacket(200, uint32(5), "users-groups-by-id@openssh.com", "\x00\x00\x00\x00", "\x00\x00\x00\x01"),
+				fuzzPacket(200, uint32(6), "lsetstat@openssh.com", p("/web/srv/app/link"), uint32(attrTime), uint32(1), uint32(2)),
+				fuzzPacket(200, uint32(7), "nosuch@example.com", "x"), fuzzPacket(99, uint32(8), "x")),
+			// A setstat that rides on a write, after it.
+			stream(view, fuzzPacket(fxpOpen, uint32(1), p("/web/srv/up"), uint32(fxWrite|fxCreat|fxTrunc), noAttrs),
+				fuzzPacket(6, uint32(2), "1", uint64(0), "x"), fuzzPacket(4, uint32(3), "1"),
+				fuzzPacket(9, uint32(4), p("/web/srv/up"), uint32(attrPerm|attrTime), uint32(0o640), uint32(1), uint32(2))),
 			// A request cut short, and a length beyond any packet.
 			stream(view, fuzzPacket(fxpStat, uint32(1), "/web/etc")[:9]),
 			stream(view, []byte{0xff, 0xff, 0xff, 0xff, fxpStat}),

@@ -21,6 +21,10 @@ func (s *session) run(fixed *Upstream) error {
 		if fixed != nil {
 			closeUpstream(fixed)
 		}
+		if err == io.EOF {
+			// The agent left before it began.
+			return nil
+		}
 		return err
 	}
 	if init[4] != fxpInit {
