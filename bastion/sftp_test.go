@@ -356,13 +356,17 @@ func TestSFTPApprovalText(t *testing.T) {
 	}
 }
 
-// TestSCPAsksOnce: `scp -p` in SFTP mode opens, writes and closes the file,
-// then sets its mode and times; the setstat is part of the approved write,
-// so the agent waits for one approval, not two.
+// TestSCPAsksOnce: `scp -p` in SFTP mode writes over the destination in
+// place, truncates it where its writes end, and sets its mode and times;
+// all of that is the approved write, so the agent waits for one approval,
+// not two, and a longer file it replaces is cut exactly (destructive is
+// denied here: a truncation decided on its own would be refused, and
+// OpenSSH's scp ignores that refusal).
 func TestSCPAsksOnce(t *testing.T) {
 	requireTool(t, "scp", "openssh-client")
 	h := newHarness(t, harnessOpts{rules: writeAsk})
 	src, dst := t.TempDir(), t.TempDir()
+	writeFile(t, filepath.Join(dst, "f"), "an older and much longer file")
 	writeFile(t, filepath.Join(src, "f"), "payload")
 	os.Chmod(filepath.Join(src, "f"), 0o640)
 	mtime := time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -387,6 +391,9 @@ func TestSCPAsksOnce(t *testing.T) {
 	fi, err := os.Stat(filepath.Join(dst, "f"))
 	if err != nil || fi.Mode().Perm() != 0o640 || !fi.ModTime().Equal(mtime) {
 		t.Errorf("copied file: %v, %v; want mode 0640 and mtime %v kept", fi, err, mtime)
+	}
+	if s := readFile(t, filepath.Join(dst, "f")); s != "payload" {
+		t.Errorf("copied file holds %q; want payload", s)
 	}
 	if n := h.auditRows(policy.Approved); n != 1 {
 		t.Errorf("approved audit rows = %d; want 1", n)

@@ -20,6 +20,9 @@ type handle struct {
 	// append, create, truncate, exclusive): writes, fsync and an fsetstat
 	// of modes and times ride on it.
 	write bool
+	// end is where the handle's writes so far end (the largest offset
+	// plus length). Only the dispatcher reads and writes it.
+	end uint64
 	// next is the root listing's next entry to send.
 	next int
 }

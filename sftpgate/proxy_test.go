@@ -501,9 +501,10 @@ func TestCrossAliasRefused(t *testing.T) {
 }
 
 // TestSetstatRidesOnWrite: modes and times set on a file this session just
-// opened for writing ride on that decision (scp -p asks once); a size, an
-// owner or a setuid bit is decided on its own, and so is a setstat of a
-// file the session did not write.
+// opened for writing ride on that decision (scp -p asks once), and so does
+// a truncation of the handle where its writes end (an upload in place); any
+// other size, an owner or a setuid bit is decided on its own, and so is a
+// setstat of a file the session did not write.
 func TestSetstatRidesOnWrite(t *testing.T) {
 	h := startHarness(t, harnessOpts{aliases: []string{"web"}})
 	h.writeFile("web", "/other", "x")
@@ -519,7 +520,8 @@ func TestSetstatRidesOnWrite(t *testing.T) {
 		want []string // method class detail of each decision
 	}{
 		{"fsetstat mode on the write handle", func() error { return f.Chmod(0o640) }, nil},
-		{"fsetstat size on the write handle", func() error { return f.Truncate(2) }, []string{"fsetstat destructive size 2"}},
+		{"fsetstat size where the writes end", func() error { return f.Truncate(4) }, nil},
+		{"fsetstat size short of the writes' end", func() error { return f.Truncate(2) }, []string{"fsetstat destructive size 2"}},
 		{"close", f.Close, nil},
 		{"setstat mode after the write", func() error { return c.Chmod("/web/up", 0o600) }, nil},
 		{"setstat times after the write", func() error { return c.Chtimes("/web/up", time.Unix(1e9, 0), time.Unix(1e9, 0)) }, nil},

@@ -76,6 +76,9 @@ type request struct {
 
 	pflags uint32
 	attrs  attrs
+	// offset and length of a read or write.
+	offset uint64
+	length uint32
 	// copy-data's offsets and length.
 	readOff, readLen, writeOff uint64
 }
@@ -134,13 +137,13 @@ func parseRequest(frame []byte) (r request, ok bool, err error) {
 		handle()
 	case fxpRead:
 		handle()
-		d.u64()
-		d.u32()
+		r.offset = d.u64()
+		r.length = d.u32()
 	case fxpWrite:
 		handle()
-		d.u64()
+		r.offset = d.u64()
 		// The data is checked for length, not copied.
-		if n := d.u32(); d.err == nil && uint64(n) > uint64(d.rest()) {
+		if r.length = d.u32(); d.err == nil && uint64(r.length) > uint64(d.rest()) {
 			d.fail(errShort)
 		}
 	case fxpLstat, fxpStat, fxpOpendir, fxpRemove, fxpRmdir, fxpRealpath, fxpReadlink:

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/postern/postern/policy"
@@ -311,19 +312,19 @@ func (s *session) resolve(p string, write bool) (target, error) {
 }
 
 // shown is a fixed view path as decisions show it: absolute, relative ones
-// joined to the start directory, otherwise as sent (not cleaned: the
-// target resolves "..", and symbolic links, itself).
+// joined to the start directory; cleaned of "." and doubled slashes, but
+// not of "..", which the target resolves after symbolic links.
 func (s *session) shown(p string) string {
 	switch {
-	case path.IsAbs(p):
-		return p
 	case p == "" || p == ".":
 		return s.home
-	case s.home == "/":
-		return "/" + p
-	default:
-		return s.home + "/" + p
+	case !path.IsAbs(p):
+		p = s.home + "/" + p
 	}
+	if !slices.Contains(strings.Split(p, "/"), "..") {
+		p = path.Clean(p)
+	}
+	return p
 }
 
 // refusePath answers a request whose path resolve refused.
@@ -523,12 +524,18 @@ func (s *session) onHandle(r *request) error {
 	if r.typ == fxpExtended && !h.up.supports(r.ext) {
 		return s.reply(r.id, fxOpUnsupported, fmt.Sprintf("sftpgate: %s's sftp server does not support %s", h.alias, r.ext))
 	}
+	if r.typ == fxpWrite {
+		h.end = max(h.end, r.offset+uint64(r.length))
+	}
 	return s.send(h.up, r, withHandle(r, h, nil), pending{kind: answerAsIs}, nil)
 }
 
-// fsetstat: a size is a truncation, decided as destructive; modes and
-// times on a handle opened for writing ride on its open; anything else is
-// decided as a write.
+// fsetstat: a size is a truncation, decided as destructive, except the one
+// that ends the file where this handle's writes end: an upload in place
+// (OpenSSH's scp writes over the file, then truncates it there), which
+// leaves what an open with the truncate flag, a write, leaves. Modes and
+// times on a handle opened for writing ride on its open too; anything else
+// is decided as a write.
 func (s *session) fsetstat(r *request) error {
 	h, err := s.handleOf(r, r.handle)
 	if h == nil {
@@ -538,7 +545,10 @@ func (s *session) fsetstat(r *request) error {
 		return s.refuse(r.id, errReadOnlyRoot)
 	}
 	frame := withHandle(r, h, nil)
-	if h.write && r.attrs.ridesOnWrite() {
+	rest := r.attrs
+	rest.flags &^= attrSize
+	endsWrite := r.attrs.flags&attrSize == 0 || r.attrs.size == h.end
+	if h.write && endsWrite && rest.ridesOnWrite() {
 		return s.send(h.up, r, frame, pending{kind: answerAsIs}, nil)
 	}
 	op := Op{Alias: h.alias, Class: policy.Write, Method: "fsetstat", Paths: []string{h.shown}, Detail: r.attrs.describe()}
