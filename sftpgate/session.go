@@ -282,7 +282,7 @@ type target struct {
 
 // errNoSuchFile answers a path in the virtual root that no alias holds:
 // to the agent, a directory it holds no grant for does not exist.
-var errNoSuchFile = errors.New("No such file")
+var errNoSuchFile = errors.New("sftpgate: no such alias")
 
 // errReadOnlyRoot refuses a change to the virtual root itself.
 var errReadOnlyRoot = errors.New("sftpgate: the virtual root is read-only; work inside /ALIAS/")

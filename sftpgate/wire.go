@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 )
 
 // SFTP version 3 packet types (draft-ietf-secsh-filexfer-02 §3, and
@@ -139,16 +138,6 @@ func (d *decoder) fail(err error) {
 	}
 }
 
-func (d *decoder) byte() byte {
-	if d.err != nil || len(d.b)-d.off < 1 {
-		d.fail(errShort)
-		return 0
-	}
-	v := d.b[d.off]
-	d.off++
-	return v
-}
-
 func (d *decoder) u32() uint32 {
 	if d.err != nil || len(d.b)-d.off < 4 {
 		d.fail(errShort)
@@ -253,9 +242,3 @@ func splice(frame []byte, edits ...edit) []byte {
 
 // strField is s encoded as an SFTP string, for a splice.
 func strField(s string) []byte { return appendStr(make([]byte, 0, 4+len(s)), s) }
-
-// clampU64 is v capped at max.
-func clampU64(v, max uint64) uint64 { return min(v, max) }
-
-// fitsU32 reports whether n can be a 32-bit length.
-func fitsU32(n int) bool { return n >= 0 && uint64(n) <= math.MaxUint32 }
