@@ -27,11 +27,15 @@ func (s *session) answer(up *upstream, p pending, frame []byte) {
 	case answerLimits:
 		out = capLimits(frame)
 	}
+	o := outcomeOf(out)
+	if p.made != "" && o.Status == fxOK {
+		s.markWritten(p.made)
+	}
 	if err := s.agent.write(out); err != nil {
 		s.log.Debug().Err(err).Msg("sftp answer to the agent failed")
 	}
 	if p.finish != nil {
-		p.finish(outcomeOf(out))
+		p.finish(o)
 	}
 	if p.slot {
 		<-s.slots

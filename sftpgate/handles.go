@@ -62,7 +62,7 @@ func (s *session) addHandle(h *handle) string {
 	}
 	s.handles[name] = h
 	if h.write {
-		s.written.add(h.alias + "\x00" + h.path)
+		s.written.add(writtenKey(h.alias, h.path))
 	}
 	return name
 }
@@ -78,11 +78,22 @@ func (s *session) dropHandles(up *upstream) {
 	}
 }
 
-// wroteTo reports whether the session opened path on alias for writing.
+// writtenKey is path on alias in the set of what the session wrote.
+func writtenKey(alias, path string) string { return alias + "\x00" + path }
+
+// wroteTo reports whether the session opened path on alias for writing, or
+// made it with mkdir.
 func (s *session) wroteTo(alias, path string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.written.has(alias + "\x00" + path)
+	return s.written.has(writtenKey(alias, path))
+}
+
+// markWritten adds a path the session made to what it wrote.
+func (s *session) markWritten(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.written.add(key)
 }
 
 // opened records the handle a target answered an open with, and returns
@@ -105,9 +116,10 @@ func (s *session) opened(h *handle, frame []byte) []byte {
 	return splice(frame, edit{at, strField(name)})
 }
 
-// recentWrites bounds recentSet: the files a session opened for writing
-// that a later setstat of modes and times may ride on. `scp -p` and `sftp
-// put -p` set them right after each file, so the recent ones suffice.
+// recentWrites bounds recentSet: the files a session opened for writing,
+// and the directories it made, that a later setstat of modes and times may
+// ride on. `scp -p` and `sftp put -p` set them right after each file (and
+// each directory's after its files), so the recent ones suffice.
 const recentWrites = 1024
 
 // recentSet is a set of strings that keeps the newest n.

@@ -196,7 +196,13 @@ func (s *session) change(r *request, class policy.Class, method, detail string) 
 		return s.refusePath(r.id, err)
 	}
 	op := Op{Alias: t.alias, Class: class, Method: method, Paths: []string{t.shown}, Detail: detail}
-	return s.decideAndForward(r, op, withPaths(r, t.path, r.path2), pending{kind: answerAsIs})
+	p := pending{kind: answerAsIs}
+	if method == "mkdir" {
+		// A directory this session made takes its mode and times
+		// afterwards as part of the mkdir (`scp -r -p`, `put -r -p`).
+		p.made = writtenKey(t.alias, t.path)
+	}
+	return s.decideAndForward(r, op, withPaths(r, t.path, r.path2), p)
 }
 
 // realpath canonicalises p on its target and answers in the agent's view;

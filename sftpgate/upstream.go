@@ -66,6 +66,9 @@ type pending struct {
 	// slot is set when the request holds one of the session's
 	// outstanding-request tokens.
 	slot bool
+	// made, if set, is added to what the session wrote when the target
+	// answers SSH_FX_OK (a mkdir).
+	made string
 }
 
 // errUpstreamClosed ends a session postern closed itself.
