@@ -34,9 +34,7 @@ func (s *session) answer(up *upstream, p pending, frame []byte) {
 	if err := s.agent.write(out); err != nil {
 		s.log.Debug().Err(err).Msg("sftp answer to the agent failed")
 	}
-	if p.finish != nil {
-		p.finish(o)
-	}
+	s.record(p.finish, o)
 	if p.slot {
 		<-s.slots
 	}
@@ -48,11 +46,28 @@ func (s *session) lost(up *upstream, p pending) {
 	if err := s.reply(p.agentID, fxConnectionLost, msg); err != nil {
 		s.log.Debug().Err(err).Msg("sftp answer to the agent failed")
 	}
-	if p.finish != nil {
-		p.finish(Outcome{Status: fxConnectionLost, Message: msg})
-	}
+	s.record(p.finish, Outcome{Status: fxConnectionLost, Message: msg})
 	if p.slot {
 		<-s.slots
+	}
+}
+
+// record hands an outcome to the recorder goroutine, which calls fin with
+// it (an audit row: a database write). Recording off the upstream reader
+// keeps that write out of the way of the answers that follow (a file
+// upload's write statuses after its open). The queue is bounded: a
+// recorder that falls behind holds the reader back.
+func (s *session) record(fin Finish, o Outcome) {
+	if fin != nil {
+		s.outcomes <- func() { fin(o) }
+	}
+}
+
+// recordOutcomes runs the recorded outcomes in order until the session
+// closes the queue.
+func (s *session) recordOutcomes() {
+	for f := range s.outcomes {
+		f()
 	}
 }
 
@@ -162,6 +177,9 @@ func (s *session) end(err error) {
 		s.rwc.Close()
 	}
 	s.wg.Wait()
+	// Every reader has ended: no outcome is left to queue.
+	close(s.outcomes)
+	<-s.recorded
 	s.cancel()
 }
 

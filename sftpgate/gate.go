@@ -181,6 +181,10 @@ func Serve(ctx context.Context, rwc io.ReadWriteCloser, cfg Config) error {
 		defer s.wg.Done()
 		s.readAgent()
 	}()
+	go func() {
+		defer close(s.recorded)
+		s.recordOutcomes()
+	}()
 	err := s.run(fixedUp)
 	s.end(err)
 	if ctx.Err() != nil {
@@ -245,6 +249,10 @@ type session struct {
 
 	// readerDone is closed when the agent reader has ended.
 	readerDone chan struct{}
+	// outcomes queues the decided operations' outcomes for the recorder
+	// goroutine; recorded is closed when it has run them all.
+	outcomes chan func()
+	recorded chan struct{}
 	// dead is closed, with deadErr set, when the session cannot go on
 	// (the fixed view's target ended it); the dispatcher then stops.
 	dead    chan struct{}
@@ -269,6 +277,8 @@ func newSession(ctx context.Context, rwc io.ReadWriteCloser, cfg Config) *sessio
 		stop:       make(chan struct{}),
 		dead:       make(chan struct{}),
 		readerDone: make(chan struct{}),
+		outcomes:   make(chan func(), maxOutstanding),
+		recorded:   make(chan struct{}),
 		slots:      make(chan struct{}, maxOutstanding),
 		ups:        map[string]*upstream{},
 		handles:    map[string]*handle{},

@@ -200,7 +200,12 @@ func TestDecideEveryOperation(t *testing.T) {
 				}
 			})
 			// Every allowed operation's outcome was recorded, as the
-			// target answered it.
+			// target answered it (all of them once Serve has returned).
+			h.client.Close()
+			if err := <-h.done; err != nil {
+				t.Errorf("Serve: %v", err)
+			}
+			h.done <- nil // for the cleanup
 			for _, oo := range h.takeOutcomes() {
 				if !oo.o.Answered || oo.o.Status != fxOK {
 					t.Errorf("%+v: outcome %+v; want answered OK", oo.op, oo.o)

@@ -609,6 +609,13 @@ func TestOutcomes(t *testing.T) {
 	h.client.Stat("/web/f")
 	h.client.Stat("/web/missing")
 	h.client.Mkdir("/web/f")
+	// Outcomes are recorded after the answers; all of them once Serve has
+	// returned.
+	h.client.Close()
+	if err := <-h.done; err != nil {
+		t.Errorf("Serve: %v", err)
+	}
+	h.done <- nil // for the cleanup
 	got := map[string]string{}
 	for _, oo := range h.takeOutcomes() {
 		got[oo.op.Method+" "+oo.op.Paths[0]] = fmt.Sprintf("answered %v, %s", oo.o.Answered, statusName(oo.o.Status))

@@ -371,9 +371,7 @@ func (s *session) send(up *upstream, r *request, frame []byte, p pending, fin Fi
 	select {
 	case s.slots <- struct{}{}:
 	case <-s.ctx.Done():
-		if fin != nil {
-			fin(Outcome{Status: fxConnectionLost, Message: "sftpgate: the session ended"})
-		}
+		s.record(fin, Outcome{Status: fxConnectionLost, Message: "sftpgate: the session ended"})
 		return s.ctx.Err()
 	}
 	p.agentID, p.finish, p.slot = r.id, fin, true
@@ -389,9 +387,7 @@ func (s *session) send(up *upstream, r *request, frame []byte, p pending, fin Fi
 // decided, and records that outcome.
 func (s *session) answerLocal(id, code uint32, msg string, fin Finish) error {
 	err := s.reply(id, code, msg)
-	if fin != nil {
-		fin(Outcome{Status: code, Message: msg})
-	}
+	s.record(fin, Outcome{Status: code, Message: msg})
 	return err
 }
 
