@@ -126,7 +126,7 @@ func serveSession(t testing.TB, handlers sftp.Handlers, start string) (*sftp.Cli
 // harness runs Serve over loopback with in-memory targets and records what
 // the gate asks the Decider and dials.
 type harness struct {
-	t       *testing.T
+	t       testing.TB
 	targets map[string]*memTarget
 	client  *sftp.Client // the agent's client
 	conn    net.Conn     // the agent's end, for raw packets
@@ -157,7 +157,7 @@ type harnessOpts struct {
 	dial    Dialer // instead of in-memory targets
 }
 
-func startHarness(t *testing.T, o harnessOpts) *harness {
+func startHarness(t testing.TB, o harnessOpts) *harness {
 	t.Helper()
 	h := &harness{t: t, targets: map[string]*memTarget{}, dials: map[string]int{}, closes: map[string]int{},
 		upstreams: map[string]net.Conn{}, done: make(chan error, 1)}
