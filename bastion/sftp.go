@@ -171,7 +171,7 @@ func (s *Server) dialSFTP(ctx context.Context, ac *agentConn, alias string) (*sf
 		up.Close()
 		return nil, fmt.Errorf("bastion: %s refused the sftp subsystem", alias)
 	}
-	return &sftpgate.Upstream{Conn: up.Channel, Close: up.Close}, nil
+	return &sftpgate.Upstream{Conn: up.Channel, Stderr: up.Channel.Stderr(), Close: up.Close}, nil
 }
 
 // grantFor reports whether the agent connection's grants include alias.

@@ -62,6 +62,11 @@ type Decider func(ctx context.Context, op Op) (Finish, error)
 // subsystem, before the version exchange.
 type Upstream struct {
 	Conn io.ReadWriter
+	// Stderr, if set, is the session's stderr (an sftp-server run with -e
+	// logs there). It is copied to Config.Stderr, as OpenSSH's client shows
+	// it, or read and dropped: unread, it would fill the channel's window
+	// and stall the session. It must end (io.EOF) once Close has run.
+	Stderr io.Reader
 	// Close ends the session and releases its channel; it must make a
 	// blocked read of Conn return. If nil, Conn is closed if it is an
 	// io.Closer.

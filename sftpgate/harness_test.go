@@ -155,6 +155,7 @@ type harnessOpts struct {
 	raw     bool   // no pkg/sftp client: the test speaks raw packets
 	decide  Decider
 	dial    Dialer // instead of in-memory targets
+	stderr  io.Writer
 }
 
 func startHarness(t testing.TB, o harnessOpts) *harness {
@@ -222,6 +223,7 @@ func startHarness(t testing.TB, o harnessOpts) *harness {
 	if o.dial != nil {
 		cfg.Dial = o.dial
 	}
+	cfg.Stderr = o.stderr
 	a, b := tcpPair(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { h.done <- Serve(ctx, b, cfg) }()

@@ -715,3 +715,41 @@ func TestRootAnswers(t *testing.T) {
 		t.Errorf("got %d dials; want none", n)
 	}
 }
+
+// chanWriter sends each write on a channel.
+type chanWriter chan string
+
+func (w chanWriter) Write(p []byte) (int, error) {
+	w <- string(p)
+	return len(p), nil
+}
+
+// TestTargetStderrRelayed: what the target's session writes on stderr
+// (sftp-server -e logs there) reaches the agent's stderr, as OpenSSH's
+// client shows it.
+func TestTargetStderrRelayed(t *testing.T) {
+	rt := newRawTarget(t)
+	pr, pw := io.Pipe()
+	dial := func(ctx context.Context, alias string) (*Upstream, error) {
+		u, err := rt.dial(ctx, alias)
+		if err != nil {
+			return nil, err
+		}
+		closeConn := u.Close
+		u.Stderr = pr
+		u.Close = func() error {
+			pw.Close()
+			return closeConn()
+		}
+		return u, nil
+	}
+	lines := make(chanWriter, 1)
+	h := startHarness(t, harnessOpts{fixed: "web", raw: true, dial: dial, stderr: lines})
+	newRawConn(t, h.conn)
+	if _, err := pw.Write([]byte("sftp-server: a log line\n")); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-lines; got != "sftp-server: a log line\n" {
+		t.Errorf("agent's stderr got %q; want the target's line", got)
+	}
+}

@@ -112,7 +112,31 @@ func (s *session) startUpstream(alias string, u *Upstream, init []byte, timeout 
 		defer s.wg.Done()
 		up.readLoop(s)
 	}()
+	if u.Stderr != nil {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.copyStderr(u.Stderr)
+		}()
+	}
 	return up, nil
+}
+
+// copyStderr copies a target session's stderr to the agent's, a read at a
+// time and never inside one of the gate's own lines, until it ends.
+func (s *session) copyStderr(r io.Reader) {
+	buf := make([]byte, 4096)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 && s.cfg.Stderr != nil {
+			s.agent.mu.Lock()
+			_, _ = s.cfg.Stderr.Write(buf[:n])
+			s.agent.mu.Unlock()
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 // exchange sends init and reads the target's version packet, keeping the
