@@ -27,7 +27,11 @@ func (s *session) answer(up *upstream, p pending, frame []byte) {
 	case answerLimits:
 		out = capLimits(frame)
 	}
-	o := outcomeOf(out)
+	var o Outcome
+	if p.finish != nil || p.made != "" {
+		// Decoded only for a decided operation: a write's status is not.
+		o = outcomeOf(out)
+	}
 	if p.made != "" && o.Status == fxOK {
 		s.markWritten(p.made)
 	}
