@@ -13,5 +13,7 @@
 // flood cannot keep agents out), ratelimit.go (the per-agent command rate
 // and the slow-down after repeated denials), session.go (session channel
 // requests, routing, decisions), relay.go (the byte-exact channel relay),
-// upstream.go (the per-connection client pool).
+// sftp.go (the sftp subsystem: sftpgate with the policy as its Decider,
+// auditing each operation with the target's status), upstream.go (the
+// per-connection client pool).
 package bastion

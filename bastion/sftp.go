@@ -8,26 +8,25 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/pkg/sftp"
 	"github.com/postern/postern/policy"
 	"github.com/postern/postern/sftpgate"
 	"github.com/postern/postern/store"
 	"golang.org/x/crypto/ssh"
 )
 
-// upstreamSFTPPacket is the data size of one upstream SFTP read or write:
-// OpenSSH's sftp-server accepts messages up to 256 KiB and announces
-// 261120 bytes (256 KiB less 1 KiB of headers) as its read and write limit
-// (limits@openssh.com); the largest packet halves the round trips of
-// pkg/sftp's 32 KiB default.
-const upstreamSFTPPacket = 255 << 10
-
 // serveSFTP serves the sftp subsystem: the virtual root of the agent's
 // aliases, or one alias's own tree when the SSH user name is that alias.
 // A clean end sends exit-status 0, which scp and sftp expect.
 func (s *Server) serveSFTP(ac *agentConn, ch ssh.Channel, reqs <-chan *ssh.Request) {
-	go discard(reqs)
-	ctx := ac.ctx
+	// The session's requests end when the agent closes the channel: the
+	// gate then stops, even while a request waits for an approval and the
+	// agent's packets are not being read.
+	ctx, stop := context.WithCancel(ac.ctx)
+	defer stop()
+	go func() {
+		discard(reqs)
+		stop()
+	}()
 	grants, err := s.cfg.Store.GrantsForAgent(ctx, ac.agentID)
 	if err != nil {
 		fmt.Fprintf(ch.Stderr(), "postern: cannot read your grants; try again\r\n")
@@ -46,104 +45,133 @@ func (s *Server) serveSFTP(ac *agentConn, ch ssh.Channel, reqs <-chan *ssh.Reque
 		cfg.Aliases = []string{cfg.Fixed}
 	}
 	sort.Strings(cfg.Aliases)
-	cfg.Decide = func(ctx context.Context, op sftpgate.Op) error { return s.decideSFTP(ctx, ac, ch, op) }
+	cfg.Decide = func(ctx context.Context, op sftpgate.Op) (sftpgate.Finish, error) {
+		return s.decideSFTP(ctx, ac, ch, op)
+	}
 	cfg.Dial = func(ctx context.Context, alias string) (*sftpgate.Upstream, error) { return s.dialSFTP(ctx, ac, alias) }
 	log := s.log.With().Str("conn_id", ac.id).Str("agent_id", ac.agentID).Str("view", cfg.Fixed).Logger()
 	log.Info().Msg("sftp session")
-	if err := sftpgate.Serve(ctx, ch, cfg); err != nil {
+	err = sftpgate.Serve(ctx, ch, cfg)
+	var de *sftpgate.DialError
+	switch {
+	case err == nil:
+		exitWith(ch, 0)
+	case errors.As(err, &de):
+		// The fixed view's target, dialed before anything is served:
+		// said as for an exec.
+		s.unreachable(ch, de.Alias, de.Err)
+	default:
+		// The gate has told the agent why on stderr, and closed the
+		// channel if it had to.
 		log.Info().Err(err).Msg("sftp session ended with an error")
-		fmt.Fprintf(ch.Stderr(), "postern: sftp: %v\r\n", err)
 		exitWith(ch, 1)
-		return
 	}
-	exitWith(ch, 0)
 }
 
-// decideSFTP decides and audits one SFTP operation like an exec command.
-func (s *Server) decideSFTP(ctx context.Context, ac *agentConn, ch ssh.Channel, op sftpgate.Op) error {
+// decideSFTP decides and audits one SFTP operation like an exec command. On
+// an allow it returns the function that writes the audit row once the
+// target has answered, with the target's status code as the row's exit
+// status.
+func (s *Server) decideSFTP(ctx context.Context, ac *agentConn, ch ssh.Channel, op sftpgate.Op) (sftpgate.Finish, error) {
 	start := s.cfg.Now()
-	conn, err := s.cfg.Store.ConnectionByAlias(ctx, op.Alias)
+	g, ok := grantFor(ac, op.Alias)
+	if !ok {
+		return nil, fmt.Errorf("postern: no such connection %q", op.Alias)
+	}
+	conn, err := ac.connection(ctx, s.cfg.Store, g.ConnectionID)
 	if err != nil {
-		return fmt.Errorf("postern: no such connection %q", op.Alias)
+		return nil, fmt.Errorf("postern: no such connection %q", op.Alias)
 	}
-	pop := policy.Operation{
-		AgentID:         ac.agentID,
-		ConnectionID:    conn.ID,
-		ConnectionAlias: conn.Alias,
-		Class:           op.Class,
-		Kind:            policy.SFTP,
-		Text:            sftpText(op),
+	text := sftpText(op)
+	authorize := func() (policy.Record, error) {
+		pop := policy.Operation{
+			AgentID:              ac.agentID,
+			ConnectionID:         conn.ID,
+			ConnectionAlias:      conn.Alias,
+			ConnectionModifiedAt: conn.ModifiedAt,
+			Class:                op.Class,
+			Kind:                 policy.SFTP,
+			Text:                 text,
+		}
+		_, rec, err := s.authorize(ctx, pop, ch.Stderr(), text, nil)
+		return rec, err
 	}
-	_, rec, err := s.authorize(ctx, pop, ch.Stderr(), pop.Text, nil)
+	rec, err := authorize()
+	if errors.Is(err, policy.ErrConnectionChanged) {
+		// A kept copy of the row that has changed: decide once more with
+		// the stored row.
+		ac.forgetConnection(conn.ID)
+		if conn, err = ac.connection(ctx, s.cfg.Store, g.ConnectionID); err == nil {
+			rec, err = authorize()
+		}
+	}
 	if err != nil {
 		rec.Reason = err.Error()
 		s.audit(rec, start)
 		switch {
 		case errors.Is(err, policy.ErrExpired):
-			return fmt.Errorf("postern: approval expired: %s %s", op.Class, pop.Text)
+			return nil, fmt.Errorf("postern: approval expired: %s %s", op.Class, text)
 		case errors.Is(err, policy.ErrDenied):
 			var de *policy.DeniedError
 			if errors.As(err, &de) && de.NoGrant {
-				return fmt.Errorf("postern: no such connection %q", op.Alias)
+				return nil, fmt.Errorf("postern: no such connection %q", op.Alias)
 			}
-			return fmt.Errorf("postern: denied: %s %s: %s", op.Class, pop.Text, denialReason(err))
+			return nil, fmt.Errorf("postern: denied: %s %s: %s", op.Class, text, denialReason(err))
 		}
-		return fmt.Errorf("postern: refused: %s %s", op.Class, pop.Text)
+		return nil, fmt.Errorf("postern: refused: %s %s", op.Class, text)
 	}
-	s.audit(rec, start)
-	return nil
+	return func(o sftpgate.Outcome) {
+		if o.Answered {
+			status := int(o.Status)
+			rec.ExitStatus = &status
+			rec.Reason = o.Message
+		} else {
+			rec.Reason = "no answer from the target: " + o.Message
+		}
+		s.audit(rec, start)
+	}, nil
 }
 
-// sftpText is an SFTP operation as approved and audited: the method and its
-// quoted paths.
+// sftpText is an SFTP operation as approved and audited: the method, its
+// quoted paths, and what else it sets.
 func sftpText(op sftpgate.Op) string {
 	var b strings.Builder
 	b.WriteString("sftp ")
-	b.WriteString(strings.ToLower(op.Method))
+	b.WriteString(op.Method)
 	for _, p := range op.Paths {
 		b.WriteByte(' ')
 		b.WriteString(strconv.Quote(p))
 	}
+	if op.Detail != "" {
+		b.WriteString(" (")
+		b.WriteString(op.Detail)
+		b.WriteByte(')')
+	}
 	return b.String()
 }
 
-// dialSFTP opens an SFTP session on a pooled upstream connection.
+// dialSFTP opens the sftp subsystem on a pooled upstream connection and
+// hands its raw stream to the gate.
 func (s *Server) dialSFTP(ctx context.Context, ac *agentConn, alias string) (*sftpgate.Upstream, error) {
-	if _, ok := grantFor(ac, alias); !ok {
-		return nil, fmt.Errorf("postern: no such connection %q", alias)
+	g, ok := grantFor(ac, alias)
+	if !ok {
+		return nil, fmt.Errorf("bastion: no such connection %q", alias)
 	}
-	conn, err := s.cfg.Store.ConnectionByAlias(ctx, alias)
+	conn, err := ac.connection(ctx, s.cfg.Store, g.ConnectionID)
 	if err != nil {
-		return nil, fmt.Errorf("postern: no such connection %q", alias)
+		return nil, fmt.Errorf("bastion: no such connection %q", alias)
 	}
 	up, err := s.pool.Open(ctx, conn)
 	if err != nil {
-		var hk *HostKeyChangedError
-		if errors.As(err, &hk) {
-			return nil, fmt.Errorf("postern: host key of %s changed; refusing to connect", alias)
-		}
-		return nil, fmt.Errorf("postern: %s unreachable: %w", alias, err)
+		return nil, err
 	}
 	go ssh.DiscardRequests(up.Requests)
-	ok, err := up.Channel.SendRequest("subsystem", true, ssh.Marshal(struct{ Name string }{"sftp"}))
+	ok, err = up.Channel.SendRequest("subsystem", true, ssh.Marshal(struct{ Name string }{"sftp"}))
 	if err != nil || !ok {
 		up.Close()
-		return nil, fmt.Errorf("postern: %s refused the sftp subsystem", alias)
+		return nil, fmt.Errorf("bastion: %s refused the sftp subsystem", alias)
 	}
-	client, err := sftp.NewClientPipe(up.Channel, up.Channel,
-		sftp.UseConcurrentReads(true), sftp.UseConcurrentWrites(true),
-		sftp.MaxPacketUnchecked(upstreamSFTPPacket))
-	if err != nil {
-		up.Close()
-		return nil, fmt.Errorf("postern: %s sftp: %w", alias, err)
-	}
-	return &sftpgate.Upstream{Client: client, Close: func() error {
-		cerr := client.Close()
-		if err := up.Close(); err != nil && cerr == nil {
-			cerr = err
-		}
-		return cerr
-	}}, nil
+	return &sftpgate.Upstream{Conn: up.Channel, Stderr: up.Channel.Stderr(), Close: up.Close}, nil
 }
 
 // grantFor reports whether the agent connection's grants include alias.

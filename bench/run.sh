@@ -6,6 +6,7 @@
 #   KEEP=1 bash bench/run.sh     # keep the scratch directory (logs, configs)
 #   SFTP_ROWS=0 / EXEC_ROWS=0    # skip the sftp rows / the exec rows
 #   SFTP_FLOOR=0                 # skip the sftp relay-floor column
+#   META_ROWS=0                  # skip the metadata-heavy sftp row (1,000 small files)
 #
 # Everything listens on 127.0.0.1 only. Every process started here is stopped
 # on exit. No timing threshold makes this script fail: it measures and prints.
@@ -28,6 +29,11 @@ SFTP_ROWS=${SFTP_ROWS:-1}
 # A third sftp column: the same transfers through postern's exec relay, with
 # no SFTP parsing at all (see the sftp section of README.md).
 SFTP_FLOOR=${SFTP_FLOOR:-1}
+# The metadata-heavy sftp row: `put -p -r` of a directory of small files.
+META_ROWS=${META_ROWS:-$SFTP_ROWS}
+N_META=${N_META:-5}           # samples per column
+META_FILES=${META_FILES:-1000} # files in the directory
+META_BYTES=${META_BYTES:-1024} # bytes per file
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/postern-bench.XXXXXX")
 pids=()
@@ -359,15 +365,61 @@ sftp_one() {
 	sftp_checked=$((sftp_checked + 1))
 }
 
+# meta_one COLUMN: one `put -p -r` of the directory of small files into a
+# fresh directory on the target: per file an open (decided by postern), a
+# write, an fsetstat of mode and times (which rides on the open) and a
+# close. Appends the transfer time (us, between `!date` marks) to
+# $work/meta.COLUMN and the CPU ticks as sftp_one does; checks every file's
+# sha256, and one file's mode and time.
+meta_one() {
+	local col=$1 sum m c0 c1 p0 p1
+	local dst=$work/meta.$col.out batch=$work/meta.batch marks=$work/sftp.marks
+	rm -rf "$dst"
+	: >"$marks"
+	{
+		echo "!date +%s%N >>$marks"
+		echo "put -p -r \"$small\" \"$dst\""
+		echo "!date +%s%N >>$marks"
+	} >"$batch"
+	c0=$(cpu_ticks)
+	p0=$(cpu_ticks "$postern_pid")
+	sftp_cmd "$col" "$batch" >/dev/null 2>"$work/sftp.err" || sftp_fail "$col" "put -p -r of $META_FILES files"
+	c1=$(cpu_ticks)
+	p1=$(cpu_ticks "$postern_pid")
+	echo $((c1 - c0)) >>"$work/meta.$col.cpu"
+	echo $((p1 - p0)) >>"$work/meta.$col.pcpu"
+	mapfile -t m <"$marks"
+	((${#m[@]} == 2)) || die "put -p -r ($col): expected two timing marks in $marks"
+	echo $(((m[1] - m[0]) / 1000)) >>"$work/meta.$col"
+	sum=$(cd "$dst" && sha256sum -- * | sha256sum | cut -d' ' -f1)
+	[[ $sum == "$small_sum" ]] || die "put -p -r ($col): the files differ from the originals"
+	[[ $(stat -c '%a %Y' "$dst/f0000") == "$(stat -c '%a %Y' "$small/f0000")" ]] ||
+		die "put -p -r ($col): f0000's mode or time was not kept"
+	rm -rf "$dst"
+	meta_checked=$((meta_checked + 1))
+}
+
 sftp_checked=0
-if ((SFTP_ROWS)); then
+meta_checked=0
+if ((META_ROWS)); then
+	small=$work/small
+	mkdir "$small"
+	echo "creating $META_FILES files of $META_BYTES bytes" >&2
+	head -c $((META_FILES * META_BYTES)) /dev/urandom | split -b "$META_BYTES" -d -a 4 - "$small/f"
+	chmod 0640 "$small"/*
+	touch -d '2021-03-04 05:06:07' "$small"/*
+	small_sum=$(cd "$small" && sha256sum -- * | sha256sum | cut -d' ' -f1)
+fi
+if ((SFTP_ROWS || META_ROWS)); then
 	# The batch files name paths unquoted in `!date` lines and in double
 	# quotes in sftp commands; keep the scratch path plain.
 	[[ $work =~ ^[A-Za-z0-9_./-]+$ ]] || die "sftp rows need a plain scratch path, not $work (set TMPDIR)"
-	blob=$work/blob
-	echo "creating the ${SFTP_MIB} MiB test file from /dev/urandom" >&2
-	head -c $((SFTP_MIB << 20)) /dev/urandom >"$blob"
-	blob_sum=$(sha256sum "$blob" | cut -d' ' -f1)
+	if ((SFTP_ROWS)); then
+		blob=$work/blob
+		echo "creating the ${SFTP_MIB} MiB test file from /dev/urandom" >&2
+		head -c $((SFTP_MIB << 20)) /dev/urandom >"$blob"
+		blob_sum=$(sha256sum "$blob" | cut -d' ' -f1)
+	fi
 	# Check both paths, and warm them (pool, sftp-server, page cache).
 	echo pwd >"$work/sftp.warm"
 	for ((i = 0; i < WARMUP; i++)); do
@@ -407,10 +459,10 @@ if ((EXEC_ROWS)); then
 	done
 fi
 
+sftp_cols=(direct via)
+((SFTP_FLOOR)) && sftp_cols+=(floor)
 if ((SFTP_ROWS)); then
 	echo "measuring the sftp rows: get and put of ${SFTP_MIB} MiB, $N_SFTP samples per column (interleaved)" >&2
-	sftp_cols=(direct via)
-	((SFTP_FLOOR)) && sftp_cols+=(floor)
 	for op in get put; do
 		for col in "${sftp_cols[@]}"; do
 			for ext in "" .proc .cpu .pcpu; do : >"$work/sftp.$op.$col$ext"; done
@@ -425,6 +477,19 @@ if ((SFTP_ROWS)); then
 				for ((c = ${#sftp_cols[@]} - 1; c >= 0; c--)); do sftp_one "${sftp_cols[c]}" "$op"; done
 			fi
 		done
+	done
+fi
+if ((META_ROWS)); then
+	echo "measuring the metadata row: put -p -r of $META_FILES files, $N_META samples per column (interleaved)" >&2
+	for col in "${sftp_cols[@]}"; do
+		for ext in "" .cpu .pcpu; do : >"$work/meta.$col$ext"; done
+	done
+	for ((i = 0; i < N_META; i++)); do
+		if ((i % 2 == 0)); then
+			for col in "${sftp_cols[@]}"; do meta_one "$col"; done
+		else
+			for ((c = ${#sftp_cols[@]} - 1; c >= 0; c--)); do meta_one "${sftp_cols[c]}"; done
+		fi
 	done
 fi
 
@@ -474,40 +539,75 @@ if ((EXEC_ROWS)); then
 		echo "the concurrent wall times include failed clients, which end early: not comparable."
 	fi
 fi
+# row3 LABEL DIRECT VIA FLOOR GOAL: a throughput row with the relay floor,
+# and postern's ratio to direct and to the floor.
+row3() {
+	printf '%-36s %9s %9s %9s %9s %9s   %s\n' "$1" "$2" "$3" "$4" "$(ratio "$2" "$3")" "$(ratio "$4" "$3")" "$5"
+}
+# floor_or_dash CMD...: CMD's output with the floor column on, else "-".
+floor_or_dash() { if ((SFTP_FLOOR)); then "$@"; else echo -; fi; }
+# per_s FILE Q N: N per second over the Q quantile of the times (us) in FILE.
+per_s() {
+	sort -n "$1" | awk -v q="$2" -v n="$3" '{ v[NR] = $1 } END {
+		r = int(q * NR + 0.999999); if (r < 1) r = 1; if (r > NR) r = NR
+		if (v[r] > 0) printf "%.1f", n / (v[r] / 1e6); else print "-" }'
+}
+hz=$(getconf CLK_TCK 2>/dev/null || echo 100)
+# tsec FILE: the median of the CPU ticks in FILE, in seconds.
+tsec() { sort -n "$1" | awk -v hz="$hz" '{ v[NR] = $1 } END { r = int(0.5 * NR + 0.999999); if (r < 1) r = 1; printf "%.2f", v[r] / hz }'; }
+if ((SFTP_ROWS || META_ROWS)); then
+	echo
+	printf '%-36s %9s %9s %9s %9s %9s   %s\n' "row" direct postern floor "p/direct" "p/floor" goal
+fi
 if ((SFTP_ROWS)); then
+	for op in get put; do
+		row3 "sftp $op, MiB/s: median of $N_SFTP" "$(mibs "$work/sftp.$op.direct" 0.5)" "$(mibs "$work/sftp.$op.via" 0.5)" \
+			"$(floor_or_dash mibs "$work/sftp.$op.floor" 0.5)" "p/floor >= 0.95"
+		row3 "sftp $op, MiB/s: slowest" "$(mibs "$work/sftp.$op.direct" 1)" "$(mibs "$work/sftp.$op.via" 1)" \
+			"$(floor_or_dash mibs "$work/sftp.$op.floor" 1)" ""
+	done
+fi
+if ((META_ROWS)); then
+	row3 "put -p -r $META_FILES files, files/s: median" "$(per_s "$work/meta.direct" 0.5 "$META_FILES")" \
+		"$(per_s "$work/meta.via" 0.5 "$META_FILES")" "$(floor_or_dash per_s "$work/meta.floor" 0.5 "$META_FILES")" "p/direct >= 0.80"
+	row3 "put -p -r $META_FILES files, files/s: slowest" "$(per_s "$work/meta.direct" 1 "$META_FILES")" \
+		"$(per_s "$work/meta.via" 1 "$META_FILES")" "$(floor_or_dash per_s "$work/meta.floor" 1 "$META_FILES")" ""
+fi
+if ((SFTP_ROWS || META_ROWS)); then
 	echo
-	printf '%-38s %10s %10s %7s   %s\n' "row (MiB/s, ${SFTP_MIB} MiB file)" direct postern ratio goal
-	row "sftp get: median of $N_SFTP" "$(mibs "$work/sftp.get.direct" 0.5)" "$(mibs "$work/sftp.get.via" 0.5)" ">= 0.80"
-	row "sftp get: slowest" "$(mibs "$work/sftp.get.direct" 1)" "$(mibs "$work/sftp.get.via" 1)" ""
-	row "sftp put: median of $N_SFTP" "$(mibs "$work/sftp.put.direct" 0.5)" "$(mibs "$work/sftp.put.via" 0.5)" ">= 0.90"
-	row "sftp put: slowest" "$(mibs "$work/sftp.put.direct" 1)" "$(mibs "$work/sftp.put.via" 1)" ""
-	if ((SFTP_FLOOR)); then
-		row "relay floor (sftp -s), get: median" "$(mibs "$work/sftp.get.direct" 0.5)" "$(mibs "$work/sftp.get.floor" 0.5)" "reference"
-		row "relay floor (sftp -s), put: median" "$(mibs "$work/sftp.put.direct" 0.5)" "$(mibs "$work/sftp.put.floor" 0.5)" "reference"
-	fi
-	echo
-	echo "ratio = postern / direct throughput; ABOVE 1 means postern is faster."
+	echo "p/direct = postern / direct throughput, p/floor = postern / relay floor throughput; ABOVE 1 means postern is faster."
 	if ((SFTP_FLOOR)); then
 		echo "relay floor: the same sftp batch through postern with \`sftp -s $sftp_server\`, relayed as one exec"
-		echo "  command with no SFTP parsing: what the two SSH legs alone cost."
+		echo "  command with no SFTP parsing and no per-operation decision: what the two SSH legs alone cost."
 	fi
+fi
+if ((SFTP_ROWS)); then
 	echo "MiB/s = ${SFTP_MIB} MiB / time of the get or put alone (between \`!date\` marks in the sftp batch)."
 	printf 'whole sftp process (connect, transfer, exit), median s: get %s direct, %s postern; put %s direct, %s postern\n' \
 		"$(secs "$work/sftp.get.direct.proc")" "$(secs "$work/sftp.get.via.proc")" \
 		"$(secs "$work/sftp.put.direct.proc")" "$(secs "$work/sftp.put.via.proc")"
 	# CPU seconds per sample (median), from /proc around the whole sftp process.
-	hz=$(getconf CLK_TCK 2>/dev/null || echo 100)
-	tsec() { sort -n "$1" | awk -v hz="$hz" '{ v[NR] = $1 } END { r = int(0.5 * NR + 0.999999); if (r < 1) r = 1; printf "%.2f", v[r] / hz }'; }
-	printf 'CPU s per sample, median (whole machine; of it postern): get %s direct, %s postern (%s); put %s direct, %s postern (%s)\n' \
-		"$(tsec "$work/sftp.get.direct.cpu")" "$(tsec "$work/sftp.get.via.cpu")" "$(tsec "$work/sftp.get.via.pcpu")" \
-		"$(tsec "$work/sftp.put.direct.cpu")" "$(tsec "$work/sftp.put.via.cpu")" "$(tsec "$work/sftp.put.via.pcpu")"
-	if ((SFTP_FLOOR)); then
-		printf 'CPU s per sample, median, relay floor: get %s (%s postern); put %s (%s postern)\n' \
-			"$(tsec "$work/sftp.get.floor.cpu")" "$(tsec "$work/sftp.get.floor.pcpu")" \
-			"$(tsec "$work/sftp.put.floor.cpu")" "$(tsec "$work/sftp.put.floor.pcpu")"
-	fi
-	echo "sftp -b with its defaults (-B 32768 -R 64); target: Subsystem sftp $sftp_server"
+	for op in get put; do
+		printf 'CPU s per %s, median (whole machine; of it postern): direct %s; postern %s (%s)' \
+			"$op" "$(tsec "$work/sftp.$op.direct.cpu")" "$(tsec "$work/sftp.$op.via.cpu")" "$(tsec "$work/sftp.$op.via.pcpu")"
+		if ((SFTP_FLOOR)); then
+			printf '; floor %s (%s)' "$(tsec "$work/sftp.$op.floor.cpu")" "$(tsec "$work/sftp.$op.floor.pcpu")"
+		fi
+		echo
+	done
+	echo "sftp -b with its defaults: buffers from the server's limits@openssh.com (255 KiB from OpenSSH), 64 in flight;"
+	echo "  target: Subsystem sftp $sftp_server"
 	echo "sha256 matched for all $sftp_checked transfers: ${blob_sum:0:16}..."
+fi
+if ((META_ROWS)); then
+	echo "files/s = $META_FILES files of $META_BYTES bytes / time of the put -p -r alone (between \`!date\` marks)."
+	printf 'CPU s per put -p -r, median (whole machine; of it postern): direct %s; postern %s (%s)' \
+		"$(tsec "$work/meta.direct.cpu")" "$(tsec "$work/meta.via.cpu")" "$(tsec "$work/meta.via.pcpu")"
+	if ((SFTP_FLOOR)); then
+		printf '; floor %s (%s)' "$(tsec "$work/meta.floor.cpu")" "$(tsec "$work/meta.floor.pcpu")"
+	fi
+	echo
+	echo "every file's sha256, and f0000's mode and time, matched in all $meta_checked runs"
 fi
 if [[ -s $work/conc.via.err || -s $work/conc.direct.err ]]; then
 	echo

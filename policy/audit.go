@@ -28,8 +28,11 @@ type Record struct {
 	Deciders   []string // admins who approved or denied
 	// Operation is the exact operation text; Audit redacts it before
 	// storing. Never put the operation's output here.
-	Operation  string
-	ExitStatus *int // nil if it did not run or gave no status
+	Operation string
+	// ExitStatus is the command's exit status, or for an SFTP operation
+	// the target's SFTP status code (0 for success); nil if it did not
+	// run or gave none.
+	ExitStatus *int
 	Duration   time.Duration
 	BytesIn    int64 // from the agent to the target
 	BytesOut   int64 // from the target to the agent

@@ -66,11 +66,14 @@ type fuzzFS struct {
 
 // fuzzRecorder collects the targets' paths and the Decider's verdicts.
 type fuzzRecorder struct {
-	// mu protects allowed, seen and dialed.
-	mu      sync.Mutex
-	allowed map[string]map[string]bool // alias → paths in allowed operations
-	seen    []fuzzTouch
-	dialed  []string
+	// mu protects allowed, informed, seen, dialed, finishes and finished.
+	mu       sync.Mutex
+	allowed  map[string]map[string]bool // alias → paths in allowed operations
+	informed map[string]map[string]bool // alias → rename destinations, which the gate may lstat
+	seen     []fuzzTouch
+	dialed   []string
+	finishes int // operations allowed
+	finished int // outcomes recorded
 }
 
 type fuzzTouch struct {
@@ -149,31 +152,47 @@ func (h *recordingHandlers) Readlink(p string) (string, error) {
 const fuzzHome = "/home/u"
 
 func runFuzzSession(t *testing.T, fixed string, stream []byte) {
-	rec := &fuzzRecorder{allowed: map[string]map[string]bool{}}
+	rec := &fuzzRecorder{allowed: map[string]map[string]bool{}, informed: map[string]map[string]bool{}}
 	targets := map[string]*fuzzFS{}
 	for _, alias := range append([]string{fuzzHidden}, fuzzAliases...) {
 		fs := &fuzzFS{alias: alias, raw: sftp.InMemHandler(), rec: rec}
 		targets[alias] = fs
 		seedFuzzTarget(t, fs)
 	}
-	decide := func(ctx context.Context, op Op) error {
+	decide := func(ctx context.Context, op Op) (Finish, error) {
 		rec.mu.Lock()
 		defer rec.mu.Unlock()
+		if op.Method == "rename" || op.Method == "posix-rename" {
+			// The gate lstats a rename's destination to tell the
+			// Decider what it replaces, before the decision.
+			if rec.informed[op.Alias] == nil {
+				rec.informed[op.Alias] = map[string]bool{}
+			}
+			rec.informed[op.Alias][path.Clean(op.Paths[1])] = true
+		}
 		for _, p := range op.Paths {
 			if strings.Contains(p, "deny") {
-				return fmt.Errorf("paths with deny are refused")
+				return nil, fmt.Errorf("paths with deny are refused")
 			}
 		}
 		if op.Class == policy.Destructive {
-			return fmt.Errorf("destructive operations are refused")
+			return nil, fmt.Errorf("destructive operations are refused")
 		}
 		if rec.allowed[op.Alias] == nil {
 			rec.allowed[op.Alias] = map[string]bool{}
 		}
 		for _, p := range op.Paths {
+			// A target sees a path cleaned; the fixed view decides it as
+			// sent (joined to the start directory if relative).
 			rec.allowed[op.Alias][p] = true
+			rec.allowed[op.Alias][path.Clean(p)] = true
 		}
-		return nil
+		rec.finishes++
+		return func(Outcome) {
+			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			rec.finished++
+		}, nil
 	}
 	cfg := Config{
 		Aliases: fuzzAliases,
@@ -194,11 +213,9 @@ func runFuzzSession(t *testing.T, fixed string, stream []byte) {
 			if alias == fixed {
 				start = fuzzHome
 			}
-			c, closeFn, err := serveSession(t, sftp.Handlers{FileGet: h, FilePut: h, FileCmd: h, FileList: h}, start)
-			if err != nil {
-				return nil, err
-			}
-			return &Upstream{Client: c, Close: closeFn}, nil
+			m := &memTarget{handlers: sftp.Handlers{FileGet: h, FilePut: h, FileCmd: h, FileList: h}, start: start}
+			conn, closeFn := m.serve(t)
+			return &Upstream{Conn: conn, Close: closeFn}, nil
 		},
 	}
 	agent := newStreamConn(stream)
@@ -215,6 +232,9 @@ func runFuzzSession(t *testing.T, fixed string, stream []byte) {
 
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
+	if rec.finished != rec.finishes {
+		t.Errorf("%d operations allowed, %d outcomes recorded; want one each", rec.finishes, rec.finished)
+	}
 	allowedAlias := map[string]bool{}
 	for _, a := range fuzzAliases {
 		allowedAlias[a] = fixed == "" || a == fixed
@@ -244,7 +264,7 @@ func runFuzzSession(t *testing.T, fixed string, stream []byte) {
 			if !path.IsAbs(p) || path.Clean(p) != p || checkPath(p) != nil {
 				t.Errorf("target %s: %s %q; want an absolute clean path without control bytes", tc.alias, tc.method, p)
 			}
-			if !rec.allowed[tc.alias][p] {
+			if !rec.allowed[tc.alias][p] && !(tc.method == "Lstat" && rec.informed[tc.alias][p]) {
 				t.Errorf("target %s: %s %q was not in an operation the Decider allowed", tc.alias, tc.method, p)
 			}
 		}
@@ -291,6 +311,8 @@ type streamConn struct {
 	r        *bytes.Reader
 	want     int           // whole request packets in the stream
 	answered chan struct{} // closed when the gate wrote want packets
+	closed   chan struct{} // closed when the gate closes the stream: it stopped reading
+	once     sync.Once
 
 	// mu protects got and partial.
 	mu      sync.Mutex
@@ -303,7 +325,7 @@ type streamConn struct {
 const fuzzAnswerWait = 5 * time.Second
 
 func newStreamConn(stream []byte) *streamConn {
-	c := &streamConn{r: bytes.NewReader(stream), want: countPackets(stream), answered: make(chan struct{})}
+	c := &streamConn{r: bytes.NewReader(stream), want: countPackets(stream), answered: make(chan struct{}), closed: make(chan struct{})}
 	if c.want == 0 {
 		close(c.answered)
 	}
@@ -333,6 +355,7 @@ func (c *streamConn) Read(p []byte) (int, error) {
 		defer timer.Stop()
 		select {
 		case <-c.answered:
+		case <-c.closed:
 		case <-timer.C:
 		}
 	}
@@ -357,7 +380,12 @@ func (c *streamConn) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func (c *streamConn) Close() error { return nil }
+// Close is the gate giving up on the stream (a fatal error): a Read
+// waiting for answers that will not come returns at once.
+func (c *streamConn) Close() error {
+	c.once.Do(func() { close(c.closed) })
+	return nil
+}
 
 // fuzzPacket builds one SFTP packet: type, then fields (uint32, uint64,
 // string or []byte, each as the protocol encodes it).
@@ -437,6 +465,22 @@ func fuzzSeeds() [][]byte {
 				fuzzPacket(fxpStat, uint32(5), strings.Repeat("/..", 2000)+"/secret")),
 			stream(view, fuzzPacket(fxpMkdir, uint32(1), "/", noAttrs), fuzzPacket(fxpMkdir, uint32(2), "/web", noAttrs),
 				fuzzPacket(fxpRemove, uint32(3), "/db"), fuzzPacket(fxpOpen, uint32(4), "/", uint32(fxRead), noAttrs)),
+			// Every extension, on paths and on handles.
+			stream(view, fuzzPacket(fxpOpen, uint32(1), p("/web/srv/app/a"), uint32(fxRead), noAttrs),
+				fuzzPacket(fxpOpen, uint32(2), p("/web/srv/copy"), uint32(fxWrite|fxCreat), uint32(attrPerm), uint32(0o600)),
+				fuzzPacket(200, uint32(3), "copy-data", "1", uint64(0), uint64(0), "2", uint64(0)),
+				fuzzPacket(200, uint32(4), "fsync@openssh.com", "2"), fuzzPacket(200, uint32(5), "fstatvfs@openssh.com", "1"),
+				fuzzPacket(10, uint32(6), "2", uint32(attrSize), uint64(0)), fuzzPacket(10, uint32(7), "1", uint32(attrPerm), uint32(0o777)),
+				fuzzPacket(4, uint32(8), "1"), fuzzPacket(4, uint32(9), "2"), fuzzPacket(4, uint32(10), "2")),
+			stream(view, fuzzPacket(200, uint32(1), "limits@openssh.com"), fuzzPacket(200, uint32(2), "expand-path@openssh.com", "~/x"),
+				fuzzPacket(200, uint32(3), "home-directory", ""), fuzzPacket(200, uint32(4), "home-directory", "root"),
+				fuzzPacket(200, uint32(5), "users-groups-by-id@openssh.com", "\x00\x00\x00\x00", "\x00\x00\x00\x01"),
+				fuzzPacket(200, uint32(6), "lsetstat@openssh.com", p("/web/srv/app/link"), uint32(attrTime), uint32(1), uint32(2)),
+				fuzzPacket(200, uint32(7), "nosuch@example.com", "x"), fuzzPacket(99, uint32(8), "x")),
+			// A setstat that rides on a write, after it.
+			stream(view, fuzzPacket(fxpOpen, uint32(1), p("/web/srv/up"), uint32(fxWrite|fxCreat|fxTrunc), noAttrs),
+				fuzzPacket(6, uint32(2), "1", uint64(0), "x"), fuzzPacket(4, uint32(3), "1"),
+				fuzzPacket(9, uint32(4), p("/web/srv/up"), uint32(attrPerm|attrTime), uint32(0o640), uint32(1), uint32(2))),
 			// A request cut short, and a length beyond any packet.
 			stream(view, fuzzPacket(fxpStat, uint32(1), "/web/etc")[:9]),
 			stream(view, []byte{0xff, 0xff, 0xff, 0xff, fxpStat}),

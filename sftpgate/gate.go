@@ -1,47 +1,113 @@
 package sftpgate
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"path"
+	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/pkg/sftp"
 	"github.com/postern/postern/policy"
 	"github.com/rs/zerolog"
 )
 
 // Op is one SFTP operation as the Decider sees it.
 type Op struct {
-	Alias  string       // the connection the operation goes to
-	Class  policy.Class // read, write or destructive
-	Method string       // the SFTP method: Get, Put, Open, List, Stat, Lstat, Readlink, Realpath, StatVFS, Setstat, Rename, PosixRename, Mkdir, Rmdir, Remove, Symlink, Link
-	Paths  []string     // paths on the target (one, or two for rename and links: source then target)
+	Alias string       // the connection the operation goes to
+	Class policy.Class // read, write or destructive
+	// Method names the operation: get (open for reading), put (open for
+	// writing), open (for both), list (opendir), stat, lstat, realpath,
+	// readlink, statvfs, expand-path, home-directory, users-groups-by-id,
+	// limits, setstat, fsetstat, lsetstat, mkdir, rename, posix-rename,
+	// symlink, hardlink, copy-data, remove, rmdir.
+	Method string
+	// Paths are the paths on the target: one, or two for rename and
+	// hard link (source, then destination) and for symlink (the link's
+	// target as it will be stored, then the link), like ln's arguments.
+	Paths []string
+	// Detail is what else an approver needs to judge it: open flags and
+	// mode, the attributes a setstat sets, whether a rename replaces a
+	// file. "" if nothing.
+	Detail string
 }
 
-// Decider decides op; nil lets it run. A refusal's Error() is sent to the
-// agent as the status message of a permission-denied answer. It may block
-// (an approval) and must honour ctx.
-type Decider func(ctx context.Context, op Op) error
+// Outcome is how a decided operation ended.
+type Outcome struct {
+	// Answered is false when the session ended before any answer came.
+	Answered bool
+	// Status is the answer's SFTP status code (SSH_FX_*): the target's,
+	// or the gate's when it answered for the target (an unreachable
+	// target is SSH_FX_NO_CONNECTION). An answer that carries data (a
+	// handle, names, attributes) is SSH_FX_OK.
+	Status uint32
+	// Message is the status message of an answer other than SSH_FX_OK.
+	Message string
+}
 
-// Upstream is one SFTP session to a target.
+// Finish records the outcome of an operation the Decider let run. The gate
+// calls it exactly once, after the agent has been sent the answer.
+type Finish func(Outcome)
+
+// Decider decides op. nil error lets it run, and then finish (which may be
+// nil) is called with its outcome. A refusal's Error() is sent to the agent
+// as the status message of a permission-denied answer, and on Stderr. It
+// may block (an approval) and must honour ctx, which ends when the agent
+// stops sending or the session ends.
+type Decider func(ctx context.Context, op Op) (Finish, error)
+
+// Upstream is one SFTP session to a target: the byte stream of its sftp
+// subsystem, before the version exchange.
 type Upstream struct {
-	Client *sftp.Client
-	Close  func() error // ends the session and releases its channel
+	Conn io.ReadWriter
+	// Stderr, if set, is the session's stderr (an sftp-server run with -e
+	// logs there). It is copied to Config.Stderr, as OpenSSH's client shows
+	// it, or read and dropped: unread, it would fill the channel's window
+	// and stall the session. It must end (io.EOF) once Close has run.
+	Stderr io.Reader
+	// Close ends the session and releases its channel; it must make a
+	// blocked read of Conn return. If nil, Conn is closed if it is an
+	// io.Closer.
+	Close func() error
 }
 
 // Dialer opens an SFTP session to alias's target.
 type Dialer func(ctx context.Context, alias string) (*Upstream, error)
 
+// DialError is Serve's error when the fixed view's target could not be
+// dialed; nothing was served. Err is the Dialer's.
+type DialError struct {
+	Alias string
+	Err   error
+}
+
+func (e *DialError) Error() string {
+	return fmt.Sprintf("sftpgate: open sftp session to %s: %v", e.Alias, e.Err)
+}
+
+func (e *DialError) Unwrap() error { return e.Err }
+
+// Defaults for Config's durations.
+const (
+	// DefaultTargetTimeout bounds the target's answer to postern's own
+	// requests: the version exchange, the home directory, the lstat that
+	// tells an approver whether a rename replaces a file.
+	DefaultTargetTimeout = 30 * time.Second
+	// DefaultDrain bounds how long a session that the agent ended still
+	// waits for the answers to requests already forwarded, so that their
+	// outcomes are recorded.
+	DefaultDrain = 5 * time.Second
+)
+
 // Config configures Serve.
 type Config struct {
-	// Aliases lists the agent's aliases: the directories of the virtual root.
+	// Aliases lists the agent's aliases: the directories of the virtual
+	// root.
 	Aliases []string
 	// Fixed, if set, serves that alias's own tree instead of the virtual
-	// root, starting in the target user's home.
+	// root: a pass-through to one upstream session.
 	Fixed  string
 	Decide Decider
 	Dial   Dialer
@@ -52,118 +118,235 @@ type Config struct {
 	// agent using them cannot learn why. The bastion passes the session's
 	// stderr. None if nil.
 	Stderr io.Writer
+
+	TargetTimeout time.Duration // DefaultTargetTimeout if zero
+	Drain         time.Duration // DefaultDrain if zero
 }
 
-// ErrRefused is matched by refusals built by this package.
-var ErrRefused = errors.New("sftpgate: refused")
+// Bounds of one session.
+const (
+	// maxQueued bounds the agent's packets read and not yet forwarded.
+	// While a request waits for a decision the gate keeps reading behind
+	// it, up to this many; then the agent's writes wait (SSH flow
+	// control). At MaxPacket each, 4 MiB.
+	maxQueued = 16
+	// maxOutstanding bounds the requests forwarded and not yet answered;
+	// OpenSSH's sftp keeps 64 in flight, pkg/sftp 64.
+	maxOutstanding = 1024
+	// maxHandles bounds the handles one session holds open (OpenSSH's
+	// sftp-server allows about as many as its file descriptor limit).
+	maxHandles = 4096
+)
 
-// Serve runs the SFTP server on rwc (the agent's session channel) until the
-// agent ends the session or ctx ends. It returns nil on a clean end (the
-// caller then sends exit-status 0), and closes every upstream it opened.
+// Serve runs the SFTP subsystem on rwc (the agent's session channel) until
+// the agent ends the session or ctx ends. It returns nil on a clean end
+// (the caller then sends exit-status 0), and closes every upstream it
+// opened.
 //
 // Serve leaves rwc open when the agent ends the session, so that the caller
-// can still send exit-status on it; it closes rwc only to stop when ctx
-// ends. In the fixed view it dials the target before answering anything, to
-// learn the home directory relative paths start from; a failed dial is
+// can still send exit-status on it; it closes rwc to stop when ctx ends or
+// when it cannot go on (the target ended the fixed view's session). In the
+// fixed view it dials the target before reading anything; a failed dial is
 // returned and nothing is served.
 func Serve(ctx context.Context, rwc io.ReadWriteCloser, cfg Config) error {
 	if cfg.Decide == nil || cfg.Dial == nil {
 		return errors.New("sftpgate: Config needs Decide and Dial")
 	}
-	// sessCtx ends when the agent stops sending (its end of the channel
-	// reads EOF or fails) as well as with ctx: the request server waits for
-	// its workers before Serve returns, and a worker may be waiting for an
-	// approval that nobody will read any more.
-	sessCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-
-	ups := newUpstreams(cfg.Dial)
-	defer ups.closeAll()
-
-	names, set := sortedAliases(cfg.Aliases)
-	g := &gate{
-		ctx:     sessCtx,
-		fixed:   cfg.Fixed,
-		start:   "/",
-		aliases: set,
-		names:   names,
-		decide:  cfg.Decide,
-		ups:     ups,
-		log:     cfg.Logger,
-		stderr:  cfg.Stderr,
-		started: time.Now(),
+	if cfg.TargetTimeout <= 0 {
+		cfg.TargetTimeout = DefaultTargetTimeout
 	}
+	if cfg.Drain <= 0 {
+		cfg.Drain = DefaultDrain
+	}
+	s := newSession(ctx, rwc, cfg)
+	defer s.cancel()
+
+	var fixedUp *Upstream
 	if cfg.Fixed != "" {
-		home, err := homeDir(sessCtx, ups, cfg.Fixed)
-		if err != nil {
-			return err
+		u, err := cfg.Dial(s.ctx, cfg.Fixed)
+		if err == nil && (u == nil || u.Conn == nil) {
+			err = errors.New("dialer returned no session")
 		}
-		g.start = home
+		if err != nil {
+			return &DialError{Alias: cfg.Fixed, Err: err}
+		}
+		fixedUp = u
 	}
 
-	agent := &agentConn{rwc: rwc, gone: cancel}
-	rs := sftp.NewRequestServer(agent,
-		sftp.Handlers{FileGet: g, FilePut: g, FileCmd: g, FileList: g},
-		sftp.WithRSAllocator(),
-		sftp.WithStartDirectory(g.start),
-	)
-	// When ctx ends, closing the agent's channel ends the request loop and
-	// closing the upstreams fails the requests still waiting on a target, so
-	// that the workers, and Serve, return.
+	// When ctx ends, closing the agent's channel and the upstreams ends
+	// every read and write the session's goroutines may be blocked in.
 	stop := context.AfterFunc(ctx, func() {
-		rs.Close()
-		ups.closeAll()
+		rwc.Close()
+		s.closeUpstreams()
 	})
 	defer stop()
 
-	err := rs.Serve()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.readAgent()
+	}()
+	go func() {
+		defer close(s.recorded)
+		s.recordOutcomes()
+	}()
+	err := s.run(fixedUp)
+	s.end(err)
 	if ctx.Err() != nil {
 		return fmt.Errorf("sftpgate: %w", ctx.Err())
 	}
-	// The request server reports a clean end with handles still open as
-	// io.ErrUnexpectedEOF. OpenSSH's sftp-server exits 0 then (it closes
-	// them), and so does the gate: the agent ended the session.
-	if errors.Is(err, io.EOF) || (errors.Is(err, io.ErrUnexpectedEOF) && agent.eof.Load()) {
-		return nil
-	}
-	return fmt.Errorf("sftpgate: serve: %w", err)
+	return err
 }
 
-// homeDir dials alias and asks the target for its user's home directory: the
-// upstream session starts there, and `scp f ALIAS@bastion:` must land in it.
-func homeDir(ctx context.Context, ups *upstreams, alias string) (string, error) {
-	c, err := ups.client(ctx, alias)
-	if err != nil {
-		return "", err
-	}
-	home, err := c.Getwd()
-	if err != nil {
-		return "", fmt.Errorf("sftpgate: home directory on %s: %w", alias, err)
-	}
-	if !path.IsAbs(home) || checkPath(home) != nil {
-		return "/", nil
-	}
-	return path.Clean(home), nil
+// session is one agent's SFTP session.
+type session struct {
+	cfg     Config
+	log     zerolog.Logger
+	fixed   string
+	aliases map[string]bool // the virtual root's directories
+	names   []string        // the same, sorted
+	started time.Time       // the virtual directories' modification time
+
+	// ctx ends with the session; decideCtx also when the agent stops
+	// sending, so that a request waiting for an approval stops waiting.
+	ctx          context.Context
+	cancel       context.CancelFunc
+	decideCtx    context.Context
+	cancelDecide context.CancelFunc
+
+	agentIn *bufio.Reader
+	agent   *agentWriter
+	// free holds packet buffers for the agent reader: one per queued
+	// packet, back here once forwarded.
+	free  chan []byte
+	rwc   io.ReadWriteCloser
+	queue chan []byte   // the agent's packets, in order; closed when its stream ends
+	stop  chan struct{} // closed when the dispatcher stops taking packets
+	// agentEnd is why the agent's stream ended (io.EOF for a clean end);
+	// read after queue is closed.
+	agentEnd error
+	eof      atomic.Bool // the agent ended its stream
+
+	// slots holds one token per request forwarded and not yet answered.
+	slots chan struct{}
+
+	// home is the fixed view's start directory, for showing relative
+	// paths in decisions; "" in the virtual root.
+	home string
+	// fixedUp is the fixed view's upstream; nil in the virtual root.
+	fixedUp *upstream
+
+	// wg counts the session's goroutines: the agent reader and each
+	// upstream reader.
+	wg sync.WaitGroup
+
+	// upMu protects ups and closed.
+	upMu   sync.Mutex
+	ups    map[string]*upstream
+	closed bool
+
+	// mu protects handles, nextHandle and written. Lock order: upMu is
+	// never held while taking mu, nor mu while taking an upstream's mu.
+	mu         sync.Mutex
+	handles    map[string]*handle
+	nextHandle uint64
+	written    recentSet
+
+	// readerDone is closed when the agent reader has ended.
+	readerDone chan struct{}
+	// outcomes queues the decided operations' outcomes for the recorder
+	// goroutine; recorded is closed when it has run them all.
+	outcomes chan func()
+	recorded chan struct{}
+	// dead is closed, with deadErr set, when the session cannot go on
+	// (the fixed view's target ended it); the dispatcher then stops.
+	dead    chan struct{}
+	deadErr error
+	dieOnce sync.Once
 }
 
-// agentConn is the agent's channel as the request server sees it. A failed
-// read (EOF included) means the agent will send nothing more, so it cancels
-// the session's context at once, rather than when the request server has
-// finished its workers.
-type agentConn struct {
-	rwc  io.ReadWriteCloser
-	gone context.CancelFunc
-	eof  atomic.Bool // the agent ended its side: a read returned io.EOF
-}
-
-func (c *agentConn) Read(p []byte) (int, error) {
-	n, err := c.rwc.Read(p)
-	if err != nil {
-		c.eof.Store(err == io.EOF)
-		c.gone()
+func newSession(ctx context.Context, rwc io.ReadWriteCloser, cfg Config) *session {
+	names, set := sortedAliases(cfg.Aliases)
+	s := &session{
+		cfg:        cfg,
+		log:        cfg.Logger,
+		fixed:      cfg.Fixed,
+		aliases:    set,
+		names:      names,
+		started:    time.Now(),
+		rwc:        rwc,
+		agentIn:    bufio.NewReaderSize(rwc, 32<<10),
+		agent:      &agentWriter{w: rwc},
+		queue:      make(chan []byte, maxQueued),
+		free:       make(chan []byte, maxQueued+2),
+		stop:       make(chan struct{}),
+		dead:       make(chan struct{}),
+		readerDone: make(chan struct{}),
+		outcomes:   make(chan func(), maxOutstanding),
+		recorded:   make(chan struct{}),
+		slots:      make(chan struct{}, maxOutstanding),
+		ups:        map[string]*upstream{},
+		handles:    map[string]*handle{},
+		written:    newRecentSet(recentWrites),
 	}
-	return n, err
+	s.ctx, s.cancel = context.WithCancel(ctx)
+	s.decideCtx, s.cancelDecide = context.WithCancel(s.ctx)
+	return s
 }
 
-func (c *agentConn) Write(p []byte) (int, error) { return c.rwc.Write(p) }
-func (c *agentConn) Close() error                { return c.rwc.Close() }
+// readAgent reads the agent's packets into the queue until its stream ends
+// or the dispatcher stops.
+func (s *session) readAgent() {
+	defer close(s.readerDone)
+	defer close(s.queue)
+	for {
+		frame, err := readPacket(s.agentIn, s.getBuf(), MaxPacket)
+		if err != nil {
+			s.agentEnd = err
+			if err == io.EOF {
+				s.eof.Store(true)
+				// Nobody will read an approval's outcome.
+				s.cancelDecide()
+			}
+			return
+		}
+		select {
+		case s.queue <- frame:
+		case <-s.stop:
+			s.putBuf(frame)
+			return
+		}
+	}
+}
+
+// agentWriter sends whole packets to the agent, one at a time.
+type agentWriter struct {
+	// mu serialises packets from the dispatcher and the upstream readers.
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (a *agentWriter) write(frame []byte) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	_, err := a.w.Write(frame)
+	return err
+}
+
+// getBuf returns a free packet buffer, or a new one.
+func (s *session) getBuf() []byte {
+	select {
+	case b := <-s.free:
+		return b[:0]
+	default:
+		return make([]byte, 0, 4<<10)
+	}
+}
+
+// putBuf gives a forwarded packet's buffer back, unless enough are kept.
+func (s *session) putBuf(b []byte) {
+	select {
+	case s.free <- b[:0]:
+	default:
+	}
+}

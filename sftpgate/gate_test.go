@@ -94,8 +94,9 @@ func TestVirtualRootIsReadOnly(t *testing.T) {
 	}
 }
 
-// TestDecideEveryOperation checks the class, method and target paths each
-// SFTP operation is decided with, in both views.
+// TestDecideEveryOperation checks the class, method, paths and detail each
+// SFTP operation is decided with, in both views, and that each then really
+// happened on the target.
 func TestDecideEveryOperation(t *testing.T) {
 	for _, view := range []struct {
 		name  string
@@ -118,7 +119,7 @@ func TestDecideEveryOperation(t *testing.T) {
 					}
 				}
 			})
-			for _, f := range []string{"/d/f", "/d/g", "/d/h", "/d/gone"} {
+			for _, f := range []string{"/d/f", "/d/g", "/d/h", "/d/m", "/d/gone", "/d/exists"} {
 				h.writeFile("web", f, "hello")
 			}
 			h.seed("web", func(c *sftp.Client) {
@@ -127,33 +128,43 @@ func TestDecideEveryOperation(t *testing.T) {
 				}
 			})
 			c, p := h.client, func(s string) string { return view.pre + s }
+			// realpath is decided with the path as the agent sent it in
+			// the fixed view (the target resolves it), mapped and clean
+			// in the virtual root.
+			realpathShown := "/d"
+			if view.fixed != "" {
+				realpathShown = "/d/../d"
+			}
 			tests := []struct {
 				name string
 				run  func() error
 				want Op
 			}{
-				{"list", func() error { _, err := c.ReadDir(p("/d")); return err }, Op{"web", policy.Read, "List", []string{"/d"}}},
-				{"stat", func() error { _, err := c.Stat(p("/d/f")); return err }, Op{"web", policy.Read, "Stat", []string{"/d/f"}}},
-				{"lstat", func() error { _, err := c.Lstat(p("/d/link")); return err }, Op{"web", policy.Read, "Lstat", []string{"/d/link"}}},
-				{"readlink", func() error { _, err := c.ReadLink(p("/d/link")); return err }, Op{"web", policy.Read, "Readlink", []string{"/d/link"}}},
-				{"realpath", func() error { _, err := c.RealPath(p("/d/../d")); return err }, Op{"web", policy.Read, "Realpath", []string{"/d"}}},
-				{"statvfs", func() error { _, err := c.StatVFS(p("/")); return err }, Op{"web", policy.Read, "StatVFS", []string{"/"}}},
-				{"get", func() error { f, err := c.Open(p("/d/f")); f.Close(); return err }, Op{"web", policy.Read, "Get", []string{"/d/f"}}},
+				{"list", func() error { _, err := c.ReadDir(p("/d")); return err }, Op{"web", policy.Read, "list", []string{"/d"}, ""}},
+				{"stat", func() error { _, err := c.Stat(p("/d/f")); return err }, Op{"web", policy.Read, "stat", []string{"/d/f"}, ""}},
+				{"lstat", func() error { _, err := c.Lstat(p("/d/link")); return err }, Op{"web", policy.Read, "lstat", []string{"/d/link"}, ""}},
+				{"readlink", func() error { _, err := c.ReadLink(p("/d/link")); return err }, Op{"web", policy.Read, "readlink", []string{"/d/link"}, ""}},
+				{"realpath", func() error { _, err := c.RealPath(p("/d/../d")); return err }, Op{"web", policy.Read, "realpath", []string{realpathShown}, ""}},
+				{"statvfs", func() error { _, err := c.StatVFS(p("/")); return err }, Op{"web", policy.Read, "statvfs", []string{"/"}, ""}},
+				{"get", func() error { f, err := c.Open(p("/d/f")); f.Close(); return err }, Op{"web", policy.Read, "get", []string{"/d/f"}, ""}},
 				{"put", func() error {
 					f, err := c.OpenFile(p("/d/new"), os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
 					f.Close()
 					return err
-				}, Op{"web", policy.Write, "Put", []string{"/d/new"}}},
-				{"append", func() error { f, err := c.OpenFile(p("/d/f"), os.O_WRONLY|os.O_APPEND); f.Close(); return err }, Op{"web", policy.Write, "Put", []string{"/d/f"}}},
-				{"open read-write", func() error { f, err := c.OpenFile(p("/d/f"), os.O_RDWR); f.Close(); return err }, Op{"web", policy.Write, "Open", []string{"/d/f"}}},
-				{"setstat", func() error { return c.Chmod(p("/d/f"), 0o600) }, Op{"web", policy.Write, "Setstat", []string{"/d/f"}}},
-				{"mkdir", func() error { return c.Mkdir(p("/d/sub")) }, Op{"web", policy.Write, "Mkdir", []string{"/d/sub"}}},
-				{"rename", func() error { return c.Rename(p("/d/g"), p("/d/g2")) }, Op{"web", policy.Write, "Rename", []string{"/d/g", "/d/g2"}}},
-				{"posix-rename", func() error { return c.PosixRename(p("/d/h"), p("/d/h2")) }, Op{"web", policy.Write, "PosixRename", []string{"/d/h", "/d/h2"}}},
-				{"symlink", func() error { return c.Symlink("f", p("/d/sl")) }, Op{"web", policy.Write, "Symlink", []string{"f", "/d/sl"}}},
-				{"hardlink", func() error { return c.Link(p("/d/f"), p("/d/hl")) }, Op{"web", policy.Write, "Link", []string{"/d/f", "/d/hl"}}},
-				{"remove", func() error { return c.Remove(p("/d/gone")) }, Op{"web", policy.Destructive, "Remove", []string{"/d/gone"}}},
-				{"rmdir", func() error { return c.RemoveDirectory(p("/d/empty")) }, Op{"web", policy.Destructive, "Rmdir", []string{"/d/empty"}}},
+				}, Op{"web", policy.Write, "put", []string{"/d/new"}, "write,create,truncate"}},
+				{"append", func() error { f, err := c.OpenFile(p("/d/f"), os.O_WRONLY|os.O_APPEND); f.Close(); return err }, Op{"web", policy.Write, "put", []string{"/d/f"}, "write,append"}},
+				{"open read-write", func() error { f, err := c.OpenFile(p("/d/f"), os.O_RDWR); f.Close(); return err }, Op{"web", policy.Write, "open", []string{"/d/f"}, "read,write"}},
+				{"setstat", func() error { return c.Chmod(p("/d/m"), 0o600) }, Op{"web", policy.Write, "setstat", []string{"/d/m"}, "mode 0600"}},
+				{"truncate", func() error { return c.Truncate(p("/d/m"), 2) }, Op{"web", policy.Destructive, "setstat", []string{"/d/m"}, "size 2"}},
+				{"mkdir", func() error { return c.Mkdir(p("/d/sub")) }, Op{"web", policy.Write, "mkdir", []string{"/d/sub"}, ""}},
+				{"rename", func() error { return c.Rename(p("/d/g"), p("/d/g2")) }, Op{"web", policy.Write, "rename", []string{"/d/g", "/d/g2"}, ""}},
+				{"posix-rename", func() error { return c.PosixRename(p("/d/h"), p("/d/h2")) }, Op{"web", policy.Write, "posix-rename", []string{"/d/h", "/d/h2"}, ""}},
+				{"posix-rename over a file", func() error { return c.PosixRename(p("/d/h2"), p("/d/exists")) },
+					Op{"web", policy.Write, "posix-rename", []string{"/d/h2", "/d/exists"}, "replaces a file of 5 bytes"}},
+				{"symlink", func() error { return c.Symlink("f", p("/d/sl")) }, Op{"web", policy.Write, "symlink", []string{"f", "/d/sl"}, ""}},
+				{"hardlink", func() error { return c.Link(p("/d/f"), p("/d/hl")) }, Op{"web", policy.Write, "hardlink", []string{"/d/f", "/d/hl"}, ""}},
+				{"remove", func() error { return c.Remove(p("/d/gone")) }, Op{"web", policy.Destructive, "remove", []string{"/d/gone"}, ""}},
+				{"rmdir", func() error { return c.RemoveDirectory(p("/d/empty")) }, Op{"web", policy.Destructive, "rmdir", []string{"/d/empty"}, ""}},
 			}
 			for _, tt := range tests {
 				t.Run(tt.name, func(t *testing.T) {
@@ -169,12 +180,12 @@ func TestDecideEveryOperation(t *testing.T) {
 			}
 			// Each operation really happened on the target.
 			h.seed("web", func(c *sftp.Client) {
-				for _, f := range []string{"/d/new", "/d/sub", "/d/g2", "/d/h2", "/d/hl"} {
+				for _, f := range []string{"/d/new", "/d/sub", "/d/g2", "/d/exists", "/d/hl"} {
 					if _, err := c.Stat(f); err != nil {
 						t.Errorf("stat %s on the target: %v", f, err)
 					}
 				}
-				for _, f := range []string{"/d/gone", "/d/empty", "/d/g", "/d/h"} {
+				for _, f := range []string{"/d/gone", "/d/empty", "/d/g", "/d/h", "/d/h2"} {
 					if _, err := c.Lstat(f); !errors.Is(err, fs.ErrNotExist) {
 						t.Errorf("lstat %s on the target: got %v; want not exist", f, err)
 					}
@@ -182,7 +193,24 @@ func TestDecideEveryOperation(t *testing.T) {
 				if got, err := c.ReadLink("/d/sl"); err != nil || got != "f" {
 					t.Errorf("readlink /d/sl on the target: got %q, %v; want %q", got, err, "f")
 				}
+				// (pkg/sftp's in-memory target ignores modes; openssh_test.go
+				// checks them on a real one.)
+				if fi, err := c.Stat("/d/m"); err != nil || fi.Size() != 2 {
+					t.Errorf("/d/m on the target: got %v, %v; want 2 bytes", fi, err)
+				}
 			})
+			// Every allowed operation's outcome was recorded, as the
+			// target answered it (all of them once Serve has returned).
+			h.client.Close()
+			if err := <-h.done; err != nil {
+				t.Errorf("Serve: %v", err)
+			}
+			h.done <- nil // for the cleanup
+			for _, oo := range h.takeOutcomes() {
+				if !oo.o.Answered || oo.o.Status != fxOK {
+					t.Errorf("%+v: outcome %+v; want answered OK", oo.op, oo.o)
+				}
+			}
 		})
 	}
 }
@@ -257,9 +285,9 @@ func TestDotDotStaysInside(t *testing.T) {
 		wantCode uint32
 		wantOp   *Op
 	}{
-		{"/web/../db/x", fxOK, &Op{"db", policy.Read, "Stat", []string{"/x"}}},
-		{"/web/../../../db/x", fxOK, &Op{"db", policy.Read, "Stat", []string{"/x"}}},
-		{"web/../db/x", fxOK, &Op{"db", policy.Read, "Stat", []string{"/x"}}},
+		{"/web/../db/x", fxOK, &Op{"db", policy.Read, "stat", []string{"/x"}, ""}},
+		{"/web/../../../db/x", fxOK, &Op{"db", policy.Read, "stat", []string{"/x"}, ""}},
+		{"web/../db/x", fxOK, &Op{"db", policy.Read, "stat", []string{"/x"}, ""}},
 		{"/web/../etc/passwd", fxNoSuchFile, nil},
 		{"/web/..", fxOK, nil},
 	}
@@ -286,14 +314,18 @@ func TestDotDotStaysInside(t *testing.T) {
 	}
 }
 
-func TestFixedViewDotDotStopsAtRoot(t *testing.T) {
+// TestFixedViewRelativePaths: the fixed view forwards a relative path as
+// the agent sent it (the target resolves it, ".." stopping at "/"), and
+// decides it joined to the start directory.
+func TestFixedViewRelativePaths(t *testing.T) {
 	h := startHarness(t, harnessOpts{fixed: "web", home: "/home/u"})
 	h.seed("web", func(c *sftp.Client) { c.Mkdir("/x") })
+	h.takeOps()
 	if _, err := h.client.Stat("../../../../x"); err != nil {
 		t.Fatal(err)
 	}
 	ops := h.takeOps()
-	if want := (Op{"web", policy.Read, "Stat", []string{"/x"}}); len(ops) != 1 || !reflect.DeepEqual(ops[0], want) {
+	if want := (Op{"web", policy.Read, "stat", []string{"/home/u/../../../../x"}, ""}); len(ops) != 1 || !reflect.DeepEqual(ops[0], want) {
 		t.Errorf("got decisions %+v; want %+v", ops, want)
 	}
 }
@@ -432,10 +464,10 @@ func TestCleanEndClosesUpstreams(t *testing.T) {
 // approval stops waiting when the agent goes away, and Serve returns.
 func TestWaitingDecisionEndsWithAgent(t *testing.T) {
 	waiting := make(chan struct{})
-	h := startHarness(t, harnessOpts{aliases: []string{"web"}, raw: true, decide: func(ctx context.Context, op Op) error {
+	h := startHarness(t, harnessOpts{aliases: []string{"web"}, raw: true, decide: func(ctx context.Context, op Op) (Finish, error) {
 		close(waiting)
 		<-ctx.Done()
-		return ctx.Err()
+		return nil, ctx.Err()
 	}})
 	r := newRawConn(t, h.conn)
 	r.send(fxpMkdir, uint32(1), "/web/x", uint32(0))
@@ -461,10 +493,10 @@ func TestServeStopsWithContext(t *testing.T) {
 	go func() {
 		done <- Serve(ctx, b, Config{
 			Aliases: []string{"web"},
-			Decide: func(ctx context.Context, op Op) error {
+			Decide: func(ctx context.Context, op Op) (Finish, error) {
 				close(waiting)
 				<-ctx.Done()
-				return ctx.Err()
+				return nil, ctx.Err()
 			},
 			Dial: func(ctx context.Context, alias string) (*Upstream, error) { return nil, errors.New("unused") },
 		})
@@ -492,7 +524,7 @@ func TestDialFailure(t *testing.T) {
 	go func() {
 		done <- Serve(context.Background(), b, Config{
 			Aliases: []string{"web"},
-			Decide:  func(context.Context, Op) error { return nil },
+			Decide:  allowAll,
 			Dial: func(ctx context.Context, alias string) (*Upstream, error) {
 				dials++
 				return nil, errors.New("dial tcp 10.1.2.3:22: secret host detail")
@@ -519,7 +551,7 @@ func TestFixedDialFailureIsReturned(t *testing.T) {
 	defer b.Close()
 	err := Serve(context.Background(), b, Config{
 		Fixed:  "web",
-		Decide: func(context.Context, Op) error { return nil },
+		Decide: allowAll,
 		Dial:   func(context.Context, string) (*Upstream, error) { return nil, errors.New("boom") },
 	})
 	if err == nil || !strings.HasPrefix(err.Error(), "sftpgate: ") {

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/pkg/sftp"
+	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
 )
 
@@ -63,6 +64,36 @@ func (m *memTarget) session(t testing.TB) (*sftp.Client, func() error) {
 	return c, closeFn
 }
 
+// serve starts a request server on one end of a loopback pair and returns
+// the other end, the raw stream a Dialer hands to the gate; close ends it
+// and waits for the server.
+func (m *memTarget) serve(t testing.TB) (net.Conn, func() error) {
+	a, closeFn, _ := m.serveBoth(t)
+	return a, closeFn
+}
+
+// serveBoth is serve that also returns the server's end, which a test
+// closes to end the session from the target's side.
+func (m *memTarget) serveBoth(t testing.TB) (net.Conn, func() error, net.Conn) {
+	a, b := tcpPair(t)
+	var opts []sftp.RequestServerOption
+	if m.start != "" {
+		opts = append(opts, sftp.WithStartDirectory(m.start))
+	}
+	rs := sftp.NewRequestServer(b, m.handlers, opts...)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		rs.Serve()
+		rs.Close()
+	}()
+	return a, func() error {
+		err := a.Close()
+		<-done
+		return err
+	}, b
+}
+
 // serveSession serves handlers with a RequestServer (starting in start, "/"
 // if empty) over a loopback pair and returns a client to it; close ends the
 // session and waits for its server.
@@ -95,18 +126,26 @@ func serveSession(t testing.TB, handlers sftp.Handlers, start string) (*sftp.Cli
 // harness runs Serve over loopback with in-memory targets and records what
 // the gate asks the Decider and dials.
 type harness struct {
-	t       *testing.T
+	t       testing.TB
 	targets map[string]*memTarget
 	client  *sftp.Client // the agent's client
 	conn    net.Conn     // the agent's end, for raw packets
 	done    chan error   // Serve's result
 
-	// mu protects ops, dials, closes and deny.
-	mu     sync.Mutex
-	ops    []Op
-	dials  map[string]int
-	closes map[string]int
-	deny   func(Op) error
+	// mu protects ops, outcomes, dials, closes, upstreams and deny.
+	mu        sync.Mutex
+	ops       []Op
+	outcomes  []opOutcome
+	upstreams map[string]net.Conn // each alias's latest session, the target's end
+	dials     map[string]int
+	closes    map[string]int
+	deny      func(Op) error
+}
+
+// opOutcome is an allowed operation and how it ended.
+type opOutcome struct {
+	op Op
+	o  Outcome
 }
 
 type harnessOpts struct {
@@ -115,11 +154,14 @@ type harnessOpts struct {
 	home    string // the fixed target's start directory
 	raw     bool   // no pkg/sftp client: the test speaks raw packets
 	decide  Decider
+	dial    Dialer // instead of in-memory targets
+	stderr  io.Writer
 }
 
-func startHarness(t *testing.T, o harnessOpts) *harness {
+func startHarness(t testing.TB, o harnessOpts) *harness {
 	t.Helper()
-	h := &harness{t: t, targets: map[string]*memTarget{}, dials: map[string]int{}, closes: map[string]int{}, done: make(chan error, 1)}
+	h := &harness{t: t, targets: map[string]*memTarget{}, dials: map[string]int{}, closes: map[string]int{},
+		upstreams: map[string]net.Conn{}, done: make(chan error, 1)}
 	names := o.aliases
 	if o.fixed != "" {
 		names = append([]string{o.fixed}, names...)
@@ -137,20 +179,27 @@ func startHarness(t *testing.T, o harnessOpts) *harness {
 	}
 	decide := o.decide
 	if decide == nil {
-		decide = func(ctx context.Context, op Op) error {
+		decide = func(ctx context.Context, op Op) (Finish, error) {
 			h.mu.Lock()
 			defer h.mu.Unlock()
 			h.ops = append(h.ops, op)
 			if h.deny != nil {
-				return h.deny(op)
+				if err := h.deny(op); err != nil {
+					return nil, err
+				}
 			}
-			return nil
+			return func(o Outcome) {
+				h.mu.Lock()
+				defer h.mu.Unlock()
+				h.outcomes = append(h.outcomes, opOutcome{op, o})
+			}, nil
 		}
 	}
 	cfg := Config{
 		Aliases: o.aliases,
 		Fixed:   o.fixed,
 		Decide:  decide,
+		Logger:  zerolog.Nop(),
 		Dial: func(ctx context.Context, alias string) (*Upstream, error) {
 			m := h.targets[alias]
 			if m == nil {
@@ -159,8 +208,11 @@ func startHarness(t *testing.T, o harnessOpts) *harness {
 			h.mu.Lock()
 			h.dials[alias]++
 			h.mu.Unlock()
-			c, closeFn := m.session(t)
-			return &Upstream{Client: c, Close: func() error {
+			conn, closeFn, server := m.serveBoth(t)
+			h.mu.Lock()
+			h.upstreams[alias] = server
+			h.mu.Unlock()
+			return &Upstream{Conn: conn, Close: func() error {
 				h.mu.Lock()
 				h.closes[alias]++
 				h.mu.Unlock()
@@ -168,6 +220,10 @@ func startHarness(t *testing.T, o harnessOpts) *harness {
 			}}, nil
 		},
 	}
+	if o.dial != nil {
+		cfg.Dial = o.dial
+	}
+	cfg.Stderr = o.stderr
 	a, b := tcpPair(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { h.done <- Serve(ctx, b, cfg) }()
@@ -212,6 +268,15 @@ func (h *harness) writeFile(alias, p, content string) {
 	})
 }
 
+// takeOutcomes returns the outcomes recorded so far and forgets them.
+func (h *harness) takeOutcomes() []opOutcome {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	o := h.outcomes
+	h.outcomes = nil
+	return o
+}
+
 func (h *harness) takeOps() []Op {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -234,29 +299,6 @@ type rawConn struct {
 	id   uint32
 }
 
-const (
-	fxpInit     = 1
-	fxpVersion  = 2
-	fxpOpen     = 3
-	fxpRemove   = 13
-	fxpMkdir    = 14
-	fxpRmdir    = 15
-	fxpRealpath = 16
-	fxpStat     = 17
-	fxpRename   = 18
-	fxpReadlink = 19
-	fxpSymlink  = 20
-	fxpStatus   = 101
-	fxpHandle   = 102
-	fxpName     = 104
-	fxpAttrs    = 105
-
-	fxOK               = 0
-	fxNoSuchFile       = 2
-	fxPermissionDenied = 3
-	fxFailure          = 4
-)
-
 func newRawConn(t testing.TB, conn io.ReadWriter) *rawConn {
 	r := &rawConn{t: t, conn: conn}
 	r.send(fxpInit, uint32(3))
@@ -268,20 +310,7 @@ func newRawConn(t testing.TB, conn io.ReadWriter) *rawConn {
 
 func (r *rawConn) send(typ byte, fields ...any) {
 	r.t.Helper()
-	b := []byte{0, 0, 0, 0, typ}
-	for _, f := range fields {
-		switch v := f.(type) {
-		case uint32:
-			b = binary.BigEndian.AppendUint32(b, v)
-		case string:
-			b = binary.BigEndian.AppendUint32(b, uint32(len(v)))
-			b = append(b, v...)
-		default:
-			r.t.Fatalf("bad field %T", f)
-		}
-	}
-	binary.BigEndian.PutUint32(b, uint32(len(b)-4))
-	if _, err := r.conn.Write(b); err != nil {
+	if _, err := r.conn.Write(fuzzPacket(typ, fields...)); err != nil {
 		r.t.Fatal(err)
 	}
 }

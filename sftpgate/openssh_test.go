@@ -49,16 +49,12 @@ func sshdDialer(t testing.TB, srv *testsshd.Server, startDir string) Dialer {
 			conn.Close()
 			return nil, err
 		}
-		c, err := sftp.NewClientPipe(stdout, stdin, sftp.UseConcurrentWrites(true))
-		if err != nil {
-			conn.Close()
-			return nil, err
-		}
-		return &Upstream{Client: c, Close: func() error {
-			err := c.Close()
+		return &Upstream{Conn: struct {
+			io.Reader
+			io.Writer
+		}{stdout, stdin}, Close: func() error {
 			sess.Close()
-			conn.Close()
-			return err
+			return conn.Close()
 		}}, nil
 	}
 }
@@ -85,7 +81,7 @@ func sshdGate(t *testing.T, cfg Config) *sftp.Client {
 	return c
 }
 
-func allowAll(context.Context, Op) error { return nil }
+func allowAll(context.Context, Op) (Finish, error) { return nil, nil }
 
 func TestOpenSSHSymlinkOrder(t *testing.T) {
 	srv := testsshd.Start(t, testsshd.Options{})
@@ -197,8 +193,8 @@ func TestOpenSSHTransferAndAppend(t *testing.T) {
 		done <- Serve(context.Background(), rb, Config{Aliases: []string{"web"}, Decide: allowAll, Dial: sshdDialer(t, srv, "")})
 	}()
 	r := newRawConn(t, ra)
-	if code, msg := r.status(fxpRemove, "/web"+dir+"/sub"); code != fxFailure || !strings.Contains(msg, "is a directory") {
-		t.Errorf("remove of a directory: got %d %q; want failure, is a directory", code, msg)
+	if code, msg := r.status(fxpRemove, "/web"+dir+"/sub"); code != fxFailure || msg != "Failure" {
+		t.Errorf("remove of a directory: got %d %q; want OpenSSH's own answer, failure", code, msg)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "sub")); err != nil {
 		t.Errorf("sub is gone: %v", err)
@@ -228,14 +224,14 @@ func TestOpenSSHClient(t *testing.T) {
 
 	var mu sync.Mutex
 	var ops []Op
-	decide := func(ctx context.Context, op Op) error {
+	decide := func(ctx context.Context, op Op) (Finish, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		ops = append(ops, op)
 		if op.Class == policy.Destructive {
-			return errors.New("postern: destructive denied on web")
+			return nil, errors.New("postern: destructive denied on web")
 		}
-		return nil
+		return nil, nil
 	}
 	var stderr bytes.Buffer
 	addr := miniSSHServer(t, Config{Aliases: []string{"web"}, Decide: decide, Dial: sshdDialer(t, srv, "")}, &stderr)
@@ -284,7 +280,7 @@ func TestOpenSSHClient(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	want := Op{"web", policy.Write, "Symlink", []string{"keep.txt", dir + "/link"}}
+	want := Op{"web", policy.Write, "symlink", []string{"keep.txt", dir + "/link"}, ""}
 	found := false
 	for _, op := range ops {
 		if fmt.Sprint(op) == fmt.Sprint(want) {

@@ -11,7 +11,7 @@ import (
 // a hostile client from making the gate clean, log and relay megabytes.
 const MaxPathLen = 4096
 
-// location is where a path the agent sent leads.
+// location is where a path of the virtual root leads.
 type location struct {
 	// Alias is the connection the path lies on; "" is the virtual root "/"
 	// itself, which lies on no target.
@@ -20,17 +20,18 @@ type location struct {
 	Path string
 }
 
-// isAliasDir reports whether loc is the top of an alias in the virtual root
-// ("/ALIAS"): it is the target's "/", but to the agent it is an entry of the
-// read-only virtual root.
-func (loc location) isAliasDir(fixed string) bool {
-	return fixed == "" && loc.Alias != "" && loc.Path == "/"
+// isAliasDir reports whether loc is the top of an alias ("/ALIAS"): it is
+// the target's "/", but to the agent it is an entry of the read-only
+// virtual root.
+func (loc location) isAliasDir() bool {
+	return loc.Alias != "" && loc.Path == "/"
 }
 
 // checkPath refuses what no sane client sends and some targets would
 // misread: NUL (which ends a C string early, so the target would act on a
-// shorter path than the one decided), other control bytes (which forge lines
-// in logs and approval pages), and paths longer than MaxPathLen.
+// shorter path than the one decided; OpenSSH's sftp-server ends the session
+// on one), other control bytes (which forge lines in logs and approval
+// pages), and paths longer than MaxPathLen.
 func checkPath(p string) error {
 	if len(p) > MaxPathLen {
 		return fmt.Errorf("sftpgate: path longer than %d bytes", MaxPathLen)
@@ -43,31 +44,22 @@ func checkPath(p string) error {
 	return nil
 }
 
-// mapPath maps a path the agent sent to the location it means. base is the
-// directory a relative path resolves against (the start directory: "/" in
-// the virtual root, the target user's home in the fixed view) and must be
-// absolute and clean; fixed is Config.Fixed.
+// mapPath maps a path of the virtual root to the location it means. A
+// relative path starts at "/", the virtual root's start directory.
 //
 // The path is cleaned as a whole, in the agent's view, before it is split
 // into alias and target path, so ".." can never climb out of an alias:
 // "/web/../other/x" is "/other/x" on alias "other", and that is what the
-// Decider sees. In the fixed view ".." above "/" stays at "/", as it does on
-// the target itself.
+// Decider sees and the target is sent.
 //
 // mapPath is pure: same input, same output.
-func mapPath(fixed, base, p string) (location, error) {
+func mapPath(p string) (location, error) {
 	if err := checkPath(p); err != nil {
 		return location{}, err
 	}
-	if !path.IsAbs(p) {
-		p = base + "/" + p
-	}
-	p = path.Clean(p)
+	p = path.Clean("/" + p)
 	if len(p) > MaxPathLen {
 		return location{}, fmt.Errorf("sftpgate: path longer than %d bytes", MaxPathLen)
-	}
-	if fixed != "" {
-		return location{Alias: fixed, Path: p}, nil
 	}
 	if p == "/" {
 		return location{}, nil
@@ -78,10 +70,8 @@ func mapPath(fixed, base, p string) (location, error) {
 
 // virtualPath is the inverse of mapPath: the path in the agent's view of a
 // path on loc's target.
-func virtualPath(fixed string, loc location) string {
+func virtualPath(loc location) string {
 	switch {
-	case fixed != "":
-		return loc.Path
 	case loc.Alias == "":
 		return "/"
 	case loc.Path == "/" || loc.Path == "":
@@ -97,7 +87,7 @@ func virtualPath(fixed string, loc location) string {
 // it cannot reach another alias whatever its "..". An absolute target is
 // mapped like any path and must lie on the link's own alias: a link on one
 // target cannot point at another.
-func mapLinkTarget(fixed, alias, target string) (string, error) {
+func mapLinkTarget(alias, target string) (string, error) {
 	if err := checkPath(target); err != nil {
 		return "", err
 	}
@@ -107,7 +97,7 @@ func mapLinkTarget(fixed, alias, target string) (string, error) {
 	if !path.IsAbs(target) {
 		return target, nil
 	}
-	loc, err := mapPath(fixed, "/", target)
+	loc, err := mapPath(target)
 	if err != nil {
 		return "", err
 	}
@@ -118,11 +108,11 @@ func mapLinkTarget(fixed, alias, target string) (string, error) {
 }
 
 // agentLinkTarget is how a symbolic link's content on alias's target reads
-// in the agent's view: an absolute content is moved under "/ALIAS" in the
-// virtual root so that the agent can follow it; a relative one is as stored.
-func agentLinkTarget(fixed, alias, content string) string {
-	if fixed != "" || !path.IsAbs(content) {
+// in the virtual root: an absolute content is moved under "/ALIAS" so that
+// the agent can follow it; a relative one is as stored.
+func agentLinkTarget(alias, content string) string {
+	if !path.IsAbs(content) {
 		return content
 	}
-	return virtualPath(fixed, location{Alias: alias, Path: path.Clean(content)})
+	return virtualPath(location{Alias: alias, Path: path.Clean(content)})
 }

@@ -9,6 +9,7 @@ import (
 	"os/user"
 	"sync"
 
+	"github.com/pkg/sftp"
 	"github.com/rs/zerolog"
 	"golang.org/x/crypto/ssh"
 )
@@ -16,10 +17,10 @@ import (
 // Messages a client sees on stderr when the demo target refuses a request.
 const (
 	shellRefused     = "postern demo target: interactive shells are not supported; give a command to run\r\n"
-	subsystemRefused = "postern demo target: subsystems are not supported\r\n"
+	subsystemRefused = "postern demo target: only the sftp subsystem is served\r\n"
 )
 
-// session is one session channel: at most one command.
+// session is one session channel: at most one command or sftp session.
 type session struct {
 	t   *Target
 	ch  ssh.Channel
@@ -72,22 +73,24 @@ func (s *session) handle(req *ssh.Request) {
 			defer s.t.wg.Done()
 			s.run(p.Command)
 		}()
-	case "shell", "subsystem":
-		// The message goes first so that it reaches the client before the
-		// refusal, which makes OpenSSH's ssh give up on the channel.
-		msg := shellRefused
-		if req.Type == "subsystem" {
-			msg = subsystemRefused
-		}
-		if !s.start() {
-			s.reply(req, false)
+	case "subsystem":
+		var p struct{ Name string }
+		if err := ssh.Unmarshal(req.Payload, &p); err == nil && p.Name == "sftp" {
+			if !s.start() {
+				s.reply(req, false)
+				return
+			}
+			s.reply(req, true)
+			s.t.wg.Add(1)
+			go func() {
+				defer s.t.wg.Done()
+				s.serveSFTP()
+			}()
 			return
 		}
-		if _, err := io.WriteString(s.ch.Stderr(), msg); err != nil {
-			s.log.Debug().Err(err).Msg("write refusal")
-		}
-		s.reply(req, false)
-		s.ch.Close()
+		s.refuse(req, subsystemRefused)
+	case "shell":
+		s.refuse(req, shellRefused)
 	case "pty-req", "window-change":
 		// Accepted and ignored: commands run on pipes either way, which is
 		// enough for a demo and keeps the package free of pty code.
@@ -110,8 +113,43 @@ func (s *session) handle(req *ssh.Request) {
 	}
 }
 
+// refuse answers a shell or subsystem request no: the message goes first,
+// so that it reaches the client before the refusal, which makes OpenSSH's
+// ssh give up on the channel.
+func (s *session) refuse(req *ssh.Request, msg string) {
+	if !s.start() {
+		s.reply(req, false)
+		return
+	}
+	if _, err := io.WriteString(s.ch.Stderr(), msg); err != nil {
+		s.log.Debug().Err(err).Msg("write refusal")
+	}
+	s.reply(req, false)
+	s.ch.Close()
+}
+
+// serveSFTP serves the sftp subsystem with pkg/sftp's server on the real
+// file system, as the user running postern (who can reach the same files
+// with any command), starting in the scratch directory. A clean end
+// reports exit status 0, as OpenSSH's sftp-server does.
+func (s *session) serveSFTP() {
+	s.log.Debug().Msg("sftp")
+	srv, err := sftp.NewServer(s.ch, sftp.WithServerWorkingDirectory(s.t.dir))
+	if err != nil {
+		fmt.Fprintf(s.ch.Stderr(), "postern demo target: sftp: %v\r\n", err)
+		s.finish(exitInfo{status: 1})
+		return
+	}
+	var status uint32
+	if err := srv.Serve(); err != nil && !errors.Is(err, io.EOF) {
+		s.log.Debug().Err(err).Msg("sftp session")
+		status = 1
+	}
+	s.finish(exitInfo{status: status})
+}
+
 // start marks the session as used; only the first exec, shell or subsystem
-// request is served.
+// request is answered.
 func (s *session) start() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -4,7 +4,10 @@
 // server and must not be used as one: it listens on loopback only, accepts a
 // single public key, and runs each exec command with /bin/sh -c inside one
 // scratch directory (the working directory and HOME of every command), as
-// the user running postern. Interactive shells and subsystems are refused.
+// the user running postern. The sftp subsystem is served by pkg/sftp's
+// server on the real file system, starting in the scratch directory, with
+// the same reach as a command. Interactive shells and other subsystems are
+// refused.
 //
 // It speaks enough of the session protocol for the bastion's relay to be
 // shown honestly: stdin, stdout and stderr, EOF both ways, exit-status or

@@ -1,0 +1,439 @@
+package sftpgate
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/postern/postern/policy"
+)
+
+// The handlers of each request: classify, map, decide (or ride on a
+// handle's decision), forward. See docs/sftp.md for the classes.
+
+// open: class read when opened only for reading, write otherwise.
+func (s *session) open(r *request) error {
+	write := r.pflags&(fxfWrite|fxfAppend|fxfCreat|fxfTrunc|fxfExcl) != 0
+	t, err := s.resolve(r.path, write)
+	if err != nil {
+		return s.refusePath(r.id, err)
+	}
+	if t.root {
+		return s.reply(r.id, fxFailure, "sftpgate: / is a directory")
+	}
+	if s.tooManyHandles() {
+		return s.reply(r.id, fxFailure, fmt.Sprintf("sftpgate: %d handles open; close some", maxHandles))
+	}
+	op := Op{Alias: t.alias, Class: policy.Read, Method: "get", Paths: []string{t.shown}}
+	if write {
+		op.Class, op.Method = policy.Write, "put"
+		if r.pflags&fxfRead != 0 {
+			op.Method = "open"
+		}
+		op.Detail = openFlagsText(r.pflags)
+		if r.attrs.flags&attrPermissions != 0 {
+			op.Detail += fmt.Sprintf(", mode %04o", r.attrs.perm&0o7777)
+		}
+	}
+	h := &handle{alias: t.alias, path: t.path, shown: t.shown, write: write}
+	return s.decideAndForward(r, op, withPaths(r, t.path, r.path2), pending{kind: answerHandle, open: h})
+}
+
+// opendir: "/" is listed by the gate; anything else by its target.
+func (s *session) opendir(r *request) error {
+	t, err := s.resolve(r.path, false)
+	if err != nil {
+		return s.refusePath(r.id, err)
+	}
+	if s.tooManyHandles() {
+		return s.reply(r.id, fxFailure, fmt.Sprintf("sftpgate: %d handles open; close some", maxHandles))
+	}
+	if t.root {
+		name := s.addHandle(&handle{dir: true})
+		b := newPacket(fxpHandle, 8+len(name))
+		b = appendU32(b, r.id)
+		b = appendStr(b, name)
+		return s.agent.write(finish(b))
+	}
+	op := Op{Alias: t.alias, Class: policy.Read, Method: "list", Paths: []string{t.shown}}
+	h := &handle{alias: t.alias, path: t.path, shown: t.shown, dir: true}
+	return s.decideAndForward(r, op, withPaths(r, t.path, r.path2), pending{kind: answerHandle, open: h})
+}
+
+// handleOf returns the handle r names, answering the agent (and returning
+// nil) when it names none the session holds or one whose target session
+// ended.
+func (s *session) handleOf(r *request, name string) (*handle, error) {
+	h := s.lookup(name)
+	if h == nil {
+		return nil, s.reply(r.id, fxFailure, "sftpgate: invalid handle")
+	}
+	if h.up != nil && h.up.ended() != nil {
+		s.forget(name)
+		return nil, s.reply(r.id, fxConnectionLost, "sftpgate: the session to "+h.alias+" ended; open the file again")
+	}
+	return h, nil
+}
+
+// withHandle returns r's frame with its handle (and copy-data's second)
+// renamed to the target's.
+func withHandle(r *request, h, h2 *handle) []byte {
+	var edits []edit
+	if h.remote != r.handle {
+		edits = append(edits, edit{r.handleAt, strField(h.remote)})
+	}
+	if h2 != nil && h2.remote != r.handle2 {
+		edits = append(edits, edit{r.handle2At, strField(h2.remote)})
+	}
+	if len(edits) == 0 {
+		return r.frame
+	}
+	return splice(r.frame, edits...)
+}
+
+// closeHandle: the handle is forgotten at once (as OpenSSH's sftp-server
+// forgets it whatever close(2) says) and the close rides on its open.
+func (s *session) closeHandle(r *request) error {
+	h, err := s.handleOf(r, r.handle)
+	if h == nil {
+		return err
+	}
+	s.forget(r.handle)
+	if h.up == nil {
+		return s.reply(r.id, fxOK, "Success")
+	}
+	return s.send(h.up, r, withHandle(r, h, nil), pending{kind: answerAsIs}, nil)
+}
+
+// onHandle forwards read, write, fstat, readdir, fsync and fstatvfs: they
+// ride on the decision of the handle's open.
+func (s *session) onHandle(r *request) error {
+	h, err := s.handleOf(r, r.handle)
+	if h == nil {
+		return err
+	}
+	if h.up == nil {
+		switch {
+		case r.typ == fxpReaddir:
+			return s.agent.write(s.rootReaddir(r.id, h))
+		case r.ext == extFstatVFS:
+			return s.reply(r.id, fxOpUnsupported, "sftpgate: the virtual root has no file system; try /ALIAS")
+		}
+		return s.reply(r.id, fxFailure, "sftpgate: / is a directory")
+	}
+	if r.typ == fxpExtended && !h.up.supports(r.ext) {
+		return s.reply(r.id, fxOpUnsupported, fmt.Sprintf("sftpgate: %s's sftp server does not support %s", h.alias, r.ext))
+	}
+	if r.typ == fxpWrite {
+		h.end = max(h.end, r.offset+uint64(r.length))
+	}
+	return s.send(h.up, r, withHandle(r, h, nil), pending{kind: answerAsIs}, nil)
+}
+
+// fsetstat: a size is a truncation, decided as destructive, except the one
+// that ends the file where this handle's writes end: an upload in place
+// (OpenSSH's scp writes over the file, then truncates it there), which
+// leaves what an open with the truncate flag, a write, leaves. Modes and
+// times on a handle opened for writing ride on its open too; anything else
+// is decided as a write.
+func (s *session) fsetstat(r *request) error {
+	h, err := s.handleOf(r, r.handle)
+	if h == nil {
+		return err
+	}
+	if h.up == nil {
+		return s.refuse(r.id, errReadOnlyRoot)
+	}
+	frame := withHandle(r, h, nil)
+	rest := r.attrs
+	rest.flags &^= attrSize
+	endsWrite := r.attrs.flags&attrSize == 0 || r.attrs.size == h.end
+	if h.write && endsWrite && rest.ridesOnWrite() {
+		return s.send(h.up, r, frame, pending{kind: answerAsIs}, nil)
+	}
+	op := Op{Alias: h.alias, Class: policy.Write, Method: "fsetstat", Paths: []string{h.shown}, Detail: r.attrs.describe()}
+	if r.attrs.flags&attrSize != 0 {
+		op.Class = policy.Destructive
+	}
+	return s.decideAndForward(r, op, frame, pending{kind: answerAsIs})
+}
+
+// stat and lstat: "/" and "/ALIAS" are answered by the gate.
+func (s *session) stat(r *request) error {
+	t, err := s.resolve(r.path, false)
+	if err != nil {
+		return s.refusePath(r.id, err)
+	}
+	if t.root || t.top {
+		return s.agent.write(s.rootAttrs(r.id, t))
+	}
+	op := Op{Alias: t.alias, Class: policy.Read, Method: packetName(r.typ), Paths: []string{t.shown}}
+	return s.decideAndForward(r, op, withPaths(r, t.path, r.path2), pending{kind: answerAsIs})
+}
+
+// setstat and lsetstat: a size is a truncation, decided as destructive;
+// modes and times on a file this session opened for writing ride on that
+// open (`scp -p` sets them after the data); anything else is a write.
+func (s *session) setstat(r *request, method string) error {
+	t, err := s.resolve(r.path, true)
+	if err != nil {
+		return s.refusePath(r.id, err)
+	}
+	frame := withPaths(r, t.path, r.path2)
+	if r.attrs.ridesOnWrite() && s.wroteTo(t.alias, t.path) {
+		return s.forward(r, t.alias, frame, pending{kind: answerAsIs}, nil)
+	}
+	op := Op{Alias: t.alias, Class: policy.Write, Method: method, Paths: []string{t.shown}, Detail: r.attrs.describe()}
+	if r.attrs.flags&attrSize != 0 {
+		op.Class = policy.Destructive
+	}
+	return s.decideAndForward(r, op, frame, pending{kind: answerAsIs})
+}
+
+// change decides and forwards mkdir, rmdir and remove.
+func (s *session) change(r *request, class policy.Class, method, detail string) error {
+	t, err := s.resolve(r.path, true)
+	if err != nil {
+		return s.refusePath(r.id, err)
+	}
+	op := Op{Alias: t.alias, Class: class, Method: method, Paths: []string{t.shown}, Detail: detail}
+	p := pending{kind: answerAsIs}
+	if method == "mkdir" {
+		// A directory this session made takes its mode and times
+		// afterwards as part of the mkdir (`scp -r -p`, `put -r -p`).
+		p.made = writtenKey(t.alias, t.path)
+	}
+	return s.decideAndForward(r, op, withPaths(r, t.path, r.path2), p)
+}
+
+// realpath canonicalises p on its target and answers in the agent's view;
+// "/" and "/ALIAS" are answered by the gate.
+func (s *session) realpath(r *request, p string) error {
+	t, err := s.resolve(p, false)
+	if err != nil {
+		return s.refusePath(r.id, err)
+	}
+	if t.root || t.top {
+		return s.agent.write(nameAnswer(r.id, virtualPath(location{Alias: t.alias, Path: t.path})))
+	}
+	method := "realpath"
+	if r.typ == fxpExtended {
+		method = r.ext[:strings.IndexByte(r.ext, '@')]
+	}
+	op := Op{Alias: t.alias, Class: policy.Read, Method: method, Paths: []string{t.shown}}
+	return s.decideAndForward(r, op, withPaths(r, t.path, r.path2), pending{kind: answerRealpath})
+}
+
+// expandPath is realpath with "~" expanded. In the virtual root "~" is the
+// root itself, the session's start directory; other users' homes are not
+// in it.
+func (s *session) expandPath(r *request) error {
+	if s.fixed != "" {
+		return s.realpath(r, r.path)
+	}
+	p := r.path
+	switch {
+	case p == "~":
+		p = "/"
+	case strings.HasPrefix(p, "~/"):
+		p = "/" + p[2:]
+	case strings.HasPrefix(p, "~"):
+		return s.reply(r.id, fxNoSuchFile, "sftpgate: the virtual root holds no user's home directory; try /ALIAS")
+	}
+	return s.realpath(r, p)
+}
+
+// readlink answers an absolute link content in the agent's view.
+func (s *session) readlink(r *request) error {
+	t, err := s.resolve(r.path, false)
+	if err != nil {
+		return s.refusePath(r.id, err)
+	}
+	if t.root || t.top {
+		return s.reply(r.id, fxFailure, "sftpgate: "+virtualPath(location{Alias: t.alias, Path: t.path})+" is not a symbolic link")
+	}
+	op := Op{Alias: t.alias, Class: policy.Read, Method: "readlink", Paths: []string{t.shown}}
+	return s.decideAndForward(r, op, withPaths(r, t.path, r.path2), pending{kind: answerReadlink})
+}
+
+// statvfs: the virtual root has no file system.
+func (s *session) statvfs(r *request) error {
+	t, err := s.resolve(r.path, false)
+	if err != nil {
+		return s.refusePath(r.id, err)
+	}
+	if t.root {
+		return s.reply(r.id, fxOpUnsupported, "sftpgate: the virtual root has no file system; try /ALIAS")
+	}
+	op := Op{Alias: t.alias, Class: policy.Read, Method: "statvfs", Paths: []string{t.shown}}
+	return s.decideAndForward(r, op, withPaths(r, t.path, r.path2), pending{kind: answerAsIs})
+}
+
+// rename, posix-rename and hardlink: both paths on one target. The approver
+// is told whether the destination exists (and so whether a posix-rename
+// replaces it).
+func (s *session) rename(r *request, method string) error {
+	src, err := s.resolve(r.path, true)
+	if err != nil {
+		return s.refusePath(r.id, err)
+	}
+	dst, err := s.resolve(r.path2, true)
+	if err != nil {
+		return s.refusePath(r.id, err)
+	}
+	if src.alias != dst.alias {
+		return s.reply(r.id, fxFailure, fmt.Sprintf("sftpgate: cannot %s across aliases (%s to %s); copy instead", method, src.alias, dst.alias))
+	}
+	op := Op{Alias: src.alias, Class: policy.Write, Method: method, Paths: []string{src.shown, dst.shown}}
+	if method != "hardlink" { // which never replaces anything
+		op.Detail = s.destination(dst, method == "posix-rename")
+	}
+	return s.decideAndForward(r, op, withPaths(r, src.path, dst.path), pending{kind: answerAsIs})
+}
+
+// destination says what lies at a rename's destination, by an lstat of the
+// gate's own: not decided or audited, since it only informs the decision
+// and its answer goes to the Decider, never to the agent. "" when nothing
+// lies there or the target cannot say.
+func (s *session) destination(dst target, replaces bool) string {
+	up := s.openUpstream(dst.alias)
+	if up == nil {
+		// Not dialed yet: dialing before a decision would log in to a
+		// target for a request that may be refused.
+		return ""
+	}
+	b := newPacket(fxpLstat, 8+len(dst.path))
+	b = appendU32(b, 0)
+	b = appendStr(b, dst.path)
+	ans, err := up.call(s.ctx, finish(b), s.cfg.TargetTimeout)
+	if err != nil || ans[4] != fxpAttrs {
+		return ""
+	}
+	d := &decoder{b: ans, off: 9}
+	a := d.attrs()
+	if d.err != nil {
+		return ""
+	}
+	what := "a file"
+	switch a.perm & 0o170000 {
+	case 0o040000:
+		what = "a directory"
+	case 0o120000:
+		what = "a symbolic link"
+	}
+	if a.flags&attrSize != 0 && a.perm&0o170000 == 0o100000 {
+		what = fmt.Sprintf("a file of %d bytes", a.size)
+	}
+	if replaces {
+		return "replaces " + what
+	}
+	return "destination exists: " + what
+}
+
+// symlink: OpenSSH's order, the link's target first and the link second
+// (see docs/sftp.md for why every common client sends that order to
+// postern). In the virtual root an absolute target is mapped like any
+// path and must lie on the link's own alias.
+func (s *session) symlink(r *request) error {
+	link, err := s.resolve(r.path2, true)
+	if err != nil {
+		return s.refusePath(r.id, err)
+	}
+	content := r.path
+	if s.fixed == "" {
+		content, err = mapLinkTarget(link.alias, r.path)
+	} else {
+		err = checkPath(content)
+	}
+	if err != nil {
+		return s.refuse(r.id, err)
+	}
+	op := Op{Alias: link.alias, Class: policy.Write, Method: "symlink", Paths: []string{content, link.shown}}
+	return s.decideAndForward(r, op, withPaths(r, content, link.path), pending{kind: answerAsIs})
+}
+
+// limits: the fixed view asks the target (and caps its answer at what
+// postern accepts); the virtual root, which may reach any target, answers
+// the draft's guaranteed minimums.
+func (s *session) limits(r *request) error {
+	if s.fixed == "" {
+		b := newPacket(fxpExtendedReply, 36)
+		b = appendU32(b, r.id)
+		b = appendU64(b, 34000)      // max-packet-length
+		b = appendU64(b, 32768)      // max-read-length
+		b = appendU64(b, 32768)      // max-write-length
+		b = appendU64(b, maxHandles) // max-open-handles
+		return s.agent.write(finish(b))
+	}
+	op := Op{Alias: s.fixed, Class: policy.Read, Method: "limits"}
+	return s.decideAndForward(r, op, r.frame, pending{kind: answerLimits})
+}
+
+// copyData copies between two handles on one target. It rides on the
+// destination's open when that was decided as a write.
+func (s *session) copyData(r *request) error {
+	src, err := s.handleOf(r, r.handle)
+	if src == nil {
+		return err
+	}
+	dst, err := s.handleOf(r, r.handle2)
+	if dst == nil {
+		return err
+	}
+	if src.up == nil || dst.up == nil {
+		return s.reply(r.id, fxFailure, "sftpgate: / is a directory")
+	}
+	if src.up != dst.up {
+		return s.reply(r.id, fxFailure, fmt.Sprintf("sftpgate: cannot copy across aliases (%s to %s)", src.alias, dst.alias))
+	}
+	frame := withHandle(r, src, dst)
+	if dst.write {
+		if !dst.up.supports(extCopyData) {
+			return s.reply(r.id, fxOpUnsupported, fmt.Sprintf("sftpgate: %s's sftp server does not support %s", dst.alias, extCopyData))
+		}
+		return s.send(dst.up, r, frame, pending{kind: answerAsIs}, nil)
+	}
+	op := Op{Alias: dst.alias, Class: policy.Write, Method: "copy-data", Paths: []string{src.shown, dst.shown},
+		Detail: fmt.Sprintf("%d bytes from offset %d to offset %d", r.readLen, r.readOff, r.writeOff)}
+	return s.decideAndForward(r, op, frame, pending{kind: answerAsIs})
+}
+
+// homeDirectory: in the virtual root the agent's own home is the root.
+func (s *session) homeDirectory(r *request) error {
+	if s.fixed == "" {
+		if r.path == "" {
+			return s.agent.write(nameAnswer(r.id, "/"))
+		}
+		return s.reply(r.id, fxFailure, "sftpgate: the virtual root holds no user's home directory; try /ALIAS")
+	}
+	if err := checkPath(r.path); err != nil {
+		return s.refuse(r.id, err)
+	}
+	op := Op{Alias: s.fixed, Class: policy.Read, Method: "home-directory", Paths: []string{r.path}}
+	return s.decideAndForward(r, op, r.frame, pending{kind: answerAsIs})
+}
+
+// usersGroups names user and group ids. The virtual root spans targets
+// whose ids mean different users, so it names none (an empty name is the
+// protocol's "unknown": clients show the number).
+func (s *session) usersGroups(r *request) error {
+	if s.fixed != "" {
+		op := Op{Alias: s.fixed, Class: policy.Read, Method: "users-groups-by-id"}
+		return s.decideAndForward(r, op, r.frame, pending{kind: answerAsIs})
+	}
+	d := &decoder{b: r.frame, off: 9}
+	d.str() // the extension's name
+	uids, _ := d.str()
+	gids, _ := d.str()
+	empty := func(ids string) []byte {
+		var b []byte
+		for i := 0; i+4 <= len(ids); i += 4 {
+			b = appendStr(b, "")
+		}
+		return b
+	}
+	b := newPacket(fxpExtendedReply, 16+len(uids)+len(gids))
+	b = appendU32(b, r.id)
+	b = appendStr(b, string(empty(uids)))
+	b = appendStr(b, string(empty(gids)))
+	return s.agent.write(finish(b))
+}
