@@ -129,7 +129,7 @@ func (s *Server) session(ac *agentConn, nch ssh.NewChannel) {
 					s.refuseRateLimited(ac, ch, policy.SFTP, "sftp session", false, retry, s.cfg.Now())
 					return
 				}
-				s.serveSFTP(ac, ch, reqs)
+				s.serveSFTP(ac, ch, reqs, st.agentReason)
 				return
 			}
 			s.refuse(ac, "subsystem "+printable(name))

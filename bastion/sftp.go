@@ -17,7 +17,10 @@ import (
 // serveSFTP serves the sftp subsystem: the virtual root of the agent's
 // aliases, or one alias's own tree when the SSH user name is that alias.
 // A clean end sends exit-status 0, which scp and sftp expect.
-func (s *Server) serveSFTP(ac *agentConn, ch ssh.Channel, reqs <-chan *ssh.Request) {
+//
+// agentReason is the session's POSTERN_REASON, shown with each operation
+// the gate asks an admin about and kept in its audit row.
+func (s *Server) serveSFTP(ac *agentConn, ch ssh.Channel, reqs <-chan *ssh.Request, agentReason string) {
 	// The session's requests end when the agent closes the channel: the
 	// gate then stops, even while a request waits for an approval and the
 	// agent's packets are not being read.
@@ -46,7 +49,7 @@ func (s *Server) serveSFTP(ac *agentConn, ch ssh.Channel, reqs <-chan *ssh.Reque
 	}
 	sort.Strings(cfg.Aliases)
 	cfg.Decide = func(ctx context.Context, op sftpgate.Op) (sftpgate.Finish, error) {
-		return s.decideSFTP(ctx, ac, ch, op)
+		return s.decideSFTP(ctx, ac, ch, op, agentReason)
 	}
 	cfg.Dial = func(ctx context.Context, alias string) (*sftpgate.Upstream, error) { return s.dialSFTP(ctx, ac, alias) }
 	log := s.log.With().Str("conn_id", ac.id).Str("agent_id", ac.agentID).Str("view", cfg.Fixed).Logger()
@@ -72,7 +75,7 @@ func (s *Server) serveSFTP(ac *agentConn, ch ssh.Channel, reqs <-chan *ssh.Reque
 // an allow it returns the function that writes the audit row once the
 // target has answered, with the target's status code as the row's exit
 // status.
-func (s *Server) decideSFTP(ctx context.Context, ac *agentConn, ch ssh.Channel, op sftpgate.Op) (sftpgate.Finish, error) {
+func (s *Server) decideSFTP(ctx context.Context, ac *agentConn, ch ssh.Channel, op sftpgate.Op, agentReason string) (sftpgate.Finish, error) {
 	start := s.cfg.Now()
 	g, ok := grantFor(ac, op.Alias)
 	if !ok {
@@ -92,6 +95,8 @@ func (s *Server) decideSFTP(ctx context.Context, ac *agentConn, ch ssh.Channel, 
 			Class:                op.Class,
 			Kind:                 policy.SFTP,
 			Text:                 text,
+			AgentReason:          agentReason,
+			SourceAddr:           ac.source,
 		}
 		_, rec, err := s.authorize(ctx, pop, ch.Stderr(), text, nil)
 		return rec, err

@@ -15,25 +15,6 @@ import (
 	"time"
 )
 
-// debianPython is the interpreter with Debian's python3-paramiko and
-// python3-asyncssh; a python3 earlier on a developer's PATH may lack them.
-const debianPython = "/usr/bin/python3"
-
-// requirePythonClients skips without paramiko and asyncssh, or fails under
-// POSTERN_E2E=1 (CI installs them).
-func requirePythonClients(t *testing.T) {
-	t.Helper()
-	out, err := exec.Command(debianPython, "-W", "ignore", "-c", "import paramiko, asyncssh").CombinedOutput()
-	if err == nil {
-		return
-	}
-	msg := "needs " + debianPython + " with python3-paramiko and python3-asyncssh: " + strings.TrimSpace(string(out))
-	if os.Getenv("POSTERN_E2E") == "1" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
-}
-
 // clientCase is one line of testdata/sftpclients.py's output.
 type clientCase struct {
 	Case   string          `json:"case"`
@@ -78,7 +59,7 @@ func runClientScript(t *testing.T, client string, port int, user, key string) []
 // "." and ".."), directly against an OpenSSH target and through postern in
 // the alias's own view, with every class allowed. Any difference fails.
 func TestSFTPClientsTransparent(t *testing.T) {
-	requirePythonClients(t)
+	requirePython(t, "paramiko", "asyncssh")
 	h := newHarness(t, harnessOpts{rules: allowAll})
 	targetKey := filepath.Join(t.TempDir(), "target_ed25519")
 	if err := os.WriteFile(targetKey, h.target.UserKeyPEM, 0o600); err != nil {

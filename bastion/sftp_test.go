@@ -345,7 +345,7 @@ func TestSFTPApprovalText(t *testing.T) {
 	if len(list) != 1 || list[0].Operation != want {
 		t.Errorf("approvals: got %+v; want one for %q", list, want)
 	}
-	if _, err := h.eng.Approve(context.Background(), id, "alice"); err != nil {
+	if _, err := h.eng.Approve(context.Background(), id, policy.Decider{AdminID: "adm_alice", Name: "alice"}, policy.Scope{}); err != nil {
 		t.Fatal(err)
 	}
 	if got := <-done; got.code != 0 || !strings.Contains(got.stderr, "replaces a file of 12 bytes") {
@@ -374,7 +374,7 @@ func TestSCPAsksOnce(t *testing.T) {
 	done := make(chan sshResult, 1)
 	go func() { done <- h.scp("-p", filepath.Join(src, "f"), "web@127.0.0.1:"+dst+"/f") }()
 	id := h.waitPending()
-	if _, err := h.eng.Approve(context.Background(), id, "alice"); err != nil {
+	if _, err := h.eng.Approve(context.Background(), id, policy.Decider{AdminID: "adm_alice", Name: "alice"}, policy.Scope{}); err != nil {
 		t.Fatal(err)
 	}
 	// The bound is only there so that a second ask fails the test with a
