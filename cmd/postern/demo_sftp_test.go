@@ -93,7 +93,7 @@ func TestDemoSFTP(t *testing.T) {
 	if id == "" {
 		t.Fatalf("no pending approval for the upload\npostern stderr:\n%s", d.stderrText())
 	}
-	c.ok("", "approvals", "approve", id)
+	c.ok("", "approvals", "approve", id, "--as", "admin")
 	r := <-up
 	if r.code != 0 || !strings.Contains(r.out, id) {
 		t.Errorf("scp: exit %d, output %q; want 0 and the waiting line", r.code, r.out)
