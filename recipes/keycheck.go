@@ -13,8 +13,6 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
-
-	"github.com/postern/postern/store"
 )
 
 // Status is what a key check proved.
@@ -37,16 +35,17 @@ type Result struct {
 	Message string
 }
 
-// KeyStatus maps the result to the status to record, and false when
-// nothing should be recorded (an unknown result).
-func (r Result) KeyStatus() (store.KeyStatus, bool) {
-	switch r.Status {
-	case StatusOK:
-		return store.KeyOK, true
-	case StatusRejected:
-		return store.KeyRejected, true
-	}
-	return store.KeyUnknown, false
+// Proved reports whether the check proved something worth recording: the
+// key is accepted or refused. An unknown result leaves the stored status as
+// it was.
+func (r Result) Proved() bool { return r.Status == StatusOK || r.Status == StatusRejected }
+
+// Target is what a key check needs of a connection: where it is, as whom,
+// and which host keys it accepts (the pinned ones).
+type Target struct {
+	Addr     string // host:port
+	User     string
+	HostKeys ssh.HostKeyCallback
 }
 
 // DefaultCheckTimeout bounds a whole key check: dial, handshake,
@@ -69,17 +68,17 @@ type Checker struct {
 }
 
 // Check runs a key check with the zero Checker.
-func Check(ctx context.Context, conn *store.Connection, signer ssh.Signer, r *Recipe) Result {
-	return Checker{}.Check(ctx, conn, signer, r)
+func Check(ctx context.Context, t Target, signer ssh.Signer, r *Recipe) Result {
+	return Checker{}.Check(ctx, t, signer, r)
 }
 
-// Check connects to conn's target with signer, accepting only its pinned
-// host keys, and proves the key: with the recipe's harmless read, or for a
+// Check connects to t with signer, accepting only t's host keys, and
+// proves the key: with the recipe's harmless read, or for a
 // recipe whose key check is auth_only by authentication alone (git hosting
 // answers every session with a greeting and exit status 1, so running
 // anything proves no more). Without a recipe, `true` is run: every shell
 // has it and it changes nothing.
-func (k Checker) Check(ctx context.Context, conn *store.Connection, signer ssh.Signer, r *Recipe) Result {
+func (k Checker) Check(ctx context.Context, t Target, signer ssh.Signer, r *Recipe) Result {
 	timeout := k.Timeout
 	if timeout <= 0 {
 		timeout = DefaultCheckTimeout
@@ -87,15 +86,23 @@ func (k Checker) Check(ctx context.Context, conn *store.Connection, signer ssh.S
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
-	hostKeys, err := conn.HostKeyCallback()
-	if err != nil {
-		return Result{StatusUnknown, err.Error()}
+	// A host key the target presents that t does not accept proves nothing
+	// about the key, and the admin must look: the callback's own error is
+	// the message.
+	var hostKeyErr error
+	hostKeys := func(host string, remote net.Addr, key ssh.PublicKey) error {
+		if t.HostKeys == nil {
+			hostKeyErr = errors.New("no host key is pinned")
+			return hostKeyErr
+		}
+		hostKeyErr = t.HostKeys(host, remote, key)
+		return hostKeyErr
 	}
 	dial := k.Dial
 	if dial == nil {
 		dial = (&net.Dialer{}).DialContext
 	}
-	addr := conn.Addr()
+	addr := t.Addr
 	nc, err := dial(ctx, "tcp", addr)
 	if err != nil {
 		return Result{StatusUnknown, fmt.Sprintf("cannot reach %s: %v", addr, err)}
@@ -111,7 +118,7 @@ func (k Checker) Check(ctx context.Context, conn *store.Connection, signer ssh.S
 
 	var banner strings.Builder
 	cfg := &ssh.ClientConfig{
-		User:            conn.User,
+		User:            t.User,
 		Auth:            []ssh.AuthMethod{ssh.PublicKeys(signer)},
 		HostKeyCallback: hostKeys,
 		BannerCallback: func(msg string) error {
@@ -123,13 +130,11 @@ func (k Checker) Check(ctx context.Context, conn *store.Connection, signer ssh.S
 	}
 	c, chans, reqs, err := ssh.NewClientConn(nc, addr, cfg)
 	if err != nil {
-		var mismatch *store.HostKeyMismatchError
 		switch {
+		case hostKeyErr != nil:
+			return Result{StatusUnknown, hostKeyErr.Error()}
 		case ctx.Err() != nil || errors.Is(err, os.ErrDeadlineExceeded):
 			return Result{StatusUnknown, fmt.Sprintf("%s did not finish the handshake within %v", addr, timeout)}
-		case errors.As(err, &mismatch):
-			// Nothing about the key is known, and the admin must look.
-			return Result{StatusUnknown, mismatch.Error()}
 		case isAuthFailure(err):
 			return Result{StatusRejected, rejectedMessage(banner.String(), err)}
 		}

@@ -16,7 +16,6 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/postern/postern/internal/testsshd"
-	"github.com/postern/postern/store"
 )
 
 // TestMain checks that a key check leaves no goroutine behind (the SSH
@@ -38,9 +37,20 @@ func checkRecipe(t *testing.T, kc map[string]any) *Recipe {
 	return c.Get("check")
 }
 
-// connTo is a connection to srv with its host key pinned.
-func connTo(srv *testsshd.Server) *store.Connection {
-	return &store.Connection{Alias: "target", Host: srv.Host, Port: srv.Port, User: srv.User, HostKeys: []string{srv.KnownHostsLine}}
+// targetOn is a key check's target at 127.0.0.1:port as user, accepting
+// only hostKey.
+func targetOn(port int, user string, hostKey ssh.PublicKey) Target {
+	return Target{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), User: user, HostKeys: ssh.FixedHostKey(hostKey)}
+}
+
+// connTo is srv as a key check's target, its host key pinned.
+func connTo(t *testing.T, srv *testsshd.Server) Target {
+	t.Helper()
+	_, _, key, _, _, err := ssh.ParseKnownHosts([]byte(srv.KnownHostsLine))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Target{Addr: net.JoinHostPort(srv.Host, strconv.Itoa(srv.Port)), User: srv.User, HostKeys: ssh.FixedHostKey(key)}
 }
 
 func newSigner(t *testing.T) ssh.Signer {
@@ -62,15 +72,14 @@ func TestCheckAgainstSSHD(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := testsshd.Start(t, testsshd.Options{ExtraConfig: []string{"Banner " + bannerPath}})
-	conn := connTo(srv)
+	conn := connTo(t, srv)
 	other := newSigner(t)
-	otherHost := newSigner(t).PublicKey()
-	wrongPin := *conn
-	wrongPin.HostKeys = []string{"[127.0.0.1]:" + strconv.Itoa(srv.Port) + " " + strings.TrimSpace(string(ssh.MarshalAuthorizedKey(otherHost)))}
+	wrongPin := conn
+	wrongPin.HostKeys = ssh.FixedHostKey(newSigner(t).PublicKey())
 
 	tests := []struct {
 		name   string
-		conn   *store.Connection
+		conn   Target
 		signer ssh.Signer
 		recipe *Recipe
 		want   Status
@@ -82,7 +91,7 @@ func TestCheckAgainstSSHD(t *testing.T) {
 		{"accepted, read fails", conn, srv.UserKey, checkRecipe(t, map[string]any{"command": "echo denied >&2; exit 3"}), StatusUnknown, "status 3: denied"},
 		{"rejected keeps the target's words", conn, other, checkRecipe(t, map[string]any{"command": "true"}), StatusRejected, "Ask ops@example.net"},
 		{"rejected names the failure", conn, other, nil, StatusRejected, "unable to authenticate"},
-		{"host key not the pinned one", &wrongPin, srv.UserKey, nil, StatusUnknown, "HOST KEY MISMATCH"},
+		{"host key not the pinned one", wrongPin, srv.UserKey, nil, StatusUnknown, "host key mismatch"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -102,14 +111,12 @@ func TestCheckUnreachable(t *testing.T) {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
-	conn := &store.Connection{Alias: "gone", Host: "127.0.0.1", Port: port, User: "u",
-		HostKeys: []string{"[127.0.0.1]:" + strconv.Itoa(port) + " " + strings.TrimSpace(string(ssh.MarshalAuthorizedKey(newSigner(t).PublicKey())))}}
-	got := Check(context.Background(), conn, newSigner(t), nil)
+	got := Check(context.Background(), targetOn(port, "u", newSigner(t).PublicKey()), newSigner(t), nil)
 	if got.Status != StatusUnknown || !strings.Contains(got.Message, "cannot reach") {
 		t.Errorf("Check = %+v; want unknown, cannot reach", got)
 	}
-	if _, record := got.KeyStatus(); record {
-		t.Errorf("KeyStatus of %+v: got record; want the stored status left alone", got)
+	if got.Proved() {
+		t.Errorf("Proved of %+v: true; want the stored status left alone", got)
 	}
 }
 
@@ -130,10 +137,8 @@ func TestCheckSilentTarget(t *testing.T) {
 		close(accepted)
 	}()
 	port := l.Addr().(*net.TCPAddr).Port
-	conn := &store.Connection{Alias: "silent", Host: "127.0.0.1", Port: port, User: "u",
-		HostKeys: []string{"[127.0.0.1]:" + strconv.Itoa(port) + " " + strings.TrimSpace(string(ssh.MarshalAuthorizedKey(newSigner(t).PublicKey())))}}
 	start := time.Now()
-	got := Checker{Timeout: 200 * time.Millisecond}.Check(context.Background(), conn, newSigner(t), nil)
+	got := Checker{Timeout: 200 * time.Millisecond}.Check(context.Background(), targetOn(port, "u", newSigner(t).PublicKey()), newSigner(t), nil)
 	if got.Status != StatusUnknown || !strings.Contains(got.Message, "did not finish the handshake") {
 		t.Errorf("Check = %+v; want unknown after the timeout", got)
 	}
@@ -146,20 +151,18 @@ func TestCheckSilentTarget(t *testing.T) {
 	}
 }
 
-func TestResultKeyStatus(t *testing.T) {
+func TestResultProved(t *testing.T) {
 	tests := []struct {
-		in     Status
-		want   store.KeyStatus
-		record bool
+		in   Status
+		want bool
 	}{
-		{StatusOK, store.KeyOK, true},
-		{StatusRejected, store.KeyRejected, true},
-		{StatusUnknown, store.KeyUnknown, false},
+		{StatusOK, true},
+		{StatusRejected, true},
+		{StatusUnknown, false},
 	}
 	for _, tt := range tests {
-		got, record := Result{Status: tt.in}.KeyStatus()
-		if got != tt.want || record != tt.record {
-			t.Errorf("Result{%s}.KeyStatus() = %s, %v; want %s, %v", tt.in, got, record, tt.want, tt.record)
+		if got := (Result{Status: tt.in}).Proved(); got != tt.want {
+			t.Errorf("Result{%s}.Proved() = %v; want %v", tt.in, got, tt.want)
 		}
 	}
 }

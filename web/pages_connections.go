@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"errors"
+	"github.com/postern/postern/recipes"
 	"net/http"
 	"strconv"
 	"time"
@@ -111,7 +112,7 @@ func (s *Server) recheckForm(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	kind := flashOK
-	if st, _ := res.KeyStatus(); st != store.KeyOK {
+	if res.Status != recipes.StatusOK {
 		kind = flashError
 	}
 	text := "Key check of " + alias + ": " + string(res.Status)

@@ -42,9 +42,17 @@ func checkConnectionKey(ctx context.Context, s *store.Store, cat *recipes.Catalo
 	if r != nil {
 		kc.Recipe = r.Key
 	}
-	kc.Result = recipes.Checker{Timeout: timeout}.Check(ctx, c, signer, r)
-	status, record := kc.Result.KeyStatus()
-	if record {
+	hostKeys, err := c.HostKeyCallback()
+	if err != nil {
+		return keyCheck{}, fmt.Errorf("key check: connection %s: %w", c.Alias, err)
+	}
+	target := recipes.Target{Addr: c.Addr(), User: c.User, HostKeys: hostKeys}
+	kc.Result = recipes.Checker{Timeout: timeout}.Check(ctx, target, signer, r)
+	if kc.Result.Proved() {
+		status := store.KeyRejected
+		if kc.Result.Status == recipes.StatusOK {
+			status = store.KeyOK
+		}
 		if kc.Conn, err = s.SetKeyStatus(ctx, c.Alias, status, kc.Result.Message); err != nil {
 			return kc, fmt.Errorf("key check: %s: %s, not recorded: %w", c.Alias, kc.Result.Status, err)
 		}
