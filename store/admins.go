@@ -108,20 +108,9 @@ func (s *Store) CreateAdmin(ctx context.Context, name, passwordHash string) (*Ad
 func (s *Store) ResolveAdmin(ctx context.Context, name string) (*Admin, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT `+adminColumns+` FROM admins
 		WHERE id = ? OR name = ? COLLATE NOCASE ORDER BY name`, name, name)
+	found, err := collect(rows, err, "admin "+name, scanAdmin)
 	if err != nil {
-		return nil, fmt.Errorf("store: admin %s: %w", name, err)
-	}
-	defer rows.Close()
-	var found []*Admin
-	for rows.Next() {
-		a, err := scanAdmin(rows)
-		if err != nil {
-			return nil, fmt.Errorf("store: admin %s: %w", name, err)
-		}
-		found = append(found, a)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: admin %s: %w", name, err)
+		return nil, err
 	}
 	switch len(found) {
 	case 0:
@@ -199,22 +188,7 @@ func (s *Store) AdminByName(ctx context.Context, name string) (*Admin, error) {
 // ListAdmins returns every admin, ordered by name.
 func (s *Store) ListAdmins(ctx context.Context) ([]Admin, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT `+adminColumns+` FROM admins ORDER BY name`)
-	if err != nil {
-		return nil, fmt.Errorf("store: list admins: %w", err)
-	}
-	defer rows.Close()
-	var out []Admin
-	for rows.Next() {
-		a, err := scanAdmin(rows)
-		if err != nil {
-			return nil, fmt.Errorf("store: list admins: %w", err)
-		}
-		out = append(out, *a)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: list admins: %w", err)
-	}
-	return out, nil
+	return collect(rows, err, "list admins", deref(scanAdmin))
 }
 
 // CreateAdminSession stores a new session for admin adminID. tokenSHA256 is
@@ -364,22 +338,7 @@ func (s *Store) RemoveConsoleToken(ctx context.Context, name string) error {
 // ListConsoleTokens returns every console token (hashes only), by name.
 func (s *Store) ListConsoleTokens(ctx context.Context) ([]ConsoleToken, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT `+tokenColumns+tokenFrom+` ORDER BY t.name`)
-	if err != nil {
-		return nil, fmt.Errorf("store: list tokens: %w", err)
-	}
-	defer rows.Close()
-	var out []ConsoleToken
-	for rows.Next() {
-		t, err := scanToken(rows)
-		if err != nil {
-			return nil, fmt.Errorf("store: list tokens: %w", err)
-		}
-		out = append(out, *t)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: list tokens: %w", err)
-	}
-	return out, nil
+	return collect(rows, err, "list tokens", deref(scanToken))
 }
 
 const tokenColumns = `t.id, t.name, t.token_sha256, t.created_at, t.modified_at, t.last_used_at,

@@ -281,42 +281,42 @@ func (s *Store) queryAgents(ctx context.Context, where string, args ...any) ([]A
 		FROM agents a LEFT JOIN agent_keys k ON k.agent_id = a.id
 		`+where+`
 		ORDER BY a.name, a.id, k.created_at, k.id`, args...)
-	if err != nil {
-		return nil, fmt.Errorf("store: list agents: %w", err)
-	}
-	defer rows.Close()
+	// One row per key (or one without a key): an agent's rows are
+	// consecutive, and gather its keys.
 	var out []Agent
-	for rows.Next() {
+	err = scanRows(rows, err, "list agents", func(r rowScanner) error {
 		var (
 			a                 Agent
 			k                 AgentKey
 			created, modified string
 			keyCreated        string
 		)
-		if err := rows.Scan(&a.ID, &a.Name, &a.Disabled, &created, &modified,
-			&k.ID, &k.AuthorizedKey, &k.Fingerprint, &keyCreated); err != nil {
-			return nil, fmt.Errorf("store: list agents: %w", err)
+		err := r.Scan(&a.ID, &a.Name, &a.Disabled, &created, &modified,
+			&k.ID, &k.AuthorizedKey, &k.Fingerprint, &keyCreated)
+		if err != nil {
+			return err
 		}
 		if len(out) == 0 || out[len(out)-1].ID != a.ID {
 			if a.CreatedAt, err = parseTime(created); err != nil {
-				return nil, err
+				return err
 			}
 			if a.ModifiedAt, err = parseTime(modified); err != nil {
-				return nil, err
+				return err
 			}
 			out = append(out, a)
 		}
 		if k.ID != "" {
 			k.AgentID = a.ID
 			if k.CreatedAt, err = parseTime(keyCreated); err != nil {
-				return nil, err
+				return err
 			}
 			last := &out[len(out)-1]
 			last.Keys = append(last.Keys, k)
 		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: list agents: %w", err)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }

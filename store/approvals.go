@@ -132,8 +132,6 @@ const approvalFrom = ` FROM approvals p
 	LEFT JOIN agents a ON a.id = p.agent_id
 	LEFT JOIN connections c ON c.id = p.connection_id`
 
-type rowScanner interface{ Scan(dest ...any) error }
-
 func scanApproval(r rowScanner) (Approval, error) {
 	var a Approval
 	var firstAt, decidedAt, expires, consumed, created, modified, scopeEnd, scopeRevoked string
@@ -211,24 +209,17 @@ func (s *Store) RequestApproval(ctx context.Context, req Approval, lifetime time
 			  AND (p.status = 'pending' OR (p.status = 'approved' AND p.consumed_at = ''))
 			ORDER BY p.created_at`,
 			req.AgentID, req.ConnectionID, req.OperationSHA256, req.Class, req.Kind, formatTime(now))
+		found, err := collect(rows, err, "find approval", scanApproval)
 		if err != nil {
-			return fmt.Errorf("store: find approval: %w", err)
+			return err
 		}
 		var approved, pending []Approval
-		for rows.Next() {
-			a, err := scanApproval(rows)
-			if err != nil {
-				rows.Close()
-				return fmt.Errorf("store: find approval: %w", err)
-			}
+		for _, a := range found {
 			if a.Status == ApprovalApproved {
 				approved = append(approved, a)
 			} else {
 				pending = append(pending, a)
 			}
-		}
-		if err := rows.Close(); err != nil {
-			return fmt.Errorf("store: find approval: %w", err)
 		}
 		switch {
 		case len(approved) > 0:
@@ -530,22 +521,7 @@ func (s *Store) RevokeScope(ctx context.Context, id string, by Decider) (Approva
 // call in errors.
 func queryApprovals(ctx context.Context, db *sql.DB, what, q string, args ...any) ([]Approval, error) {
 	rows, err := db.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("store: %s: %w", what, err)
-	}
-	defer rows.Close()
-	var out []Approval
-	for rows.Next() {
-		a, err := scanApproval(rows)
-		if err != nil {
-			return nil, fmt.Errorf("store: %s: %w", what, err)
-		}
-		out = append(out, a)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: %s: %w", what, err)
-	}
-	return out, nil
+	return collect(rows, err, what, scanApproval)
 }
 
 // ExpireApproval marks a pending request whose lifetime has run out as
@@ -621,19 +597,14 @@ func (s *Store) ApprovalStatuses(ctx context.Context, ids []string) (map[string]
 	}
 	q := `SELECT id, status FROM approvals WHERE id IN (?` + strings.Repeat(", ?", len(ids)-1) + `)`
 	rows, err := s.db.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("store: approval statuses: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
+	err = scanRows(rows, err, "approval statuses", func(r rowScanner) error {
 		var id, status string
-		if err := rows.Scan(&id, &status); err != nil {
-			return nil, fmt.Errorf("store: approval statuses: %w", err)
-		}
+		err := r.Scan(&id, &status)
 		out[id] = status
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: approval statuses: %w", err)
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }

@@ -285,44 +285,20 @@ func (s *Store) ListAudit(ctx context.Context, f AuditFilter) ([]AuditRow, error
 	}
 	q += ` ORDER BY seq`
 	rows, err := s.db.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("store: list audit: %w", err)
-	}
-	defer rows.Close()
-	var out []AuditRow
-	for rows.Next() {
-		row, err := scanAudit(rows)
-		if err != nil {
-			return nil, fmt.Errorf("store: list audit: %w", err)
-		}
-		out = append(out, row)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: list audit: %w", err)
-	}
-	return out, nil
+	return collect(rows, err, "list audit", scanAudit)
 }
 
 // ScanAudit calls fn for every audit row in the order of the table's
 // primary key (seq), streaming, so that verifying a long log needs no memory
-// for it. It stops at the first error fn returns and returns that error.
+// for it. It stops at the first error fn returns and returns that error,
+// wrapped (errors.Is finds it).
 func (s *Store) ScanAudit(ctx context.Context, fn func(AuditRow) error) error {
 	rows, err := s.db.QueryContext(ctx, `SELECT `+auditColumns+` FROM audit ORDER BY seq`)
-	if err != nil {
-		return fmt.Errorf("store: scan audit: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		row, err := scanAudit(rows)
+	return scanRows(rows, err, "scan audit", func(r rowScanner) error {
+		row, err := scanAudit(r)
 		if err != nil {
-			return fmt.Errorf("store: scan audit: %w", err)
-		}
-		if err := fn(row); err != nil {
 			return err
 		}
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("store: scan audit: %w", err)
-	}
-	return nil
+		return fn(row)
+	})
 }

@@ -365,40 +365,32 @@ func (s *Store) queryConnections(ctx context.Context, where string, args ...any)
 		SELECT id, alias, host, port, target_user, host_keys, recipe, env,
 		       key_status, key_message, key_checked_at, created_at, modified_at
 		FROM connections `+where+` ORDER BY alias`, args...)
+	return collect(rows, err, "list connections", scanConnection)
+}
+
+func scanConnection(r rowScanner) (Connection, error) {
+	var (
+		c                          Connection
+		hostKeys, env, status      string
+		checked, created, modified string
+	)
+	err := r.Scan(&c.ID, &c.Alias, &c.Host, &c.Port, &c.User, &hostKeys, &c.Recipe, &env,
+		&status, &c.KeyMessage, &checked, &created, &modified)
 	if err != nil {
-		return nil, fmt.Errorf("store: list connections: %w", err)
+		return c, err
 	}
-	defer rows.Close()
-	var out []Connection
-	for rows.Next() {
-		var (
-			c                          Connection
-			hostKeys, env, status      string
-			checked, created, modified string
-		)
-		if err := rows.Scan(&c.ID, &c.Alias, &c.Host, &c.Port, &c.User, &hostKeys, &c.Recipe, &env,
-			&status, &c.KeyMessage, &checked, &created, &modified); err != nil {
-			return nil, fmt.Errorf("store: list connections: %w", err)
-		}
-		c.Env, c.KeyStatus = Env(env), KeyStatus(status)
-		if hostKeys != "" {
-			c.HostKeys = strings.Split(hostKeys, "\n")
-		}
-		if c.KeyCheckedAt, err = parseTime(checked); err != nil {
-			return nil, err
-		}
-		if c.CreatedAt, err = parseTime(created); err != nil {
-			return nil, err
-		}
-		if c.ModifiedAt, err = parseTime(modified); err != nil {
-			return nil, err
-		}
-		out = append(out, c)
+	c.Env, c.KeyStatus = Env(env), KeyStatus(status)
+	if hostKeys != "" {
+		c.HostKeys = strings.Split(hostKeys, "\n")
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: list connections: %w", err)
+	if c.KeyCheckedAt, err = parseTime(checked); err != nil {
+		return c, err
 	}
-	return out, nil
+	if c.CreatedAt, err = parseTime(created); err != nil {
+		return c, err
+	}
+	c.ModifiedAt, err = parseTime(modified)
+	return c, err
 }
 
 func connectionIDByAlias(ctx context.Context, tx *sql.Tx, alias string) (string, error) {

@@ -231,33 +231,25 @@ func (s *Store) queryGrants(ctx context.Context, where string, args ...any) ([]G
 		JOIN connections c ON c.id = g.connection_id
 		`+where+`
 		ORDER BY a.name, c.alias`, args...)
+	return collect(rows, err, "list grants", scanGrant)
+}
+
+func scanGrant(row rowScanner) (Grant, error) {
+	var (
+		g                 Grant
+		env, r, w, d      string
+		created, modified string
+	)
+	err := row.Scan(&g.ID, &g.AgentID, &g.AgentName, &g.ConnectionID, &g.Alias, &env,
+		&r, &w, &d, &created, &modified)
 	if err != nil {
-		return nil, fmt.Errorf("store: list grants: %w", err)
+		return g, err
 	}
-	defer rows.Close()
-	var out []Grant
-	for rows.Next() {
-		var (
-			g                 Grant
-			env, r, w, d      string
-			created, modified string
-		)
-		if err := rows.Scan(&g.ID, &g.AgentID, &g.AgentName, &g.ConnectionID, &g.Alias, &env,
-			&r, &w, &d, &created, &modified); err != nil {
-			return nil, fmt.Errorf("store: list grants: %w", err)
-		}
-		g.Env = Env(env)
-		g.Rules = Rules{Read: Rule(r), Write: Rule(w), Destructive: Rule(d)}
-		if g.CreatedAt, err = parseTime(created); err != nil {
-			return nil, err
-		}
-		if g.ModifiedAt, err = parseTime(modified); err != nil {
-			return nil, err
-		}
-		out = append(out, g)
+	g.Env = Env(env)
+	g.Rules = Rules{Read: Rule(r), Write: Rule(w), Destructive: Rule(d)}
+	if g.CreatedAt, err = parseTime(created); err != nil {
+		return g, err
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: list grants: %w", err)
-	}
-	return out, nil
+	g.ModifiedAt, err = parseTime(modified)
+	return g, err
 }

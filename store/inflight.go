@@ -101,39 +101,32 @@ func deleteInflight(ctx context.Context, tx *sql.Tx, del *sql.Stmt, id string) e
 // the journal rows of a running server are not left behind.
 func (s *Store) RecoverInflight(ctx context.Context, chain ChainFunc, reason string) (int, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT id, row FROM inflight ORDER BY created_at, id`)
-	if err != nil {
-		return 0, fmt.Errorf("store: journal: %w", err)
-	}
 	type left struct {
 		id  string
 		row AuditRow
 	}
-	var all []left
-	for rows.Next() {
+	all, err := collect(rows, err, "journal", func(r rowScanner) (left, error) {
 		var id, js string
-		if err := rows.Scan(&id, &js); err != nil {
-			rows.Close()
-			return 0, fmt.Errorf("store: journal: %w", err)
+		if err := r.Scan(&id, &js); err != nil {
+			return left{}, err
 		}
 		var ir inflightRow
 		if err := json.Unmarshal([]byte(js), &ir); err != nil {
-			rows.Close()
-			return 0, fmt.Errorf("store: journal row %s: %w", id, err)
+			return left{}, fmt.Errorf("row %s: %w", id, err)
 		}
 		t, err := parseTime(ir.Time)
 		if err != nil {
-			rows.Close()
-			return 0, err
+			return left{}, err
 		}
-		all = append(all, left{id: id, row: AuditRow{
+		return left{id: id, row: AuditRow{
 			Time: t, AgentID: ir.AgentID, AgentName: ir.AgentName, ConnectionID: ir.ConnectionID,
 			ConnectionAlias: ir.ConnectionAlias, Class: ir.Class, Kind: ir.Kind, Decision: "failed",
 			Reason: reason, ApprovalID: ir.ApprovalID, Deciders: ir.Deciders, Operation: ir.Operation,
 			AgentReason: ir.AgentReason, SourceAddr: ir.SourceAddr, ChainVersion: ir.ChainVersion,
-		}})
-	}
-	if err := rows.Close(); err != nil {
-		return 0, fmt.Errorf("store: journal: %w", err)
+		}}, nil
+	})
+	if err != nil {
+		return 0, err
 	}
 	for i, l := range all {
 		if _, err := s.FinishInflight(ctx, l.id, l.row, chain); err != nil {

@@ -258,22 +258,7 @@ func (s *Store) NotifyChannel(ctx context.Context, ref string) (*NotifyChannel, 
 // ListNotifyChannels returns every channel, by name.
 func (s *Store) ListNotifyChannels(ctx context.Context) ([]NotifyChannel, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT `+notifyChannelColumns+` ORDER BY c.name`)
-	if err != nil {
-		return nil, fmt.Errorf("store: list notification channels: %w", err)
-	}
-	defer rows.Close()
-	var out []NotifyChannel
-	for rows.Next() {
-		c, err := scanNotifyChannel(rows)
-		if err != nil {
-			return nil, fmt.Errorf("store: list notification channels: %w", err)
-		}
-		out = append(out, c)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: list notification channels: %w", err)
-	}
-	return out, nil
+	return collect(rows, err, "list notification channels", scanNotifyChannel)
 }
 
 // RemoveNotifyChannel deletes the channel named by id or name, with its
@@ -383,20 +368,9 @@ func queueNotifications(ctx context.Context, tx *sql.Tx, a Approval, event Notif
 		column, giveUp = "on_decided", now.Add(NotifyDecidedWindow)
 	}
 	rows, err := tx.QueryContext(ctx, `SELECT id FROM notify_channels WHERE `+column+` = 1`)
+	channels, err := collect(rows, err, "queue notifications", scanString)
 	if err != nil {
-		return fmt.Errorf("store: queue notifications: %w", err)
-	}
-	var channels []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			return fmt.Errorf("store: queue notifications: %w", err)
-		}
-		channels = append(channels, id)
-	}
-	if err := rows.Close(); err != nil {
-		return fmt.Errorf("store: queue notifications: %w", err)
+		return err
 	}
 	ts := formatTime(now)
 	for _, ch := range channels {
@@ -464,22 +438,7 @@ func scanNotification(r rowScanner) (Notification, error) {
 
 func (s *Store) queryNotifications(ctx context.Context, q queryer, where string, args ...any) ([]Notification, error) {
 	rows, err := q.QueryContext(ctx, `SELECT `+notificationColumns+` `+where, args...)
-	if err != nil {
-		return nil, fmt.Errorf("store: list notifications: %w", err)
-	}
-	defer rows.Close()
-	var out []Notification
-	for rows.Next() {
-		n, err := scanNotification(rows)
-		if err != nil {
-			return nil, fmt.Errorf("store: list notifications: %w", err)
-		}
-		out = append(out, n)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: list notifications: %w", err)
-	}
-	return out, nil
+	return collect(rows, err, "list notifications", scanNotification)
 }
 
 type queryer interface {
@@ -537,20 +496,13 @@ func (s *Store) ClaimNotifications(ctx context.Context, claim string, lease time
 				WHERE state IN ('queued', 'sending') AND due_at <= ? AND give_up_at > ?
 				ORDER BY due_at, id LIMIT ?)
 			RETURNING id`, claim, formatTime(now.Add(lease)), ts, ts, ts, limit)
-		if err != nil {
-			return fmt.Errorf("store: claim notifications: %w", err)
-		}
-		var ids []any
-		for rows.Next() {
-			var id string
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return fmt.Errorf("store: claim notifications: %w", err)
-			}
-			ids = append(ids, id)
-		}
-		if err := rows.Close(); err != nil || len(ids) == 0 {
+		claimed, err := collect(rows, err, "claim notifications", scanString)
+		if err != nil || len(claimed) == 0 {
 			return err
+		}
+		ids := make([]any, len(claimed))
+		for i, id := range claimed {
+			ids[i] = id
 		}
 		// Read them back in the same transaction: if this fails, the claim
 		// is rolled back with it instead of holding rows nobody sends.
