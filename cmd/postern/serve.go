@@ -267,7 +267,6 @@ func runBastion(ctx context.Context, p bastionParams) error {
 			Store:    st,
 			Engine:   eng,
 			Catalog:  p.Web.Catalog,
-			CheckKey: keyChecker(st, p.Web.Catalog),
 			Notifier: notifier,
 			Logger:   log,
 		})
