@@ -154,11 +154,6 @@ func Parse(b []byte) (*File, error) {
 
 // tomlError says what is wrong and where, in one or two lines.
 func tomlError(err error) error {
-	var de *toml.DecodeError
-	if errors.As(err, &de) {
-		row, col := de.Position()
-		return fmt.Errorf("line %d, column %d: %s", row, col, de.Error())
-	}
 	var sm *toml.StrictMissingError
 	if errors.As(err, &sm) {
 		var lines []string
@@ -167,6 +162,11 @@ func tomlError(err error) error {
 			lines = append(lines, fmt.Sprintf("line %d: unknown key %s", row, strings.Join(e.Key(), ".")))
 		}
 		return errors.New(strings.Join(lines, "; "))
+	}
+	var de *toml.DecodeError
+	if errors.As(err, &de) {
+		row, col := de.Position()
+		return fmt.Errorf("line %d, column %d: %s", row, col, strings.TrimPrefix(de.Error(), "toml: "))
 	}
 	return err
 }
