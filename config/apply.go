@@ -44,7 +44,7 @@ type Result struct {
 
 // change is one step of a plan.
 type change struct {
-	line string                                 // "+ agent bot: key SHA256:..." as printed
+	line string                                    // "+ agent bot: key SHA256:..." as printed
 	do   func(ctx context.Context) (string, error) // makes it; returns a note to print after it
 }
 
@@ -154,7 +154,9 @@ func readCurrent(ctx context.Context, st *store.Store) (*current, error) {
 // every mistake.
 type planError struct{ msgs []string }
 
-func (e *planError) add(format string, args ...any) { e.msgs = append(e.msgs, fmt.Sprintf(format, args...)) }
+func (e *planError) add(format string, args ...any) {
+	e.msgs = append(e.msgs, fmt.Sprintf(format, args...))
+}
 
 func (e *planError) err() error {
 	if len(e.msgs) == 0 {
