@@ -252,8 +252,8 @@ func checkEnvelope(r apiResp) (map[string]any, error) {
 		}
 		return m, nil
 	}
-	if r.status != http.StatusOK {
-		return nil, fmt.Errorf("success status %d; the API answers 200", r.status)
+	if r.status != http.StatusOK && r.status != http.StatusCreated {
+		return nil, fmt.Errorf("success status %d; the API answers 200, or 201 for a record it created", r.status)
 	}
 	switch {
 	case slices.Equal(keys, []string{"data", "request_id"}):
@@ -292,8 +292,11 @@ func checkEnvelope(r apiResp) (map[string]any, error) {
 // checkRecord checks a record's id and modified_at (null only for recipes,
 // which the binary carries), and that every *_at field is RFC 3339 UTC.
 func checkRecord(rec map[string]any) error {
-	if _, isCheck := rec["connection"].(map[string]any); isCheck { // a key check's result
+	if _, isCheck := rec["connection"].(map[string]any); isCheck { // a key check's or a change's result
 		return checkRecord(rec["connection"].(map[string]any))
+	}
+	if tok, isNew := rec["token"].(map[string]any); isNew { // a token just made, with its value
+		return checkRecord(tok)
 	}
 	if _, isChain := rec["intact"]; isChain {
 		return nil

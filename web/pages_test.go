@@ -558,7 +558,7 @@ func TestLoginLimit(t *testing.T) {
 // and send anyone else to the login page.
 func pagePaths(approvalID string) []string {
 	return []string{"/approvals", "/approvals?all=1", "/approvals/" + approvalID, "/approvals/list",
-		"/connections", "/agents", "/grants", "/audit", "/recipes", "/recipes?q=cisco"}
+		"/connections", "/agents", "/grants", "/audit", "/recipes", "/recipes?q=cisco", "/tokens", "/notifications"}
 }
 
 func TestPagesNeedLogin(t *testing.T) {
