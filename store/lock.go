@@ -62,7 +62,8 @@ func (d Dir) Lock() (*DirLock, error) {
 		return nil, fmt.Errorf("store: lock %s: %w", path, err)
 	}
 	pid := []byte(strconv.Itoa(os.Getpid()) + "\n")
-	if err := f.Truncate(0); err == nil {
+	err = f.Truncate(0)
+	if err == nil {
 		_, err = f.WriteAt(pid, 0)
 	}
 	if err != nil {

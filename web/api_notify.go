@@ -2,7 +2,6 @@ package web
 
 import (
 	"errors"
-	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -34,13 +33,6 @@ type apiNotifyTest struct {
 	Status    int           `json:"status"` // the receiver's HTTP status; 0 if it never answered
 	Error     string        `json:"error"`  // why not delivered; "" when delivered
 	Channel   model.Channel `json:"channel"`
-}
-
-// apiNotifyStatuses are the statuses of adding a channel besides the common
-// ones.
-func apiNotifyAddStatuses() []int {
-	return []int{http.StatusCreated, http.StatusBadRequest, http.StatusForbidden, http.StatusConflict,
-		http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType}
 }
 
 func apiNotifyList() apiListSpec {
@@ -111,23 +103,6 @@ func apiNeedAdminToken(c *apiCall) error {
 	return &apiError{Status: http.StatusForbidden, Code: "token_without_admin",
 		Message: "console token " + c.token.Name + " belongs to no admin and cannot change notification channels; " +
 			"an admin assigns it with: postern token assign " + c.token.Name + " --admin ADMIN"}
-}
-
-// apiReadJSON reads a request's JSON body (at most maxAPIBody) into v.
-func apiReadJSON(w http.ResponseWriter, r *http.Request, v any) error {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxAPIBody))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return &apiError{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large",
-				Message: "the request body is larger than 64 KiB"}
-		}
-		return &apiError{Status: http.StatusBadRequest, Code: "invalid_body", Message: "the request body could not be read"}
-	}
-	if err := apiCheckJSONType(r); err != nil {
-		return err
-	}
-	return apiDecodeStrict(body, v)
 }
 
 // apiAddNotification adds a channel.

@@ -36,8 +36,11 @@ func TestBrowserManage(t *testing.T) {
 		step(t, bctx, "open "+path, chromedp.Navigate(r.base+path), chromedp.WaitVisible(chromedp.CSS(sel)))
 	}
 	// submit clicks a form's button and waits for the flash it leads to.
+	// The flash of the form before is removed first, so that the wait is
+	// for the new page's.
 	submit := func(t *testing.T, what, button string) string {
 		t.Helper()
+		eval[bool](t, bctx, `(document.getElementById('flash')?.remove(), true)`)
 		step(t, bctx, what, chromedp.Click(chromedp.CSS(button)), chromedp.WaitVisible(chromedp.CSS("#flash")))
 		return eval[string](t, bctx, `document.getElementById('flash').textContent`)
 	}

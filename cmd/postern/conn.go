@@ -506,15 +506,6 @@ func hostKeyFPs(c *store.Connection) []string {
 	return fps
 }
 
-// oneLineText folds whitespace and cuts s to n runes for a table cell.
-func oneLineText(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > n {
-		return string(r[:n-1]) + "…"
-	}
-	return s
-}
-
 func newConnRemoveCmd(data *dataFlag) *cobra.Command {
 	return &cobra.Command{
 		Use:   "remove ALIAS",

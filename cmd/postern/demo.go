@@ -119,18 +119,27 @@ type demoParams struct {
 // demo target, then the store.
 func runDemo(ctx context.Context, p demoParams) error {
 	log := p.Logger
-	// The data directory's lock first: an earlier demo (or a serve) still
-	// running on it is named by its pid, before its ports are tried.
-	if err := os.MkdirAll(p.Dir, 0o700); err != nil {
-		return fmt.Errorf("demo: %w", err)
-	}
+	// The data directory's lock first, when the directory exists: an
+	// earlier demo (or a serve) still running on it is named by its pid
+	// before its ports are tried. A directory that does not exist has no
+	// holder: listening comes first then, so that a port in use fails
+	// before anything is created.
 	d := store.Dir{Path: p.Dir}
-	lock, err := d.Lock()
-	if err != nil {
-		return lockErr("demo", d, err)
+	var lock *store.DirLock
+	takeLock := func() error {
+		l, err := d.Lock()
+		if err != nil {
+			return lockErr("demo", d, err)
+		}
+		lock = l
+		return nil
 	}
-	defer lock.Unlock()
-	// Then listen: a port in use fails at once, before anything is set up.
+	if _, err := os.Stat(p.Dir); err == nil {
+		if err := takeLock(); err != nil {
+			return err
+		}
+	}
+	defer func() { lock.Unlock() }()
 	ln, err := net.Listen("tcp", p.Listen)
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
@@ -148,6 +157,14 @@ func runDemo(ctx context.Context, p demoParams) error {
 	if p.Web.listen != "" {
 		if webLn, err = net.Listen("tcp", p.Web.listen); err != nil {
 			return fmt.Errorf("demo: web: %w", err)
+		}
+	}
+	if lock == nil {
+		if err := os.MkdirAll(p.Dir, 0o700); err != nil {
+			return fmt.Errorf("demo: %w", err)
+		}
+		if err := takeLock(); err != nil {
+			return err
 		}
 	}
 	if _, err := d.Init(ctx, store.Options{}); err != nil {
