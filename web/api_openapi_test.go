@@ -189,6 +189,10 @@ func TestOpenAPISchemasMatchAnswers(t *testing.T) {
 	}))
 	a1 := as.ask(as.web, "write", "touch /x", 1)
 	a2 := as.ask(as.db, "destructive", "rm -rf /srv", 2)
+	// An admin's change, so that the audit log holds a row of kind admin.
+	if r := as.call("POST", "/v1/agents", as.root, `{"name": "ci", "keys": ["`+newTestKeyPair(t).Authorized+`"]}`); r.status != 201 {
+		t.Fatalf("POST /v1/agents: %d %s", r.status, r.body)
+	}
 	as.audit(as.web, policy.Read, policy.Allowed, "uptime")
 	exit := 0
 	if _, err := as.eng.Audit(context.Background(), policy.Record{AgentID: as.agent.ID, AgentName: "bot",
@@ -216,6 +220,10 @@ func TestOpenAPISchemasMatchAnswers(t *testing.T) {
 		{"POST", "/v1/approvals/{id}/deny", "/v1/approvals/" + a1.ID + "/deny", `{"reason": "no"}`},
 		{"POST", "/v1/approvals/{id}/deny", "/v1/approvals/" + a1.ID + "/deny", ""},
 		{"GET", "/v1/audit", "/v1/audit?limit=1", ""},
+		{"GET", "/v1/audit", "/v1/audit?kind=admin", ""},
+		{"GET", "/v1/connections", "/v1/connections?key_status=unreachable", ""},
+		{"GET", "/v1/tokens", "/v1/tokens", ""},
+		{"GET", "/v1/admins", "/v1/admins", ""},
 		{"GET", "/v1/audit", "/v1/audit", ""},
 		{"GET", "/v1/audit/verify", "/v1/audit/verify", ""},
 	}
