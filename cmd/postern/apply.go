@@ -53,6 +53,11 @@ changed), 1 when a change failed (the others were made), 0 otherwise.`,
 		if err != nil {
 			return usageError{err}
 		}
+		// The file's [serve] data names the data directory it is for,
+		// unless --data or POSTERN_DATA says otherwise.
+		if f.Serve != nil && f.Serve.Data != "" && !cmd.Flags().Changed("data") && os.Getenv(envData) == "" {
+			data.dir = f.Serve.Data
+		}
 		return withManager(cmd.Context(), data, func(m *manage.Manager) error {
 			res, err := config.Apply(cmd.Context(), m, f, config.Options{DryRun: dryRun, Prune: prune,
 				AllowUnverified: allowUnverified, Timeout: timeout, Actor: cliActor("apply"), Out: cmd.OutOrStdout()})
