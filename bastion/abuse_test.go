@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/postern/postern/internal/testwait"
 )
 
 // This file pins what one abusive agent can cost postern, and that other
@@ -122,19 +124,17 @@ func TestThousandSessionsOneConnection(t *testing.T) {
 	}
 	h.otherAgentWorks(key2)
 
-	// A session that ends gives its place back on the same connection.
+	// A session that ends gives its place back on the same connection,
+	// once the bastion's session goroutine has ended, which the agent
+	// cannot see: ask until it is given.
 	accepted[0].Close()
 	var ch ssh.Channel
 	var reqs <-chan *ssh.Request
 	var err error
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if ch, reqs, err = c.OpenChannel("session", nil); err == nil {
-			break
-		}
-	}
-	if err != nil {
-		t.Fatalf("session after one closed: %v; want it opened", err)
-	}
+	testwait.Until(t, eventWait, "a session to open after one closed", func() bool {
+		ch, reqs, err = c.OpenChannel("session", nil)
+		return err == nil
+	})
 	if out, code := execOn(t, ch, reqs, "web echo ok"); code != 0 || out != "ok\n" {
 		t.Errorf("command on the freed place: %q, exit %d; want ok, 0", out, code)
 	}

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -40,6 +41,86 @@ type harness struct {
 	config   func(*Config)
 	server   func(*Server)
 	served   chan error
+	events   *harnessEvents
+}
+
+// eventWait bounds a test's wait for something the bastion announces
+// through its test hooks (an audit row, an agent told to wait). It only
+// matters when the event never comes: then the test fails with what it
+// waited for instead of hanging.
+const eventWait = 30 * time.Second
+
+// harnessEvents collects what the bastion announces through its test
+// hooks, over restarts, so that tests wait on the event rather than poll
+// the store.
+type harnessEvents struct {
+	// mu guards the fields below.
+	mu      sync.Mutex
+	audits  []policy.Record
+	waits   []policy.Approval
+	taken   int           // waits already returned by waitPending
+	changed chan struct{} // closed and replaced at each event
+}
+
+func newHarnessEvents() *harnessEvents { return &harnessEvents{changed: make(chan struct{})} }
+
+func (e *harnessEvents) audited(r policy.Record) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.audits = append(e.audits, r)
+	close(e.changed)
+	e.changed = make(chan struct{})
+}
+
+func (e *harnessEvents) waiting(a policy.Approval) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.waits = append(e.waits, a)
+	close(e.changed)
+	e.changed = make(chan struct{})
+}
+
+// await waits, bounded by eventWait, until cond holds over the events so
+// far, and otherwise fails t saying what it waited for and what came.
+func (e *harnessEvents) await(t testing.TB, what string, cond func(audits []policy.Record, waits []policy.Approval) bool) {
+	t.Helper()
+	if !e.awaitFor(eventWait, cond) {
+		t.Fatalf("waited %v for %s; %s", eventWait, what, e.summary())
+	}
+}
+
+// awaitFor waits until cond holds over the events so far and reports
+// whether it did before timeout. cond runs under the lock and must not
+// block; every event wakes the wait.
+func (e *harnessEvents) awaitFor(timeout time.Duration, cond func(audits []policy.Record, waits []policy.Approval) bool) bool {
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	for {
+		e.mu.Lock()
+		ok := cond(e.audits, e.waits)
+		changed := e.changed
+		e.mu.Unlock()
+		if ok {
+			return true
+		}
+		select {
+		case <-changed:
+		case <-timer.C:
+			return false
+		}
+	}
+}
+
+// summary says what was announced so far: the count of each, and the
+// last few audit records.
+func (e *harnessEvents) summary() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var last []string
+	for _, r := range e.audits[max(0, len(e.audits)-5):] {
+		last = append(last, string(r.Outcome)+" "+r.ConnectionAlias+" "+strconv.Quote(r.Operation))
+	}
+	return fmt.Sprintf("%d audit records (the last: %v), %d approval waits", len(e.audits), last, len(e.waits))
 }
 
 type harnessOpts struct {
@@ -110,7 +191,8 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, target: target, st: st, keyPath: keyPath, signer: signer, dir: dir, lifetime: o.lifetime, config: o.config, server: o.server}
+	h := &harness{t: t, target: target, st: st, keyPath: keyPath, signer: signer, dir: dir, lifetime: o.lifetime, config: o.config, server: o.server,
+		events: newHarnessEvents()}
 	if h.lifetime == 0 {
 		h.lifetime = 20 * time.Second
 	}
@@ -165,6 +247,7 @@ func (h *harness) start() {
 	if err != nil {
 		h.t.Fatal(err)
 	}
+	srv.audited, srv.waiting = h.events.audited, h.events.waiting
 	if h.server != nil {
 		h.server(srv)
 	}
@@ -237,22 +320,27 @@ func (h *harness) ssh(stdin string, args ...string) sshResult {
 	return h.runClient(stdin, "ssh", append(h.clientOpts("-p"), args...)...)
 }
 
-// auditCount counts audit rows with outcome. The row is written just after
-// the agent's session ends, so it waits briefly for want rows to appear.
+// auditCount waits until the bastion has audited a record with outcome
+// (the row is written just after the agent's session ends), then counts
+// the audit rows with that outcome in the store.
 func (h *harness) auditCount(outcome policy.Outcome) int {
 	h.t.Helper()
 	return h.auditCountWant(outcome, 1)
 }
 
+// auditCountWant is auditCount waiting for want records.
 func (h *harness) auditCountWant(outcome policy.Outcome, want int) int {
 	h.t.Helper()
-	n := 0
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if n = h.auditRows(outcome); n >= want {
-			break
+	h.events.await(h.t, fmt.Sprintf("%d audit records with outcome %s", want, outcome), func(audits []policy.Record, _ []policy.Approval) bool {
+		n := 0
+		for _, r := range audits {
+			if r.Outcome == outcome {
+				n++
+			}
 		}
-	}
-	return n
+		return n >= want
+	})
+	return h.auditRows(outcome)
 }
 
 func (h *harness) auditRows(outcome policy.Outcome) int {
@@ -404,23 +492,21 @@ func TestAskDenyKeepsTarget(t *testing.T) {
 	}
 }
 
-// waitPending returns the id of the one pending approval, waiting for the
-// bastion to write it.
+// waitPending waits until an agent is told that it waits for an approval,
+// and returns that approval's id. Each call takes the next such wait, in
+// the order the bastion announced them.
 func (h *harness) waitPending() string {
 	h.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		list, err := h.eng.Approvals(context.Background(), false)
-		if err != nil {
-			h.t.Fatal(err)
+	var id string
+	h.events.await(h.t, "an agent to wait for an approval", func(_ []policy.Record, waits []policy.Approval) bool {
+		if h.events.taken == len(waits) {
+			return false
 		}
-		if len(list) == 1 {
-			return list[0].ID
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	h.t.Fatal("no pending approval appeared")
-	return ""
+		id = waits[h.events.taken].ID
+		h.events.taken++
+		return true
+	})
+	return id
 }
 
 func TestInteractiveShellIsDestructive(t *testing.T) {

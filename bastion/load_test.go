@@ -182,7 +182,7 @@ func TestLoad200Agents(t *testing.T) {
 	}
 
 	// The audit log: one row per command, per agent and per decision.
-	rows := waitAuditRows(t, h.st, want)
+	rows := waitAuditRows(h, want)
 	if len(rows) != want {
 		t.Errorf("audit rows = %d; want %d, one per command", len(rows), want)
 	}
@@ -320,7 +320,7 @@ func TestLoad1000Sleep(t *testing.T) {
 		t.Errorf("peak heap growth per session = %.0f B; want at most %d", res.heapPerSession(), maxHeapPerSession)
 	}
 
-	rows := waitAuditRows(t, h.st, loadSessionsTotal)
+	rows := waitAuditRows(h, loadSessionsTotal)
 	perAgent := map[string]int{}
 	for _, r := range rows {
 		if r.Decision != string(policy.Allowed) || r.ExitStatus == nil || *r.ExitStatus != 0 {
