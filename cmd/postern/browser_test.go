@@ -32,6 +32,7 @@ import (
 	"golang.org/x/crypto/ssh/knownhosts"
 
 	"github.com/postern/postern/internal/testsshd"
+	"github.com/postern/postern/internal/testwait"
 	"github.com/postern/postern/store"
 	"github.com/postern/postern/web"
 )
@@ -466,20 +467,19 @@ func TestBrowser(t *testing.T) {
 		// The submit navigates; until the answer loads, an evaluation may
 		// fail with the old page gone, so ask again until the bound.
 		refused := `location.pathname.endsWith('/approve') && document.body !== null && document.body.innerText.includes('CSRF')`
-		deadline := time.Now().Add(browserStepTimeout)
-		for {
+		var last error
+		t.Cleanup(func() {
+			if t.Failed() {
+				t.Logf("last evaluation error %v; the browser shows: %s", last, pageSummary(bctx))
+			}
+		})
+		testwait.Until(t, browserStepTimeout, "the refusal page of the form post without the token", func() bool {
 			ctx, cancel := context.WithTimeout(bctx, time.Second)
+			defer cancel()
 			ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](refused))
-			cancel()
-			if err == nil && ok {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Errorf("form post without the token: no refusal page (last error %v); the browser shows: %s", err, pageSummary(bctx))
-				break
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			last = err
+			return err == nil && ok
+		})
 		if ids := r.pendingIDs(t); len(ids) != 1 || ids[0] != markupID {
 			t.Errorf("pending after the refused posts: got %v; want [%s]", ids, markupID)
 		}

@@ -71,7 +71,7 @@ func TestKilledWithPendingRequests(t *testing.T) {
 	fileA, fileB := filepath.Join(scratch, "a"), filepath.Join(scratch, "b")
 	cmdA, cmdB := "touch "+fileA, "touch "+fileB
 	waitA, waitB := agent.ssh(t, p.sshAddr, "target", cmdA), agent.ssh(t, p.sshAddr, "target", cmdB)
-	reqA, reqB := c.waitPending(cmdA), c.waitPending(cmdB)
+	reqA, reqB := c.waitPending(waitA, cmdA), c.waitPending(waitB, cmdB)
 
 	// One more read, and the kill the moment it has completed: its row must
 	// have been written before the agent was told it completed.
@@ -172,7 +172,7 @@ func TestKilledWithPendingRequests(t *testing.T) {
 		}
 	}
 	again := agent.ssh(t, p.sshAddr, "target", cmdA)
-	reqAgain := c.waitPending(cmdA)
+	reqAgain := c.waitPending(again, cmdA)
 	if reqAgain.ID == reqA.ID {
 		t.Errorf("a second retry of %q waits on %s again; want a new request (an approval is single use)", cmdA, reqA.ID)
 	}

@@ -342,7 +342,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 	h.agent("ssh target echo", agent.ssh(t, p.sshAddr, "target", "echo canary-run"), 0)
 	touched := filepath.Join(scratch, "touched")
 	asked := agent.ssh(t, p.sshAddr, "target", "touch "+touched)
-	req := c.waitPending("touch " + touched)
+	req := c.waitPending(asked, "touch "+touched)
 	h.http(ctx, wc, token, http.MethodGet, "/v1/approvals/"+req.ID, "", http.StatusOK)
 	h.http(ctx, wc, token, http.MethodPost, "/v1/approvals/"+req.ID+"/approve", "", http.StatusOK)
 	h.agent("ssh target touch (asked)", asked, 0)
@@ -360,7 +360,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 	}
 	uploaded := filepath.Join(scratch, "uploaded.txt")
 	put := agent.sftp(t, p.sshAddr, "target", fmt.Sprintf("put %s %s\n", local, uploaded))
-	putReq := c.waitPending(uploaded)
+	putReq := c.waitPending(put, uploaded)
 	h.http(ctx, wc, token, http.MethodPost, "/v1/approvals/"+putReq.ID+"/approve", "", http.StatusOK)
 	h.agent("sftp target put (asked)", put, 0)
 	fetched := filepath.Join(t.TempDir(), "fetched.txt")

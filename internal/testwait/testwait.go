@@ -1,11 +1,16 @@
-// Package testwait is the one place where a test polls. Most tests wait on
-// an event (a channel, a hook of the code under test, a line a process
-// prints) or on fake time inside a testing/synctest bubble; a few wait on
-// state that nothing announces: a process leaving another machine's
+// Package testwait bounds the waits of tests, and is the one place where a
+// test polls.
+//
+// Most tests wait on an event: a channel, a hook of the code under test, a
+// line a process prints, or fake time inside a testing/synctest bubble.
+// Recv bounds such a wait, so that an event that never comes fails the
+// test at once, saying what it waited for, instead of hanging it into go
+// test's ten-minute timeout.
+//
+// A few tests wait on state that nothing announces: a process leaving the
 // process table, a row another process commits, a counter behind a mutex.
 // Those call Until, which checks often, gives up at a stated bound and
-// fails the test saying what it waited for, instead of letting it run into
-// go test's ten-minute timeout.
+// fails the test saying what it waited for.
 package testwait
 
 import (
@@ -67,4 +72,21 @@ func deadline(tb testing.TB) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	return d.Add(-deadlineMargin), true
+}
+
+// Recv receives a value from ch. When none comes within timeout it fails
+// tb saying what it waited for: a bound for a wait on an event, which
+// should come at once, so that a test that would hang fails fast instead.
+func Recv[T any](tb testing.TB, timeout time.Duration, what string, ch <-chan T) T {
+	tb.Helper()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case v := <-ch:
+		return v
+	case <-timer.C:
+		tb.Fatalf("testwait: nothing came within %v waiting for %s", timeout, what)
+		var zero T
+		return zero
+	}
 }

@@ -59,3 +59,21 @@ func TestUntilChecksAtOnce(t *testing.T) {
 		t.Errorf("got failure %q; want none", msg)
 	}
 }
+
+func TestRecv(t *testing.T) {
+	ch := make(chan int, 1)
+	ch <- 7
+	if got := Recv(t, time.Minute, "seven", ch); got != 7 {
+		t.Errorf("got %d; want 7", got)
+	}
+	r := &recorder{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Recv(r, 10*time.Millisecond, "a value nobody sends", make(chan int))
+	}()
+	<-done
+	if !strings.Contains(r.failed, "waiting for a value nobody sends") {
+		t.Errorf("got failure %q; want it to say what it waited for", r.failed)
+	}
+}
