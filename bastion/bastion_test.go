@@ -361,6 +361,7 @@ func (h *harness) auditRows(outcome policy.Outcome) int {
 var allowAll = store.Rules{Read: store.RuleAllow, Write: store.RuleAllow, Destructive: store.RuleAllow}
 
 func TestExitStatuses(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOpts{rules: allowAll})
 	tests := []struct {
 		cmd  string
@@ -386,6 +387,7 @@ func TestExitStatuses(t *testing.T) {
 }
 
 func TestRouting(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOpts{})
 	tests := []struct {
 		name       string
@@ -427,6 +429,7 @@ func TestRouting(t *testing.T) {
 }
 
 func TestDeniedRunsNothing(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOpts{})
 	file := filepath.Join(t.TempDir(), "made")
 	got := h.ssh("", "127.0.0.1", "web", "touch "+file)
@@ -445,6 +448,7 @@ func TestDeniedRunsNothing(t *testing.T) {
 }
 
 func TestAskApproveRuns(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOpts{rules: store.Rules{Read: store.RuleAllow, Write: store.RuleAsk, Destructive: store.RuleDeny}})
 	file := filepath.Join(t.TempDir(), "made")
 	done := make(chan sshResult, 1)
@@ -469,6 +473,7 @@ func TestAskApproveRuns(t *testing.T) {
 }
 
 func TestAskDenyKeepsTarget(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOpts{rules: store.Rules{Read: store.RuleAllow, Write: store.RuleDeny, Destructive: store.RuleAsk}})
 	file := filepath.Join(t.TempDir(), "keep")
 	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
@@ -510,6 +515,7 @@ func (h *harness) waitPending() string {
 }
 
 func TestInteractiveShellIsDestructive(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOpts{rules: store.Rules{Read: store.RuleAllow, Write: store.RuleAllow, Destructive: store.RuleDeny}})
 	got := h.ssh("", "-tt", "web@127.0.0.1")
 	if got.code != ExitRefused {
@@ -521,6 +527,7 @@ func TestInteractiveShellIsDestructive(t *testing.T) {
 }
 
 func TestRefusesForwarding(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOpts{rules: allowAll})
 	cfg := &ssh.ClientConfig{User: "agent", Auth: []ssh.AuthMethod{ssh.PublicKeys(h.signer)}, HostKeyCallback: ssh.InsecureIgnoreHostKey(), Timeout: 10 * time.Second}
 	c, err := ssh.Dial("tcp", h.addr, cfg)
@@ -550,6 +557,7 @@ func TestRefusesForwarding(t *testing.T) {
 }
 
 func TestUnknownKeyRefused(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOpts{})
 	_, priv, _ := ed25519.GenerateKey(rand.Reader)
 	block, _ := ssh.MarshalPrivateKey(priv, "stranger")
@@ -565,6 +573,7 @@ func TestUnknownKeyRefused(t *testing.T) {
 }
 
 func TestHostKeyMismatchRefused(t *testing.T) {
+	t.Parallel()
 	_, wrong, _ := ed25519.GenerateKey(rand.Reader)
 	wrongPub, _ := ssh.NewSignerFromKey(wrong)
 	line := "127.0.0.1 " + strings.TrimSpace(string(ssh.MarshalAuthorizedKey(wrongPub.PublicKey())))
@@ -579,6 +588,7 @@ func TestHostKeyMismatchRefused(t *testing.T) {
 }
 
 func TestTargetUnreachable(t *testing.T) {
+	t.Parallel()
 	ln, _ := net.Listen("tcp", "127.0.0.1:0")
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
@@ -646,6 +656,7 @@ func (h *harness) auditRowsFor(alias string) int {
 // re-pinned host key, as after `conn update`) is seen by the next session,
 // in both directions, without reconnecting.
 func TestConnectionChangeOnOpenConnection(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOpts{})
 	ctx := context.Background()
 	c := h.client()

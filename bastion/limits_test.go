@@ -22,6 +22,7 @@ import (
 // connection rather than the newest; the handshake deadline closes
 // connections that never finish; and a real agent still logs in afterwards.
 func TestUnauthenticatedLimits(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOpts{config: func(c *Config) {
 		c.MaxUnauthenticatedPerSource = 3
 		c.MaxQueuedHandshakes = 1
@@ -85,6 +86,7 @@ func (h *harness) waitAdmission(holding, waiting int) {
 // TestConcurrentBurstOneSource: 50 agents from one address at once all get
 // in, waiting for handshake slots rather than failing.
 func TestConcurrentBurstOneSource(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOpts{target: testsshdMaxSessions(100)})
 	const n = 50
 	results := make(chan sshResult, n)

@@ -32,6 +32,7 @@ func (h *harness) waitPoolSessions(conn *store.Connection, want int) {
 // the grant now denies (or asks, and the admin denies), and the command
 // does not run, and the channel is closed.
 func TestOpenAheadRefusedRunsNothing(t *testing.T) {
+	t.Parallel()
 	allowAll := store.Rules{Read: store.RuleAllow, Write: store.RuleAllow, Destructive: store.RuleDeny}
 	tests := []struct {
 		name  string

@@ -223,6 +223,19 @@ func relay(ctx context.Context, down ssh.Channel, downReqs <-chan *ssh.Request, 
 		if res.AgentGone {
 			return
 		}
+		if agentReqs != nil {
+			// What the agent sent before its channel closed reaches the
+			// target first, in the agent's order, as it would reach sshd
+			// from a direct client: a ControlMaster whose client died
+			// sends eow@openssh.com and then closes the channel. The
+			// agent's requests end with its channel.
+			wait := time.NewTimer(relayGoneWait)
+			select {
+			case <-agentReqsDone:
+			case <-wait.C:
+			}
+			wait.Stop()
+		}
 		res.AgentGone, agentReqs = true, nil
 		// What sshd sees when a direct client goes: the session channel
 		// closes. It closes the command's pipes (or hangs up its pty) and

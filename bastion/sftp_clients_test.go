@@ -59,6 +59,7 @@ func runClientScript(t *testing.T, client string, port int, user, key string) []
 // "." and ".."), directly against an OpenSSH target and through postern in
 // the alias's own view, with every class allowed. Any difference fails.
 func TestSFTPClientsTransparent(t *testing.T) {
+	t.Parallel()
 	requirePython(t, "paramiko", "asyncssh")
 	h := newHarness(t, harnessOpts{rules: allowAll})
 	targetKey := filepath.Join(t.TempDir(), "target_ed25519")

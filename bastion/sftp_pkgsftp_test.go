@@ -33,6 +33,7 @@ const pkgSFTPSuiteTimeout = 10 * time.Minute
 // into a directory named sftp (its package name) and compiled as a module
 // of its own: `go test -c` may fetch its test-only dependencies (testify).
 func TestPkgSFTPIntegrationSuite(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("pkg/sftp's integration suite compiles a test binary; skipped in -short mode")
 	}

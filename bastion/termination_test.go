@@ -30,6 +30,7 @@ var terminationTarget = testsshd.Options{LogLevel: "DEBUG2"}
 // target, whose sshd closes the command's stdout. The audit row says how
 // the command ended.
 func TestTerminationReaderExits(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOpts{rules: allowAll, target: terminationTarget})
 	rows := 0
 	for _, p := range h.execPaths(t, true) {
@@ -66,6 +67,7 @@ func TestTerminationReaderExits(t *testing.T) {
 // The reader is `grep -m1`: sshd at DEBUG2 writes a few lines of its own to
 // the terminal before the command starts.
 func TestTerminationReaderExitsPty(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOpts{rules: allowAll, target: terminationTarget})
 	// Not over a ControlMaster: there the pty comes in raw mode (-isig:
 	// the master has no terminal to copy modes from), so ^C is a plain
@@ -112,6 +114,7 @@ func TestTerminationReaderExitsPty(t *testing.T) {
 // file grows past the line head took: the client's write fails, its eow
 // reaches the target, and tail, whose output is gone, ends.
 func TestTerminationTailF(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOpts{rules: allowAll, target: terminationTarget})
 	for _, p := range h.execPaths(t, true) {
 		t.Run(p.name, func(t *testing.T) {
@@ -160,6 +163,7 @@ func TestTerminationTailF(t *testing.T) {
 // SIGHUP when it has a pty), and the audit row says that the agent went
 // away and how the command ended.
 func TestTerminationAgentGone(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOpts{rules: allowAll})
 	tests := []struct {
 		name    string

@@ -455,17 +455,14 @@ func TestPoolDedupDials(t *testing.T) {
 					results <- result{s, err}
 				}()
 			}
-			testwait.Until(t, eventWait, "every Open to wait on a dial or for a slot", func() bool {
+			testwait.Until(t, eventWait, "every dial to reach the gate and every Open to wait on a dial or for a slot", func() bool {
 				d, c, parked := claims(p, tt.conn)
-				return d == tc.inFlight && c == tc.waiting && parked == tc.opens-tc.waiting
+				return d == tc.inFlight && c == tc.waiting && parked == tc.opens-tc.waiting && dc.count() == tc.inFlight
 			})
 			// Every Open now waits on a channel that only the end of a
-			// dial or a freed slot closes, and the dials are held: no
-			// Open can start another dial, so the count is final until
-			// the gate opens.
-			if got, want := dc.count(), tc.inFlight; got != want {
-				t.Errorf("while dials are held: got %d dials; want %d", got, want)
-			}
+			// dial or a freed slot closes, and every dial is held at the
+			// gate: nothing can start another dial until the gate opens.
+			// A dial too many would show in the count below.
 			close(gate.open)
 
 			var sessions []*UpstreamSession
@@ -760,6 +757,7 @@ func TestPoolPrefersAESGCMAndCurve25519(t *testing.T) {
 }
 
 func TestHostKeyAlgorithms(t *testing.T) {
+	t.Parallel()
 	pub := func(k any) ssh.PublicKey {
 		p, err := ssh.NewPublicKey(k)
 		if err != nil {
