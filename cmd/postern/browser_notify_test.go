@@ -73,6 +73,7 @@ func shownTags(t *testing.T, bctx context.Context) string {
 }
 
 func TestBrowserApprovalsTitleAndNotifications(t *testing.T) {
+	t.Parallel()
 	chromiumPath(t)
 	r := startWebRig(t)
 	ctx, cancel := context.WithTimeout(context.Background(), browserTestTimeout)

@@ -315,6 +315,7 @@ func repoRoot(t *testing.T) string {
 // postern and one browser, in order: each starts where the one before left
 // the browser (logged in after "login").
 func TestBrowser(t *testing.T) {
+	t.Parallel()
 	chromiumPath(t) // skip before starting anything
 	r := startWebRig(t)
 	ctx, cancel := context.WithTimeout(context.Background(), browserTestTimeout)

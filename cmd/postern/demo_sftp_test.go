@@ -18,6 +18,7 @@ import (
 // demo target's scratch directory once approved, and every operation is
 // audited with the target's answer.
 func TestDemoSFTP(t *testing.T) {
+	t.Parallel()
 	requireSSHClient(t)
 	for _, tool := range []string{"sftp", "scp"} {
 		if _, err := exec.LookPath(tool); err != nil {

@@ -118,6 +118,7 @@ func runPrinted(ctx context.Context, line string) (stdout, stderr string, code i
 // TestDemoSetup checks what postern demo leaves in its directory and
 // prints, and that a second run re-uses it.
 func TestDemoSetup(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "demo dir") // a space: the lines must quote it
 	d := startDemo(t, dir)
 
@@ -235,6 +236,7 @@ func TestDemoSetup(t *testing.T) {
 // once in both routing forms, the listing shows the rules, and a write waits
 // until the printed approve line approves it.
 func TestDemoEndToEnd(t *testing.T) {
+	t.Parallel()
 	requireSSHClient(t)
 	dir := filepath.Join(t.TempDir(), "demo")
 	d := startDemo(t, dir)

@@ -32,6 +32,7 @@ import (
 // command — the retry of a request approved meanwhile runs at once, the
 // retry of one still pending waits on that same request — exactly once.
 func TestKilledWithPendingRequests(t *testing.T) {
+	t.Parallel()
 	requireSSHClient(t)
 	sshd := testsshd.Start(t, testsshd.Options{})
 	c := newCLI(t)

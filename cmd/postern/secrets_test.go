@@ -257,6 +257,7 @@ func textSecrets(what, s string) []secret {
 // keys, the console token and the admin password. SECURITY.md promises 0
 // hits.
 func TestSecretsNeverLeak(t *testing.T) {
+	t.Parallel()
 	requireSSHClient(t)
 	if _, err := exec.LookPath("sftp"); err != nil {
 		if os.Getenv("POSTERN_E2E") == "1" {
