@@ -297,22 +297,39 @@ func (h *harness) clientOpts(portFlag string) []string {
 
 // runClient runs an OpenSSH client with stdin and returns its output and
 // exit status.
+//
+// A client still running after clientRunBound is killed: the test fails
+// (with Errorf, as runClient may run on a goroutine of its own) and the
+// result says so, with exit status -1.
 func (h *harness) runClient(stdin, name string, args ...string) sshResult {
 	h.t.Helper()
-	cmd := exec.Command(name, args...)
+	ctx, cancel := context.WithTimeout(context.Background(), clientRunBound)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.WaitDelay = 5 * time.Second
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
 	r := sshResult{stdout: out.String(), stderr: errb.String()}
 	var ee *exec.ExitError
-	if errors.As(err, &ee) {
+	switch {
+	case ctx.Err() != nil:
+		h.t.Errorf("%s %v: still running after %v; killed it", name, args, clientRunBound)
+		r.code = -1
+		r.stderr += fmt.Sprintf("\n(killed by the test after %v)", clientRunBound)
+	case errors.As(err, &ee):
 		r.code = ee.ExitCode()
-	} else if err != nil {
+	case err != nil:
 		h.t.Fatalf("%s %v: %v", name, args, err)
 	}
 	return r
 }
+
+// clientRunBound bounds one run of an OpenSSH client in a test, its wait
+// for an approval included (the harness's approvals live 20 s). It
+// detects a hang; it is not a timing assertion.
+const clientRunBound = 2 * time.Minute
 
 // ssh runs the real OpenSSH client against the bastion.
 func (h *harness) ssh(stdin string, args ...string) sshResult {
