@@ -14,7 +14,7 @@ import (
 	"github.com/postern/postern/store"
 )
 
-// This file holds issue 8's load tests: many agents at once through one
+// This file holds the load tests: many agents at once through one
 // postern to one real sshd, every command's outcome and audit row counted.
 // They log latency and memory and assert none of it but a wide memory
 // bound: on a shared 2-core machine a timing threshold would fail on the
@@ -38,7 +38,7 @@ var loadRules = store.Rules{Read: store.RuleAllow, Write: store.RuleAllow, Destr
 // reads, a write and a denied destructive command. No two denied commands
 // of an agent are identical or adjacent: RepeatDeniedStreak identical
 // denials in a row would make postern slow the agent down, which
-// TestRepeatedDenials covers and this test must not measure.
+// TestRepeatedDenialsSlowDown covers and this test must not measure.
 type mixedCommand struct {
 	cmd    string
 	class  string // what postern classifies it as

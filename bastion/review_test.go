@@ -10,7 +10,7 @@ import (
 )
 
 // Tests of what postern sends to a person and what it decides itself
-// because no person could review it (issue 14).
+// because no person could review it.
 
 var askWrites = store.Rules{Read: store.RuleAllow, Write: store.RuleAsk, Destructive: store.RuleAsk}
 

@@ -53,7 +53,7 @@ func runClientScript(t *testing.T, client string, port int, user, key string) []
 }
 
 // TestSFTPClientsTransparent runs paramiko and asyncssh through every
-// behaviour issue 12 found postern changing (pipelined append, writes seen
+// behaviour postern was once found changing (pipelined append, writes seen
 // before close, ftruncate and fsetstat after a write, a write error on the
 // write, requested modes, symbolic links, every extension, listings with
 // "." and ".."), directly against an OpenSSH target and through postern in

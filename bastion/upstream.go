@@ -69,8 +69,8 @@ var ErrPoolClosed = errors.New("bastion: upstream pool closed")
 
 // HostKeyChangedError says that a target presented a host key that is not
 // the one pinned for its connection. The pool never connects then: it is a
-// rebuilt server or an attack, and an admin must look (design §4). Its
-// message is the one the agent sees.
+// rebuilt server or an attack, and an admin must look. Its message is the
+// one the agent sees.
 type HostKeyChangedError struct {
 	Alias string
 	// Got is the SHA256 fingerprint of the key the target presented, or,

@@ -12,7 +12,7 @@ import (
 )
 
 // Notification channels over the API: list, add, read, remove and test
-// (issue 14, "Tell the people who decide"; docs/notifications.md). A
+// (docs/notifications.md). A
 // channel is shown as notify.ChannelJSON, the shape `postern notify list -o
 // json` prints: its URL as scheme://host/… and its secret only as
 // secret_set. Changing channels needs a token that belongs to an admin, as

@@ -2,7 +2,7 @@ package main
 
 // Browser tests: Debian's Chromium, driven by chromedp, against a real
 // `postern serve` (the built binary) with a real OpenSSH sshd as the
-// target and the real ssh client as the agent. They pin the web issue's
+// target and the real ssh client as the agent. They pin the web page's
 // promises from the admin's side: logging in, a request appearing live,
 // Approve letting the command run, Deny leaving the target alone, agent
 // markup shown as text, CSRF refusal, and a screenshot for people to look

@@ -22,8 +22,9 @@ import (
 )
 
 // TestKilledWithPendingRequests kills postern serve with SIGKILL while two
-// agents wait for approvals, and checks the promises of issue 8 and design
-// §3: the agents get a clean error at once (ssh exits 255 saying the
+// agents wait for approvals, and checks that a crash loses nothing an
+// approval promises (a request is stored before anything waits on it, and
+// survives a restart): the agents get a clean error at once (ssh exits 255 saying the
 // connection closed; no hang), the requests are still pending in the
 // database, the audit chain verifies and holds a row for every command that
 // completed (the last one finishing just before the kill), and after a

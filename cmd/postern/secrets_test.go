@@ -1,7 +1,7 @@
 package main
 
-// Secret hygiene of the whole product (issue 8, "Secrets"; SECURITY.md,
-// "No key reaches an agent"): a full scenario against `postern serve` and a
+// Secret hygiene of the whole product (SECURITY.md, "No key reaches an
+// agent"): a full scenario against `postern serve` and a
 // real sshd, after which every byte postern produced is searched for the
 // secrets it was given.
 
