@@ -203,7 +203,8 @@ func (s *Store) DataVersion(ctx context.Context) (int64, error) {
 }
 
 // inTx runs fn in one transaction (BEGIN IMMEDIATE, see the package doc) and
-// commits if fn returns nil.
+// commits if fn returns nil, with ctx's pending audit row (WithAudit)
+// appended in the same transaction.
 func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	if err := s.lockWrite(ctx); err != nil {
 		return err
@@ -217,9 +218,15 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 		tx.Rollback()
 		return err
 	}
+	markStored, err := s.appendPendingAudit(ctx, tx)
+	if err != nil {
+		tx.Rollback()
+		return err
+	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("store: commit: %w", err)
 	}
+	markStored()
 	return nil
 }
 

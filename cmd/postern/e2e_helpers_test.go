@@ -24,6 +24,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/postern/postern/model"
 	"github.com/postern/postern/store"
 )
 
@@ -337,13 +338,13 @@ func apiCall(ctx context.Context, c *webClient, token, method, path, body string
 
 // approvals lists approval requests with the CLI (all of them, decided
 // ones too, with all).
-func (c *cli) approvals(all bool) []approvalJSON {
+func (c *cli) approvals(all bool) []model.Approval {
 	c.t.Helper()
 	args := []string{"approvals", "list", "-o", "json"}
 	if all {
 		args = append(args, "--all")
 	}
-	var list []approvalJSON
+	var list []model.Approval
 	if err := json.Unmarshal([]byte(c.ok("", args...)), &list); err != nil {
 		c.t.Fatalf("approvals list -o json: %v", err)
 	}
@@ -353,7 +354,7 @@ func (c *cli) approvals(all bool) []approvalJSON {
 // waitPending waits until the agent's client a is told that it waits for
 // an approval, and returns that request as the CLI lists it, checking that
 // its operation contains text.
-func (c *cli) waitPending(a *agentRun, text string) approvalJSON {
+func (c *cli) waitPending(a *agentRun, text string) model.Approval {
 	c.t.Helper()
 	id := a.waitApproval(c.t)
 	for _, r := range c.approvals(false) {
@@ -366,13 +367,13 @@ func (c *cli) waitPending(a *agentRun, text string) approvalJSON {
 		return r
 	}
 	c.t.Fatalf("the agent waits for approval %s, which the CLI does not list as pending", id)
-	return approvalJSON{}
+	return model.Approval{}
 }
 
 // auditRows is the whole audit log through the CLI.
-func (c *cli) auditRows() []auditJSON {
+func (c *cli) auditRows() []model.AuditRow {
 	c.t.Helper()
-	var rows []auditJSON
+	var rows []model.AuditRow
 	if err := json.Unmarshal([]byte(c.ok("", "audit", "-o", "json")), &rows); err != nil {
 		c.t.Fatalf("audit -o json: %v", err)
 	}

@@ -15,7 +15,10 @@ func newRootCmd() *cobra.Command {
 		Short:         "An SSH and SFTP bastion for AI agents",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       readBuildVersion().Version,
 	}
+	// --version prints what `postern version` does.
+	root.SetVersionTemplate(readBuildVersion().text())
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return usageError{err}
 	})
@@ -33,6 +36,10 @@ func newRootCmd() *cobra.Command {
 		newAdminCmd(),
 		newTokenCmd(),
 		newNotifyCmd(),
+		newVersionCmd(),
+		newBackupCmd(),
+		newApplyCmd(),
+		newExportCmd(),
 	)
 	return root
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/postern/postern/internal/testsshd"
 	"github.com/postern/postern/internal/testwait"
+	"github.com/postern/postern/model"
 )
 
 // TestApprovalScopesEndToEnd drives approval scopes with the real ssh client
@@ -83,7 +84,7 @@ func TestApprovalScopesEndToEnd(t *testing.T) {
 	if run("web", "touch "+file("c2")) {
 		t.Error("a write inside the class scope asked")
 	}
-	var grants []grantJSON
+	var grants []model.Grant
 	if err := json.Unmarshal([]byte(c.ok("", "grant", "list", "-o", "json")), &grants); err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +97,7 @@ func TestApprovalScopesEndToEnd(t *testing.T) {
 	var ends time.Time
 	for _, a := range c.approvals(true) {
 		if a.ID == classID {
-			ends, _ = time.Parse(time.RFC3339Nano, a.ScopeExpiresAt)
+			ends = time.Time(a.ScopeExpiresAt)
 		}
 	}
 	if ends.IsZero() {
@@ -149,13 +150,13 @@ func TestApprovalScopesEndToEnd(t *testing.T) {
 	}
 }
 
-func grantHasScope(grants []grantJSON, alias, approvalID string) bool {
+func grantHasScope(grants []model.Grant, alias, approvalID string) bool {
 	for _, g := range grants {
-		if g.Alias != alias {
+		if g.Connection != alias {
 			continue
 		}
 		for _, s := range g.Scopes {
-			if s.ApprovalID == approvalID && s.Scope == "class" {
+			if s.ID == approvalID && s.Scope == "class" {
 				return true
 			}
 		}
