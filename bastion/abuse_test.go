@@ -12,10 +12,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/postern/postern/internal/testwait"
 )
 
 // This file pins what one abusive agent can cost postern, and that other
@@ -122,19 +125,17 @@ func TestThousandSessionsOneConnection(t *testing.T) {
 	}
 	h.otherAgentWorks(key2)
 
-	// A session that ends gives its place back on the same connection.
+	// A session that ends gives its place back on the same connection,
+	// once the bastion's session goroutine has ended, which the agent
+	// cannot see: ask until it is given.
 	accepted[0].Close()
 	var ch ssh.Channel
 	var reqs <-chan *ssh.Request
 	var err error
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if ch, reqs, err = c.OpenChannel("session", nil); err == nil {
-			break
-		}
-	}
-	if err != nil {
-		t.Fatalf("session after one closed: %v; want it opened", err)
-	}
+	testwait.Until(t, eventWait, "a session to open after one closed", func() bool {
+		ch, reqs, err = c.OpenChannel("session", nil)
+		return err == nil
+	})
 	if out, code := execOn(t, ch, reqs, "web echo ok"); code != 0 || out != "ok\n" {
 		t.Errorf("command on the freed place: %q, exit %d; want ok, 0", out, code)
 	}
@@ -299,7 +300,12 @@ func TestAgentNeverReadsOutput(t *testing.T) {
 		// Never read ch.
 	}
 
-	// Wait until every writer is held: its count stops moving.
+	// Wait until flow control holds every writer: its head is blocked in
+	// write(2) on a full pipe, which sshd no longer reads, having filled
+	// its window to postern, which filled the agent's. By then each
+	// writer has written at least the agent's window. Nothing announces
+	// that: the target's processes are looked at until it holds at two
+	// looks in a row with the same counts.
 	read := func() []int {
 		var n []int
 		for _, f := range counters {
@@ -309,20 +315,25 @@ func TestAgentNeverReadsOutput(t *testing.T) {
 		}
 		return n
 	}
-	var counts []int
-	still := 0
-	for deadline := time.Now().Add(60 * time.Second); still < 10; time.Sleep(200 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("writers never stopped (counts %v): no flow control?", counts)
+	var counts, last []int
+	testwait.Until(t, 2*eventWait, "every writer to be held in write(2) with the agent's window full", func() bool {
+		for _, f := range counters {
+			if !writerBlocked(t, f) {
+				last = nil
+				return false
+			}
 		}
-		now := read()
-		if fmt.Sprint(now) == fmt.Sprint(counts) && !slices.Contains(now, 0) {
-			still++
-		} else {
-			still = 0
+		counts = read()
+		for _, n := range counts {
+			if int64(n)*chunk < sshChannelWindow {
+				last = nil
+				return false
+			}
 		}
-		counts = now
-	}
+		held := slices.Equal(counts, last)
+		last = counts
+		return held
+	})
 
 	runtime.GC()
 	var after runtime.MemStats
@@ -350,4 +361,57 @@ func TestAgentNeverReadsOutput(t *testing.T) {
 	if got := h.ssh("", "127.0.0.1", "web", "echo same-agent"); got.code != 0 {
 		t.Errorf("the same agent on another connection: exit %d stderr %q; want 0", got.code, got.stderr)
 	}
+}
+
+// writerBlocked reports whether the writer loop whose command line names
+// counter has a head process blocked in write(2) (/proc/PID/syscall starts
+// with the number of write; a write to a pipe blocks only when the pipe is
+// full).
+func writerBlocked(t *testing.T, counter string) bool {
+	t.Helper()
+	for _, loop := range processesWith(t, counter) {
+		for _, pid := range childrenOf(loop) {
+			comm, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "comm"))
+			if strings.TrimSpace(string(comm)) != "head" {
+				continue
+			}
+			sc, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "syscall"))
+			if err != nil {
+				continue // gone meanwhile
+			}
+			if f := strings.Fields(string(sc)); len(f) > 0 && f[0] == strconv.Itoa(syscall.SYS_WRITE) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// childrenOf lists the processes whose parent is pid, read from /proc.
+func childrenOf(pid int) []int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, e := range entries {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// The command name in parentheses may hold spaces: the fields
+		// after its closing parenthesis are state, then ppid.
+		i := bytes.LastIndexByte(stat, ')')
+		if i < 0 {
+			continue
+		}
+		if f := strings.Fields(string(stat[i+1:])); len(f) >= 2 && f[1] == strconv.Itoa(pid) {
+			out = append(out, child)
+		}
+	}
+	return out
 }

@@ -18,6 +18,7 @@ func pipeConn(t *testing.T) net.Conn {
 }
 
 func TestAdmissionOrder(t *testing.T) {
+	t.Parallel()
 	clk := fakeclock.New()
 	a := newAdmission(1, 1, 2, 2*time.Second, clk.Now, zerolog.Nop())
 	h1 := a.enqueue(pipeConn(t))
@@ -44,6 +45,7 @@ func TestAdmissionOrder(t *testing.T) {
 }
 
 func TestAdmissionLease(t *testing.T) {
+	t.Parallel()
 	const lease = 2 * time.Second
 	tests := []struct {
 		name      string
@@ -91,6 +93,7 @@ func TestAdmissionLease(t *testing.T) {
 // TestAdmissionPerSourcePreemption: a waiter blocked by its own source's
 // limit takes a slot back only from its own source.
 func TestAdmissionPerSourcePreemption(t *testing.T) {
+	t.Parallel()
 	clk := fakeclock.New()
 	a := newAdmission(4, 1, 8, time.Second, clk.Now, zerolog.Nop())
 	other := &handshake{nc: pipeConn(t), src: "10.0.0.2", ready: make(chan struct{})}

@@ -17,6 +17,7 @@ import (
 var writeAsk = store.Rules{Read: store.RuleAllow, Write: store.RuleAsk, Destructive: store.RuleDeny}
 
 func TestAskExpires(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOpts{rules: writeAsk, lifetime: time.Second})
 	file := filepath.Join(t.TempDir(), "made")
 	got := h.ssh("", "127.0.0.1", "web", "touch "+file)
@@ -44,6 +45,7 @@ func (h *harness) startSSH(args ...string) *exec.Cmd {
 // TestDisconnectedAgentRetriesApproved: the agent gives up waiting, an
 // admin approves, and the same command sent again runs without a new ask.
 func TestDisconnectedAgentRetriesApproved(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOpts{rules: writeAsk})
 	file := filepath.Join(t.TempDir(), "made")
 	cmd := h.startSSH("127.0.0.1", "web", "touch "+file)
@@ -85,6 +87,7 @@ func TestDisconnectedAgentRetriesApproved(t *testing.T) {
 // TestRestartWhilePending: postern restarts while a request waits; after
 // the restart an admin approves it and the agent's retry runs.
 func TestRestartWhilePending(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOpts{rules: writeAsk})
 	file := filepath.Join(t.TempDir(), "made")
 	cmd := h.startSSH("127.0.0.1", "web", "touch "+file)
@@ -107,6 +110,7 @@ func TestRestartWhilePending(t *testing.T) {
 // TestTargetLostMidCommand: the target's session process dies under a
 // running command; the agent gets 255 and the reason.
 func TestTargetLostMidCommand(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOpts{rules: allowAll})
 	got := h.ssh("", "127.0.0.1", "web", "echo started; kill -9 $PPID; sleep 5")
 	if got.code != ExitUnreachable {
@@ -124,6 +128,7 @@ func TestTargetLostMidCommand(t *testing.T) {
 // TestManySessionsOneConnection: one agent connection carries 32 sessions
 // at once, as Ansible's multiplexing needs.
 func TestManySessionsOneConnection(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOpts{target: testsshdMaxSessions(40)})
 	c := h.client()
 	defer c.Close()
@@ -155,6 +160,7 @@ func TestManySessionsOneConnection(t *testing.T) {
 // with cached grants, but a revoked grant is refused at once and a new one
 // is found without reconnecting.
 func TestGrantChangesOnOpenConnection(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOpts{})
 	c := h.client()
 	defer c.Close()
@@ -190,6 +196,7 @@ func TestGrantChangesOnOpenConnection(t *testing.T) {
 // target, whose sh has no such command), while `ls`, read for a shell, is
 // write there and denied by the default grant.
 func TestRecipeClassifies(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOpts{recipe: "cisco-ios"})
 	if got := h.ssh("", "127.0.0.1", "web", "show version"); got.code != 127 {
 		t.Errorf("show version: exit %d stderr %q; want 127 (allowed as read, not found on this target)", got.code, got.stderr)
@@ -203,6 +210,7 @@ func TestRecipeClassifies(t *testing.T) {
 // approval and its agent keeps resizing the terminal, another session on
 // the same connection still runs.
 func TestWaitingSessionDoesNotStallConnection(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOpts{rules: writeAsk})
 	c := h.client()
 	defer c.Close()

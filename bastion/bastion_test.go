@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -40,6 +41,86 @@ type harness struct {
 	config   func(*Config)
 	server   func(*Server)
 	served   chan error
+	events   *harnessEvents
+}
+
+// eventWait bounds a test's wait for something the bastion announces
+// through its test hooks (an audit row, an agent told to wait). It only
+// matters when the event never comes: then the test fails with what it
+// waited for instead of hanging.
+const eventWait = 30 * time.Second
+
+// harnessEvents collects what the bastion announces through its test
+// hooks, over restarts, so that tests wait on the event rather than poll
+// the store.
+type harnessEvents struct {
+	// mu guards the fields below.
+	mu      sync.Mutex
+	audits  []policy.Record
+	waits   []policy.Approval
+	taken   int           // waits already returned by waitPending
+	changed chan struct{} // closed and replaced at each event
+}
+
+func newHarnessEvents() *harnessEvents { return &harnessEvents{changed: make(chan struct{})} }
+
+func (e *harnessEvents) audited(r policy.Record) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.audits = append(e.audits, r)
+	close(e.changed)
+	e.changed = make(chan struct{})
+}
+
+func (e *harnessEvents) waiting(a policy.Approval) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.waits = append(e.waits, a)
+	close(e.changed)
+	e.changed = make(chan struct{})
+}
+
+// await waits, bounded by eventWait, until cond holds over the events so
+// far, and otherwise fails t saying what it waited for and what came.
+func (e *harnessEvents) await(t testing.TB, what string, cond func(audits []policy.Record, waits []policy.Approval) bool) {
+	t.Helper()
+	if !e.awaitFor(eventWait, cond) {
+		t.Fatalf("waited %v for %s; %s", eventWait, what, e.summary())
+	}
+}
+
+// awaitFor waits until cond holds over the events so far and reports
+// whether it did before timeout. cond runs under the lock and must not
+// block; every event wakes the wait.
+func (e *harnessEvents) awaitFor(timeout time.Duration, cond func(audits []policy.Record, waits []policy.Approval) bool) bool {
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	for {
+		e.mu.Lock()
+		ok := cond(e.audits, e.waits)
+		changed := e.changed
+		e.mu.Unlock()
+		if ok {
+			return true
+		}
+		select {
+		case <-changed:
+		case <-timer.C:
+			return false
+		}
+	}
+}
+
+// summary says what was announced so far: the count of each, and the
+// last few audit records.
+func (e *harnessEvents) summary() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var last []string
+	for _, r := range e.audits[max(0, len(e.audits)-5):] {
+		last = append(last, string(r.Outcome)+" "+r.ConnectionAlias+" "+strconv.Quote(r.Operation))
+	}
+	return fmt.Sprintf("%d audit records (the last: %v), %d approval waits", len(e.audits), last, len(e.waits))
 }
 
 type harnessOpts struct {
@@ -110,7 +191,8 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, target: target, st: st, keyPath: keyPath, signer: signer, dir: dir, lifetime: o.lifetime, config: o.config, server: o.server}
+	h := &harness{t: t, target: target, st: st, keyPath: keyPath, signer: signer, dir: dir, lifetime: o.lifetime, config: o.config, server: o.server,
+		events: newHarnessEvents()}
 	if h.lifetime == 0 {
 		h.lifetime = 20 * time.Second
 	}
@@ -165,6 +247,7 @@ func (h *harness) start() {
 	if err != nil {
 		h.t.Fatal(err)
 	}
+	srv.audited, srv.waiting = h.events.audited, h.events.waiting
 	if h.server != nil {
 		h.server(srv)
 	}
@@ -214,22 +297,39 @@ func (h *harness) clientOpts(portFlag string) []string {
 
 // runClient runs an OpenSSH client with stdin and returns its output and
 // exit status.
+//
+// A client still running after clientRunBound is killed: the test fails
+// (with Errorf, as runClient may run on a goroutine of its own) and the
+// result says so, with exit status -1.
 func (h *harness) runClient(stdin, name string, args ...string) sshResult {
 	h.t.Helper()
-	cmd := exec.Command(name, args...)
+	ctx, cancel := context.WithTimeout(context.Background(), clientRunBound)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.WaitDelay = 5 * time.Second
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
 	r := sshResult{stdout: out.String(), stderr: errb.String()}
 	var ee *exec.ExitError
-	if errors.As(err, &ee) {
+	switch {
+	case ctx.Err() != nil:
+		h.t.Errorf("%s %v: still running after %v; killed it", name, args, clientRunBound)
+		r.code = -1
+		r.stderr += fmt.Sprintf("\n(killed by the test after %v)", clientRunBound)
+	case errors.As(err, &ee):
 		r.code = ee.ExitCode()
-	} else if err != nil {
+	case err != nil:
 		h.t.Fatalf("%s %v: %v", name, args, err)
 	}
 	return r
 }
+
+// clientRunBound bounds one run of an OpenSSH client in a test, its wait
+// for an approval included (the harness's approvals live 20 s). It
+// detects a hang; it is not a timing assertion.
+const clientRunBound = 2 * time.Minute
 
 // ssh runs the real OpenSSH client against the bastion.
 func (h *harness) ssh(stdin string, args ...string) sshResult {
@@ -237,22 +337,27 @@ func (h *harness) ssh(stdin string, args ...string) sshResult {
 	return h.runClient(stdin, "ssh", append(h.clientOpts("-p"), args...)...)
 }
 
-// auditCount counts audit rows with outcome. The row is written just after
-// the agent's session ends, so it waits briefly for want rows to appear.
+// auditCount waits until the bastion has audited a record with outcome
+// (the row is written just after the agent's session ends), then counts
+// the audit rows with that outcome in the store.
 func (h *harness) auditCount(outcome policy.Outcome) int {
 	h.t.Helper()
 	return h.auditCountWant(outcome, 1)
 }
 
+// auditCountWant is auditCount waiting for want records.
 func (h *harness) auditCountWant(outcome policy.Outcome, want int) int {
 	h.t.Helper()
-	n := 0
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if n = h.auditRows(outcome); n >= want {
-			break
+	h.events.await(h.t, fmt.Sprintf("%d audit records with outcome %s", want, outcome), func(audits []policy.Record, _ []policy.Approval) bool {
+		n := 0
+		for _, r := range audits {
+			if r.Outcome == outcome {
+				n++
+			}
 		}
-	}
-	return n
+		return n >= want
+	})
+	return h.auditRows(outcome)
 }
 
 func (h *harness) auditRows(outcome policy.Outcome) int {
@@ -273,6 +378,7 @@ func (h *harness) auditRows(outcome policy.Outcome) int {
 var allowAll = store.Rules{Read: store.RuleAllow, Write: store.RuleAllow, Destructive: store.RuleAllow}
 
 func TestExitStatuses(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOpts{rules: allowAll})
 	tests := []struct {
 		cmd  string
@@ -298,6 +404,7 @@ func TestExitStatuses(t *testing.T) {
 }
 
 func TestRouting(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOpts{})
 	tests := []struct {
 		name       string
@@ -339,6 +446,7 @@ func TestRouting(t *testing.T) {
 }
 
 func TestDeniedRunsNothing(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOpts{})
 	file := filepath.Join(t.TempDir(), "made")
 	got := h.ssh("", "127.0.0.1", "web", "touch "+file)
@@ -357,6 +465,7 @@ func TestDeniedRunsNothing(t *testing.T) {
 }
 
 func TestAskApproveRuns(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOpts{rules: store.Rules{Read: store.RuleAllow, Write: store.RuleAsk, Destructive: store.RuleDeny}})
 	file := filepath.Join(t.TempDir(), "made")
 	done := make(chan sshResult, 1)
@@ -381,6 +490,7 @@ func TestAskApproveRuns(t *testing.T) {
 }
 
 func TestAskDenyKeepsTarget(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOpts{rules: store.Rules{Read: store.RuleAllow, Write: store.RuleDeny, Destructive: store.RuleAsk}})
 	file := filepath.Join(t.TempDir(), "keep")
 	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
@@ -404,26 +514,25 @@ func TestAskDenyKeepsTarget(t *testing.T) {
 	}
 }
 
-// waitPending returns the id of the one pending approval, waiting for the
-// bastion to write it.
+// waitPending waits until an agent is told that it waits for an approval,
+// and returns that approval's id. Each call takes the next such wait, in
+// the order the bastion announced them.
 func (h *harness) waitPending() string {
 	h.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		list, err := h.eng.Approvals(context.Background(), false)
-		if err != nil {
-			h.t.Fatal(err)
+	var id string
+	h.events.await(h.t, "an agent to wait for an approval", func(_ []policy.Record, waits []policy.Approval) bool {
+		if h.events.taken == len(waits) {
+			return false
 		}
-		if len(list) == 1 {
-			return list[0].ID
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	h.t.Fatal("no pending approval appeared")
-	return ""
+		id = waits[h.events.taken].ID
+		h.events.taken++
+		return true
+	})
+	return id
 }
 
 func TestInteractiveShellIsDestructive(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOpts{rules: store.Rules{Read: store.RuleAllow, Write: store.RuleAllow, Destructive: store.RuleDeny}})
 	got := h.ssh("", "-tt", "web@127.0.0.1")
 	if got.code != ExitRefused {
@@ -435,6 +544,7 @@ func TestInteractiveShellIsDestructive(t *testing.T) {
 }
 
 func TestRefusesForwarding(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOpts{rules: allowAll})
 	cfg := &ssh.ClientConfig{User: "agent", Auth: []ssh.AuthMethod{ssh.PublicKeys(h.signer)}, HostKeyCallback: ssh.InsecureIgnoreHostKey(), Timeout: 10 * time.Second}
 	c, err := ssh.Dial("tcp", h.addr, cfg)
@@ -464,6 +574,7 @@ func TestRefusesForwarding(t *testing.T) {
 }
 
 func TestUnknownKeyRefused(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOpts{})
 	_, priv, _ := ed25519.GenerateKey(rand.Reader)
 	block, _ := ssh.MarshalPrivateKey(priv, "stranger")
@@ -479,6 +590,7 @@ func TestUnknownKeyRefused(t *testing.T) {
 }
 
 func TestHostKeyMismatchRefused(t *testing.T) {
+	t.Parallel()
 	_, wrong, _ := ed25519.GenerateKey(rand.Reader)
 	wrongPub, _ := ssh.NewSignerFromKey(wrong)
 	line := "127.0.0.1 " + strings.TrimSpace(string(ssh.MarshalAuthorizedKey(wrongPub.PublicKey())))
@@ -493,6 +605,7 @@ func TestHostKeyMismatchRefused(t *testing.T) {
 }
 
 func TestTargetUnreachable(t *testing.T) {
+	t.Parallel()
 	ln, _ := net.Listen("tcp", "127.0.0.1:0")
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
@@ -560,6 +673,7 @@ func (h *harness) auditRowsFor(alias string) int {
 // re-pinned host key, as after `conn update`) is seen by the next session,
 // in both directions, without reconnecting.
 func TestConnectionChangeOnOpenConnection(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOpts{})
 	ctx := context.Background()
 	c := h.client()

@@ -5,6 +5,8 @@ import (
 	"io"
 	"net"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"go.uber.org/goleak"
 )
@@ -55,16 +57,25 @@ func TestBatchConnOrderAndFlush(t *testing.T) {
 }
 
 // TestBatchConnCloseStuckPeer: a peer that never reads cannot hold Close
-// (net.Pipe has no buffer: the writer blocks until its bound).
+// (net.Pipe has no buffer: the writer blocks until its bound). It runs in
+// a synctest bubble: Close's bound passes on the bubble's fake clock, the
+// test checks that Close waited exactly that long, and the bubble's end
+// checks that the writer goroutine ended.
 func TestBatchConnCloseStuckPeer(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	a, b := net.Pipe()
-	defer b.Close()
-	c := newBatchConn(a)
-	if _, err := c.Write([]byte("never read")); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Close(); err != nil {
-		t.Fatalf("Close: %v", err)
-	}
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		a, b := net.Pipe()
+		defer b.Close()
+		c := newBatchConn(a)
+		if _, err := c.Write([]byte("never read")); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		if err := c.Close(); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+		if got := time.Since(start); got != closeFlushWait {
+			t.Errorf("Close took %v on the bubble's clock; want closeFlushWait, %v", got, closeFlushWait)
+		}
+	})
 }

@@ -6,14 +6,30 @@
 // allowed work over a pooled upstream SSH connection that uses the sealed
 // key, which the agent never sees. Every outcome is audited.
 //
-// Files by concern: server.go (listener, handshake, auth), negotiate.go
-// (postern's pick of the agent leg's cipher from the client's KEXINIT, and
-// the algorithm orders of both legs), admission.go
-// (which unauthenticated connections may run their handshake, so that a
-// flood cannot keep agents out), ratelimit.go (the per-agent command rate
-// and the slow-down after repeated denials), session.go (session channel
-// requests, routing, decisions), relay.go (the byte-exact channel relay),
-// sftp.go (the sftp subsystem: sftpgate with the policy as its Decider,
-// auditing each operation with the target's status), upstream.go (the
-// per-connection client pool).
+// Files by concern:
+//
+//   - server.go: the listener, the handshake and authentication, the
+//     Server's life (Serve, Shutdown), channels and global requests.
+//   - admission.go: which unauthenticated connections may run their
+//     handshake, so that a flood cannot keep agents out.
+//   - negotiate.go: postern's pick of the agent leg's cipher from the
+//     client's KEXINIT, and the algorithm orders of both legs.
+//   - ratelimit.go: the per-agent command rate and the slow-down after
+//     repeated denials.
+//   - session.go: session channel requests, routing, classification and the
+//     decision.
+//   - exec.go: an exec or shell session in named phases (admit, route,
+//     classify, decide, relay), each ending the session itself when it
+//     refuses.
+//   - openahead.go: the upstream channel opened while the policy decides,
+//     which runs nothing unless the decision allows.
+//   - relay.go: the byte-exact channel relay between agent and target.
+//   - requests.go: the payloads of session channel requests, parsed and
+//     built.
+//   - sftp.go: the sftp subsystem, sftpgate with the policy as its Decider,
+//     auditing each operation with the target's status.
+//   - upstream.go: the per-connection pool of upstream SSH clients.
+//   - batchconn.go: the upstream connection's writes joined into one
+//     system call while the previous one is in the kernel.
+//   - errors.go: ErrServerClosed.
 package bastion

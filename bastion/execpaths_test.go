@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/postern/postern/internal/testwait"
 )
 
 // This file holds what the exec stream tests share: the ways a real
@@ -101,7 +103,7 @@ func startMaster(t *testing.T, args, muxOpts []string) {
 		<-exited
 	})
 	check := join([]string{"-F", "/dev/null"}, muxOpts, []string{"-O", "check", "127.0.0.1"})
-	eventually(t, "ControlMaster "+strings.Join(args, " ")+" to answer", func() bool {
+	testwait.Until(t, eventWait, "ControlMaster "+strings.Join(args, " ")+" to answer", func() bool {
 		select {
 		case <-exited:
 			t.Fatalf("ControlMaster exited: %s", stderr.String())
@@ -192,13 +194,7 @@ func processesWith(t *testing.T, marker string) []int {
 // waitRemoteGone waits until no process on the target carries marker.
 func waitRemoteGone(t *testing.T, marker string) {
 	t.Helper()
-	eventually(t, "the remote command with "+marker+" to end", func() bool {
+	testwait.Until(t, eventWait, "the remote command with "+marker+" to end", func() bool {
 		return len(processesWith(t, marker)) == 0
 	})
-}
-
-// targetLogCount counts the lines of the target sshd's log that contain s
-// (the target runs with LogLevel DEBUG2 where a test needs this).
-func (h *harness) targetLogCount(s string) int {
-	return strings.Count(h.target.Log(), s)
 }

@@ -14,6 +14,7 @@ import (
 // or, for a command killed by a signal, no status and the signal in the
 // reason (the row has no column of its own for it).
 func TestExitOutcomeAudited(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOpts{rules: allowAll})
 	paths := h.execPaths(t, false)
 	direct, viaPostern := paths[0], paths[1]

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/postern/postern/internal/testwait"
 	"github.com/postern/postern/policy"
 	"github.com/postern/postern/store"
 )
@@ -31,35 +33,37 @@ func (h *harness) connection(alias string) *store.Connection {
 	return c
 }
 
-// lastAudit returns the newest audit row of alias, waiting briefly for it
-// to be written (the row follows the end of the agent's session).
+// lastAudit waits until the bastion has audited minRows records of alias
+// (a row follows the end of the agent's session), then returns the newest
+// audit row of alias in the store.
 func (h *harness) lastAudit(alias string, minRows int) store.AuditRow {
 	h.t.Helper()
-	var rows []store.AuditRow
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		var err error
-		rows, err = h.st.ListAudit(context.Background(), store.AuditFilter{Connection: alias})
-		if err != nil {
-			h.t.Fatal(err)
+	h.events.await(h.t, fmt.Sprintf("%d audit records of %s", minRows, alias), func(audits []policy.Record, _ []policy.Approval) bool {
+		n := 0
+		for _, r := range audits {
+			if r.ConnectionAlias == alias {
+				n++
+			}
 		}
-		if len(rows) >= minRows {
-			return rows[len(rows)-1]
-		}
+		return n >= minRows
+	})
+	rows, err := h.st.ListAudit(context.Background(), store.AuditFilter{Connection: alias})
+	if err != nil {
+		h.t.Fatal(err)
 	}
-	h.t.Fatalf("audit rows of %s = %d; want at least %d", alias, len(rows), minRows)
-	return store.AuditRow{}
+	if len(rows) < minRows {
+		h.t.Fatalf("audit rows of %s = %d; want at least %d", alias, len(rows), minRows)
+	}
+	return rows[len(rows)-1]
 }
 
-// waitPoolClients waits until the pool holds want clients for conn.
+// waitPoolClients waits until the pool holds want clients for conn. The
+// pool announces nothing: this polls.
 func (h *harness) waitPoolClients(conn *store.Connection, want int) {
 	h.t.Helper()
-	var got PoolStats
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if got = h.srv.pool.Stats(conn); got.Clients == want {
-			return
-		}
-	}
-	h.t.Fatalf("pool clients for %s = %d; want %d", conn.Alias, got.Clients, want)
+	testwait.Until(h.t, eventWait, fmt.Sprintf("%d pool clients for %s", want, conn.Alias), func() bool {
+		return h.srv.pool.Stats(conn).Clients == want
+	})
 }
 
 // bgSSH is a real ssh client running in the background, bounded by 30 s,

@@ -12,6 +12,7 @@ import (
 // OpenSSH client's ServerAlive probe, which counts any answer, keeps a
 // session alive through postern.
 func TestGlobalRequestsAsOpenSSH(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOpts{rules: allowAll})
 	direct, err := ssh.Dial("tcp", h.target.Addr, h.target.ClientConfig())
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os/exec"
@@ -12,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/postern/postern/internal/testwait"
 )
 
 // TestUnauthenticatedLimits: handshakes in progress are bounded per source;
@@ -19,6 +22,7 @@ import (
 // connection rather than the newest; the handshake deadline closes
 // connections that never finish; and a real agent still logs in afterwards.
 func TestUnauthenticatedLimits(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOpts{config: func(c *Config) {
 		c.MaxUnauthenticatedPerSource = 3
 		c.MaxQueuedHandshakes = 1
@@ -70,21 +74,19 @@ func TestUnauthenticatedLimits(t *testing.T) {
 }
 
 // waitAdmission waits until holding connections are in a handshake and
-// waiting ones wait for a slot.
+// waiting ones wait for a slot. Admission announces nothing: this polls.
 func (h *harness) waitAdmission(holding, waiting int) {
 	h.t.Helper()
-	var st admissionStats
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if st = h.srv.adm.stats(); st.holding == holding && st.waiting == waiting {
-			return
-		}
-	}
-	h.t.Fatalf("handshakes holding %d, waiting %d; want %d and %d", st.holding, st.waiting, holding, waiting)
+	testwait.Until(h.t, eventWait, fmt.Sprintf("%d handshakes holding a slot and %d waiting", holding, waiting), func() bool {
+		st := h.srv.adm.stats()
+		return st.holding == holding && st.waiting == waiting
+	})
 }
 
 // TestConcurrentBurstOneSource: 50 agents from one address at once all get
 // in, waiting for handshake slots rather than failing.
 func TestConcurrentBurstOneSource(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOpts{target: testsshdMaxSessions(100)})
 	const n = 50
 	results := make(chan sshResult, n)

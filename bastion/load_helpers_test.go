@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/postern/postern/internal/testsshd"
+	"github.com/postern/postern/policy"
 	"github.com/postern/postern/store"
 	"github.com/rs/zerolog"
 	"golang.org/x/crypto/ssh"
@@ -46,9 +47,6 @@ const (
 	// loadAuditTimeout bounds the wait for the last audit rows, which
 	// postern writes just after a session ends.
 	loadAuditTimeout = time.Minute
-	// loadAuditStall ends that wait early once no row has been added for
-	// this long: the rows that are missing then were lost.
-	loadAuditStall = 5 * time.Second
 	// loadSampleEvery is how often memory and session counts are sampled.
 	// runtime.ReadMemStats stops the world briefly; every 50 ms it costs
 	// far less than the load itself.
@@ -376,34 +374,18 @@ func runLoad(tb testing.TB, h *harness, jobs []loadJob) loadResult {
 	return res
 }
 
-// waitAuditRows waits until the audit log holds want rows (postern writes a
-// session's row just after the session ends) and returns all of them.
-// Every session of the run has ended by then, so the last rows follow
-// within milliseconds: it stops waiting once the count has not moved for
-// loadAuditStall, or after loadAuditTimeout, and the caller's count says
-// what is missing.
-func waitAuditRows(tb testing.TB, st *store.Store, want int) []store.AuditRow {
-	tb.Helper()
-	ctx := context.Background()
-	var seen int64
-	moved := time.Now()
-	for deadline := time.Now().Add(loadAuditTimeout); time.Now().Before(deadline) && time.Since(moved) < loadAuditStall; time.Sleep(50 * time.Millisecond) {
-		newest, err := st.ListAudit(ctx, store.AuditFilter{Limit: 1})
-		if err != nil {
-			tb.Fatal(err)
-		}
-		// Seq numbers the chain from 1 without gaps (policy.Verify checks
-		// it), so the newest row's Seq is the number of rows.
-		if len(newest) == 1 && newest[0].Seq != seen {
-			seen, moved = newest[0].Seq, time.Now()
-		}
-		if seen >= int64(want) {
-			break
-		}
+// waitAuditRows waits until the bastion has audited want records (postern
+// writes a session's row just after the session ends), bounded by
+// loadAuditTimeout, and returns every row of the audit log; the caller's
+// count says what is missing when the wait ends short.
+func waitAuditRows(h *harness, want int) []store.AuditRow {
+	h.t.Helper()
+	if !h.events.awaitFor(loadAuditTimeout, func(audits []policy.Record, _ []policy.Approval) bool { return len(audits) >= want }) {
+		h.t.Errorf("waited %v for %d audit records; %s", loadAuditTimeout, want, h.events.summary())
 	}
-	rows, err := st.ListAudit(ctx, store.AuditFilter{})
+	rows, err := h.st.ListAudit(context.Background(), store.AuditFilter{})
 	if err != nil {
-		tb.Fatal(err)
+		h.t.Fatal(err)
 	}
 	return rows
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/postern/postern/store"
 )
 
-// This file holds issue 8's load tests: many agents at once through one
+// This file holds the load tests: many agents at once through one
 // postern to one real sshd, every command's outcome and audit row counted.
 // They log latency and memory and assert none of it but a wide memory
 // bound: on a shared 2-core machine a timing threshold would fail on the
@@ -38,7 +38,7 @@ var loadRules = store.Rules{Read: store.RuleAllow, Write: store.RuleAllow, Destr
 // reads, a write and a denied destructive command. No two denied commands
 // of an agent are identical or adjacent: RepeatDeniedStreak identical
 // denials in a row would make postern slow the agent down, which
-// TestRepeatedDenials covers and this test must not measure.
+// TestRepeatedDenialsSlowDown covers and this test must not measure.
 type mixedCommand struct {
 	cmd    string
 	class  string // what postern classifies it as
@@ -182,7 +182,7 @@ func TestLoad200Agents(t *testing.T) {
 	}
 
 	// The audit log: one row per command, per agent and per decision.
-	rows := waitAuditRows(t, h.st, want)
+	rows := waitAuditRows(h, want)
 	if len(rows) != want {
 		t.Errorf("audit rows = %d; want %d, one per command", len(rows), want)
 	}
@@ -320,7 +320,7 @@ func TestLoad1000Sleep(t *testing.T) {
 		t.Errorf("peak heap growth per session = %.0f B; want at most %d", res.heapPerSession(), maxHeapPerSession)
 	}
 
-	rows := waitAuditRows(t, h.st, loadSessionsTotal)
+	rows := waitAuditRows(h, loadSessionsTotal)
 	perAgent := map[string]int{}
 	for _, r := range rows {
 		if r.Decision != string(policy.Allowed) || r.ExitStatus == nil || *r.ExitStatus != 0 {

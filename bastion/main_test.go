@@ -1,14 +1,31 @@
 package bastion
 
 import (
+	"flag"
 	"testing"
 
 	"go.uber.org/goleak"
 )
 
+// defaultParallel is how many of this package's parallel tests run at once
+// when go test is not given -parallel (whose default is GOMAXPROCS). Each
+// test drives a real sshd, a bastion and OpenSSH clients through handshakes
+// and commands, and spends most of its time waiting on them rather than
+// computing: on the 2-core machine of bench/RESULTS.md, eight at a time
+// keep both cores busy where two leave them mostly idle.
+const defaultParallel = "8"
+
 // TestMain fails the package if any goroutine outlives its tests: the
 // server, the pool and the relay promise that every goroutine they start
-// ends on close. Tests that check their own goroutines use leakCheck.
+// ends on close. Tests that check their own goroutines use leakCheck and do
+// not run in parallel (goleak cannot tell another test's goroutines from
+// theirs); go test runs them first, before the parallel ones start.
 func TestMain(m *testing.M) {
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		flag.Set("test.parallel", defaultParallel)
+	}
 	goleak.VerifyTestMain(m)
 }

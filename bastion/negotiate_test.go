@@ -29,6 +29,7 @@ var (
 // cipher the client offered, or the full lists when it has nothing to pick
 // from.
 func TestOffer(t *testing.T) {
+	t.Parallel()
 	kex := func(cs, sc, macsCS, macsSC []string) *kexInit {
 		return &kexInit{CiphersClientServer: cs, CiphersServerClient: sc, MACsClientServer: macsCS, MACsServerClient: macsSC}
 	}
@@ -62,6 +63,7 @@ func TestOffer(t *testing.T) {
 // or cut short, are read and parsed (or not), and everything read is kept
 // to be replayed; postern's own line goes out first.
 func TestPeekClientHello(t *testing.T) {
+	t.Parallel()
 	version := "SSH-2.0-OpenSSH_9.2p1 Debian\r\n"
 	kexinit := packet(ssh.Marshal(kexInit{KexAlgos: []string{"curve25519-sha256"}, CiphersClientServer: opensshCiphers, CiphersServerClient: opensshCiphers,
 		MACsClientServer: opensshMACs, MACsServerClient: opensshMACs, CompressionClientServer: []string{"none"}, CompressionServerClient: []string{"none"}}))
@@ -115,6 +117,7 @@ func TestPeekClientHello(t *testing.T) {
 // with the client's own order when the peek gave up at once (as for a
 // client that waits for the server's KEXINIT).
 func TestHelloHandshake(t *testing.T) {
+	t.Parallel()
 	_, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
 		t.Fatal(err)

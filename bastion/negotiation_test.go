@@ -101,6 +101,7 @@ sys.exit(asyncio.run(main()))
 // else AES-CTR with HMAC-SHA-256: see negotiate.go. Upstream, the target's
 // sshd says postern asked for AES-GCM.
 func TestDefaultClientsNegotiate(t *testing.T) {
+	t.Parallel()
 	requirePython(t, "paramiko", "asyncssh")
 	var log connLog
 	h := newHarness(t, harnessOpts{rules: allowAll, target: testsshd.Options{LogLevel: "DEBUG1"},

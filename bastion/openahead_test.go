@@ -3,11 +3,12 @@ package bastion
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
+	"github.com/postern/postern/internal/testwait"
 	"github.com/postern/postern/policy"
 	"github.com/postern/postern/store"
 	"golang.org/x/crypto/ssh"
@@ -18,15 +19,12 @@ import (
 // back to the pool whatever the decision.
 
 // waitPoolSessions waits until the pool carries want sessions for conn.
+// The pool announces nothing: this polls.
 func (h *harness) waitPoolSessions(conn *store.Connection, want int) {
 	h.t.Helper()
-	var got PoolStats
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if got = h.srv.pool.Stats(conn); got.Sessions == want {
-			return
-		}
-	}
-	h.t.Fatalf("pool sessions for %s = %d; want %d", conn.Alias, got.Sessions, want)
+	testwait.Until(h.t, eventWait, fmt.Sprintf("%d pool sessions for %s", want, conn.Alias), func() bool {
+		return h.srv.pool.Stats(conn).Sessions == want
+	})
 }
 
 // TestOpenAheadRefusedRunsNothing: the connection's cached grant still
@@ -34,6 +32,7 @@ func (h *harness) waitPoolSessions(conn *store.Connection, want int) {
 // the grant now denies (or asks, and the admin denies), and the command
 // does not run, and the channel is closed.
 func TestOpenAheadRefusedRunsNothing(t *testing.T) {
+	t.Parallel()
 	allowAll := store.Rules{Read: store.RuleAllow, Write: store.RuleAllow, Destructive: store.RuleDeny}
 	tests := []struct {
 		name  string

@@ -17,6 +17,7 @@ import (
 )
 
 func TestLimiterRatePerAgent(t *testing.T) {
+	t.Parallel()
 	clk := fakeclock.New()
 	l := newLimiter(1, 1, clk.Now)
 	if ok, _ := l.allow("a1"); !ok {
@@ -34,6 +35,7 @@ func TestLimiterRatePerAgent(t *testing.T) {
 }
 
 func TestLimiterRepeatDenied(t *testing.T) {
+	t.Parallel()
 	type step struct {
 		key    string
 		denied bool

@@ -223,24 +223,20 @@ func relay(ctx context.Context, down ssh.Channel, downReqs <-chan *ssh.Request, 
 		if res.AgentGone {
 			return
 		}
-		res.AgentGone = true
 		if agentReqs != nil {
-			// A write to the agent failed, so its channel is closed and its
-			// request channel closes right after the requests it sent
-			// before the close. Those reach the target first, in order: an
-			// OpenSSH client (a ControlMaster above all) sends eow@openssh.com
-			// and its close back to back, and a close overtaking the eow
-			// would end the command by a hangup of its pipes, not the
-			// SIGPIPE a direct client's eow causes. Bounded: forwarding a
-			// request that wants a reply waits on the target.
-			wait := time.NewTimer(relayTeardownWait)
+			// What the agent sent before its channel closed reaches the
+			// target first, in the agent's order, as it would reach sshd
+			// from a direct client: a ControlMaster whose client died
+			// sends eow@openssh.com and then closes the channel. The
+			// agent's requests end with its channel.
+			wait := time.NewTimer(relayGoneWait)
 			select {
 			case <-agentReqsDone:
 			case <-wait.C:
 			}
 			wait.Stop()
-			agentReqs = nil
 		}
+		res.AgentGone, agentReqs = true, nil
 		// What sshd sees when a direct client goes: the session channel
 		// closes. It closes the command's pipes (or hangs up its pty) and
 		// still reports the command's end, which is worth waiting for.

@@ -11,6 +11,7 @@ import (
 // TestRequestsParse: well-formed payloads parse to their fields; short,
 // long or otherwise malformed ones are errors, never panics.
 func TestRequestsParse(t *testing.T) {
+	t.Parallel()
 	// Adapters giving each parser the one shape the table uses.
 	env := func(p []byte) (any, error) { return parseEnv(p) }
 	ptyReq := func(p []byte) (any, error) {
@@ -106,6 +107,7 @@ func TestRequestsParse(t *testing.T) {
 // TestParsePtyReqKeepsPayload: the raw pty-req payload is returned for
 // replay byte for byte, and is a copy, not the caller's buffer.
 func TestParsePtyReqKeepsPayload(t *testing.T) {
+	t.Parallel()
 	payload := ssh.Marshal(ptyRequest{Term: "xterm", Columns: 80, Rows: 24, Modes: "\x81\x00\x00\x96\x00\x00"})
 	_, raw, err := parsePtyReq(payload)
 	if err != nil {
@@ -122,6 +124,7 @@ func TestParsePtyReqKeepsPayload(t *testing.T) {
 
 // TestEnvAllowed: only LANG, LC_*, TERM and GIT_PROTOCOL pass.
 func TestEnvAllowed(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		want bool

@@ -10,7 +10,7 @@ import (
 )
 
 // Tests of what postern sends to a person and what it decides itself
-// because no person could review it (issue 14).
+// because no person could review it.
 
 var askWrites = store.Rules{Read: store.RuleAllow, Write: store.RuleAsk, Destructive: store.RuleAsk}
 
@@ -18,6 +18,7 @@ var askWrites = store.Rules{Read: store.RuleAllow, Write: store.RuleAsk, Destruc
 // reaches the approval request and the audit row with the agent's address,
 // and never the target's environment.
 func TestAgentReasonShownNotForwarded(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOpts{rules: askWrites})
 	const reason = "rotate the cert, ticket 4711"
 	got := h.ssh("", "-o", "SetEnv=POSTERN_REASON=\""+reason+"\"", "127.0.0.1", "web", "env")
@@ -57,6 +58,7 @@ func TestAgentReasonShownNotForwarded(t *testing.T) {
 // TestUnreviewableDenied: a command the classifier refuses outright is
 // denied with the reason, and no person is asked.
 func TestUnreviewableDenied(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOpts{rules: store.Rules{Read: store.RuleAsk, Write: store.RuleAsk, Destructive: store.RuleAsk}})
 	long := "echo " + strings.Repeat("a", 70<<10)
 	got := h.ssh("", "127.0.0.1", "web", long)
@@ -75,6 +77,7 @@ func TestUnreviewableDenied(t *testing.T) {
 // the usage and exit 2, not an approval for an interactive shell that
 // nobody could judge.
 func TestNoCommandNoTerminal(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOpts{rules: askWrites})
 	for _, args := range [][]string{
 		{"-T", "127.0.0.1", "web"},
@@ -93,6 +96,7 @@ func TestNoCommandNoTerminal(t *testing.T) {
 // TestUnknownAliasAuditedWithAgent: an unknown alias is audited under the
 // agent's name, so that filtering the audit by agent shows it.
 func TestUnknownAliasAuditedWithAgent(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOpts{})
 	if got := h.ssh("", "127.0.0.1", "nosuch", "ls"); got.code != ExitUsage {
 		t.Fatalf("unknown alias: exit %d; want %d", got.code, ExitUsage)
@@ -111,6 +115,7 @@ func TestUnknownAliasAuditedWithAgent(t *testing.T) {
 // since its pager (git log, less) runs what is typed; without one it stays
 // read.
 func TestReadOnATerminalIsWrite(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOpts{})
 	if got := h.ssh("", "-T", "127.0.0.1", "web", "uptime"); got.code != 0 {
 		t.Fatalf("uptime without a terminal: exit %d, stderr %q; want 0 (read is allowed)", got.code, got.stderr)

@@ -17,6 +17,7 @@ var routeGrants = []store.Grant{
 }
 
 func TestResolve(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name               string
 		user, cmd          string

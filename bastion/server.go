@@ -144,6 +144,13 @@ type Server struct {
 	// sleep waits before deciding a request an agent keeps repeating
 	// after denials; sleepCtx, replaced by tests so that they do not wait.
 	sleep func(ctx context.Context, d time.Duration) error
+	// audited and waiting are for tests, which wait on them instead of
+	// polling the store; nil otherwise, and set before Serve. audited is
+	// called with each record once Policy.Audit has returned (whether or
+	// not the row was written), waiting with each approval an agent was
+	// told it waits for, after the agent's line was written.
+	audited func(policy.Record)
+	waiting func(policy.Approval)
 
 	// ctx ends when the server is closed for good; every session derives
 	// from it, so a hard close ends waits and relays.
@@ -571,7 +578,7 @@ func (s *Server) newChannel(ac *agentConn, nch ssh.NewChannel) {
 // agent forwarding, unknown subsystems.
 func (s *Server) refuse(ac *agentConn, what string) {
 	s.log.Info().Str("conn_id", ac.id).Str("agent_id", ac.agentID).Str("decision", "denied").Str("what", what).Msg("refused")
-	_, err := s.cfg.Policy.Audit(s.ctx, policy.Record{
+	rec := policy.Record{
 		AgentID:    ac.agentID,
 		AgentName:  ac.agentName,
 		SourceAddr: ac.source,
@@ -580,9 +587,13 @@ func (s *Server) refuse(ac *agentConn, what string) {
 		Outcome:    policy.Denied,
 		Reason:     what + " is refused by postern",
 		Operation:  what,
-	})
+	}
+	_, err := s.cfg.Policy.Audit(s.ctx, rec)
 	if err != nil {
 		s.log.Error().Err(err).Msg("audit failed")
+	}
+	if s.audited != nil {
+		s.audited(rec)
 	}
 }
 

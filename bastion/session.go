@@ -345,6 +345,9 @@ func (s *Server) authorize(ctx context.Context, op policy.Operation, stderr io.W
 			a.ID, op.Class, op.ConnectionAlias, reasons, s.cfg.ApproveHint(a.ID), a.ExpiresAt.UTC().Format(time.RFC3339))
 		s.log.Info().Str("agent_id", op.AgentID).Str("alias", op.ConnectionAlias).Str("class", string(op.Class)).
 			Str("decision", "asked").Str("approval", a.ID).Msg("waiting for approval")
+		if s.waiting != nil {
+			s.waiting(a)
+		}
 	})
 	rec := auth.Record(op)
 	if auth.Approval != nil {
@@ -444,6 +447,9 @@ func (s *Server) audit(rec policy.Record, start time.Time) {
 	rec.Duration = s.cfg.Now().Sub(start)
 	if _, err := s.cfg.Policy.Audit(s.ctx, rec); err != nil {
 		s.log.Error().Err(err).Msg("audit failed")
+	}
+	if s.audited != nil {
+		s.audited(rec)
 	}
 }
 

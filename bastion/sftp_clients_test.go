@@ -53,12 +53,13 @@ func runClientScript(t *testing.T, client string, port int, user, key string) []
 }
 
 // TestSFTPClientsTransparent runs paramiko and asyncssh through every
-// behaviour issue 12 found postern changing (pipelined append, writes seen
+// behaviour postern was once found changing (pipelined append, writes seen
 // before close, ftruncate and fsetstat after a write, a write error on the
 // write, requested modes, symbolic links, every extension, listings with
 // "." and ".."), directly against an OpenSSH target and through postern in
 // the alias's own view, with every class allowed. Any difference fails.
 func TestSFTPClientsTransparent(t *testing.T) {
+	t.Parallel()
 	requirePython(t, "paramiko", "asyncssh")
 	h := newHarness(t, harnessOpts{rules: allowAll})
 	targetKey := filepath.Join(t.TempDir(), "target_ed25519")

@@ -142,6 +142,7 @@ func diffLines(a, b []string) string {
 // each left on both sides: contents, modes, times, links, and the
 // clients' exit statuses and output.
 func TestOpenSSHClientsTransparent(t *testing.T) {
+	t.Parallel()
 	requireTool(t, "sftp", "openssh-client")
 	requireTool(t, "scp", "openssh-client")
 	h := newHarness(t, harnessOpts{rules: allowAll})

@@ -12,12 +12,14 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
 
-// pkgSFTPSuiteTimeout bounds one run of pkg/sftp's integration suite (a
-// little over a minute on the 2-core machine of bench/RESULTS.md).
+// pkgSFTPSuiteTimeout bounds the compilation and each run of pkg/sftp's
+// integration suite (seconds each on the 2-core machine of
+// bench/RESULTS.md).
 const pkgSFTPSuiteTimeout = 10 * time.Minute
 
 // TestPkgSFTPIntegrationSuite runs pkg/sftp's own client integration suite
@@ -28,11 +30,12 @@ const pkgSFTPSuiteTimeout = 10 * time.Minute
 // directly must pass through postern.
 //
 // The suite is the module's own test files, copied from the module cache
-// into a directory named sftp (its package name) and run as a module of its
-// own: `go test` may fetch its test-only dependencies (testify).
+// into a directory named sftp (its package name) and compiled as a module
+// of its own: `go test -c` may fetch its test-only dependencies (testify).
 func TestPkgSFTPIntegrationSuite(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
-		t.Skip("pkg/sftp's integration suite takes a minute or two; skipped in -short mode")
+		t.Skip("pkg/sftp's integration suite compiles a test binary; skipped in -short mode")
 	}
 	requireTool(t, "ssh", "openssh-client")
 	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/pkg/sftp").Output()
@@ -40,37 +43,58 @@ func TestPkgSFTPIntegrationSuite(t *testing.T) {
 		t.Fatalf("go list -m github.com/pkg/sftp: %v", err)
 	}
 	modDir := strings.TrimSpace(string(out))
-	suite := filepath.Join(t.TempDir(), "sftp")
-	if err := os.CopyFS(suite, os.DirFS(modDir)); err != nil {
-		t.Fatalf("copy %s: %v", modDir, err)
-	}
-	// The module cache is read-only; the copy must not be, or its tests
-	// (and TempDir's cleanup) cannot write next to it.
-	filepath.WalkDir(suite, func(p string, d fs.DirEntry, err error) error {
-		if err == nil {
-			mode := os.FileMode(0o644)
-			if d.IsDir() {
-				mode = 0o755
-			}
-			os.Chmod(p, mode)
-		}
-		return err
-	})
+	suite := copySuite(t, modDir)
 
+	// The suite is compiled once, then run against both endpoints at once:
+	// each run spends its time waiting on its server, not on the CPU.
+	bin := buildPkgSFTPSuite(t, suite)
 	h := newHarness(t, harnessOpts{rules: allowAll})
+	var wg sync.WaitGroup
 	results := map[string]map[string]string{}
+	errs := map[string]error{}
+	var mu sync.Mutex // guards results and errs
+	// A socket path must fit in sun_path (108 bytes): t.TempDir() may not.
+	sockets, err := os.MkdirTemp("", "pcm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(sockets) })
 	for _, e := range h.endpoints(t) {
+		// The suite starts a server for each of its 170 tests. Each
+		// endpoint's sessions share one ControlMaster connection, as a
+		// client that reuses its connection would: the suite is about what
+		// each SFTP session does, and a new SSH connection per test would
+		// cost two handshakes through postern (each a key exchange) for
+		// nothing it checks.
+		dest := e.user + "@127.0.0.1"
+		muxOpts := []string{"-o", "ControlMaster=no", "-o", "ControlPath=" + filepath.Join(sockets, e.name)}
+		startMaster(t, join(e.opts("-p"), []string{"-M", "-N", "-o", "ControlPath=" + filepath.Join(sockets, e.name), dest}), muxOpts)
 		// The suite starts the server as BINARY -e [-R] -l LEVEL; the
 		// wrapper ignores those (read-only mode is the server's, and
 		// neither path below has it) and opens the sftp subsystem.
 		wrapper := filepath.Join(t.TempDir(), "sftp-"+e.name)
 		args := append([]string{"exec", "ssh"}, e.opts("-p")...)
-		args = append(args, "-s", e.user+"@127.0.0.1", "sftp")
+		args = append(args, muxOpts...)
+		args = append(args, "-s", dest, "sftp")
 		script := "#!/bin/sh\n" + shellJoin(args) + "\n"
 		if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		results[e.name] = runPkgSFTPSuite(t, suite, wrapper)
+		// Each run works in its own copy: the suite's tests write next to
+		// their sources.
+		dir := copySuite(t, modDir)
+		wg.Go(func() {
+			r, err := runPkgSFTPSuite(dir, bin, wrapper)
+			mu.Lock()
+			defer mu.Unlock()
+			results[e.name], errs[e.name] = r, err
+		})
+	}
+	wg.Wait()
+	for name, err := range errs {
+		if err != nil {
+			t.Fatalf("pkg/sftp suite %s: %v", name, err)
+		}
 	}
 	direct, via := results["direct"], results["postern"]
 	passed := 0
@@ -106,17 +130,56 @@ func TestPkgSFTPIntegrationSuite(t *testing.T) {
 	}
 }
 
-// runPkgSFTPSuite runs the suite in dir against server and returns each
-// top-level test's result: pass, fail or skip.
-func runPkgSFTPSuite(t *testing.T, dir, server string) map[string]string {
+// copySuite copies the module in modDir into a new directory named sftp
+// (its package name) and returns it. The module cache is read-only; the
+// copy must not be, or the suite's tests (and TempDir's cleanup) cannot
+// write next to it.
+func copySuite(t *testing.T, modDir string) string {
+	t.Helper()
+	suite := filepath.Join(t.TempDir(), "sftp")
+	if err := os.CopyFS(suite, os.DirFS(modDir)); err != nil {
+		t.Fatalf("copy %s: %v", modDir, err)
+	}
+	filepath.WalkDir(suite, func(p string, d fs.DirEntry, err error) error {
+		if err == nil {
+			mode := os.FileMode(0o644)
+			if d.IsDir() {
+				mode = 0o755
+			}
+			os.Chmod(p, mode)
+		}
+		return err
+	})
+	return suite
+}
+
+// buildPkgSFTPSuite compiles the suite in dir into a test binary and
+// returns its path. `go test -c` may fetch the suite's test-only
+// dependencies (testify).
+func buildPkgSFTPSuite(t *testing.T, dir string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), pkgSFTPSuiteTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "test", "-count=1", "-json", "-timeout", pkgSFTPSuiteTimeout.String(),
-		".", "-integration", "-sftp", server)
+	bin := filepath.Join(t.TempDir(), "sftp.test")
+	cmd := exec.CommandContext(ctx, "go", "test", "-c", "-o", bin, ".")
 	cmd.Dir = dir
 	// The copy is a module of its own, outside any workspace.
 	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("compile pkg/sftp's suite: %v\n%s", err, tail(out, 3000))
+	}
+	return bin
+}
+
+// runPkgSFTPSuite runs the suite's binary bin (in dir, where its testdata
+// is) against server and returns each top-level test's result: pass, fail
+// or skip. go tool test2json turns its output into events.
+func runPkgSFTPSuite(dir, bin, server string) (map[string]string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), pkgSFTPSuiteTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", "tool", "test2json", bin, "-test.v=test2json", "-test.count=1",
+		"-test.timeout", pkgSFTPSuiteTimeout.String(), "-integration", "-sftp", server)
+	cmd.Dir = dir
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -134,9 +197,9 @@ func runPkgSFTPSuite(t *testing.T, dir, server string) map[string]string {
 		}
 	}
 	if len(results) == 0 {
-		t.Fatalf("pkg/sftp suite against %s ran nothing: %v\nstderr:\n%s\nstdout (end):\n%s", server, err, stderr.String(), tail(out, 3000))
+		return nil, fmt.Errorf("against %s ran nothing: %v\nstderr:\n%s\nstdout (end):\n%s", server, err, stderr.String(), tail(out, 3000))
 	}
-	return results
+	return results, nil
 }
 
 // shellJoin quotes words for sh.

@@ -59,6 +59,7 @@ var readWrite = store.Rules{Read: store.RuleAllow, Write: store.RuleAllow, Destr
 // TestSFTPVirtualRoot: `sftp bastion` lists the agent's aliases, reads
 // through /ALIAS/PATH, and cannot write into the virtual root.
 func TestSFTPVirtualRoot(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOpts{rules: readWrite})
 	remote := t.TempDir()
 	writeFile(t, filepath.Join(remote, "r.txt"), "remote\n")
@@ -94,6 +95,7 @@ func TestSFTPVirtualRoot(t *testing.T) {
 // TestSFTPDenyLeavesTarget: under the default read-only grant, writes and
 // removals are refused and nothing on the target changes.
 func TestSFTPDenyLeavesTarget(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOpts{})
 	remote := t.TempDir()
 	writeFile(t, filepath.Join(remote, "keep.txt"), "keep\n")
@@ -125,6 +127,7 @@ func TestSFTPDenyLeavesTarget(t *testing.T) {
 
 // TestSFTPAskApprove: a write waits for an admin, then runs.
 func TestSFTPAskApprove(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOpts{rules: writeAsk})
 	remote := t.TempDir()
 	done := make(chan sshResult, 1)
@@ -144,6 +147,7 @@ func TestSFTPAskApprove(t *testing.T) {
 // TestSCPThroughBastion: OpenSSH scp (SFTP mode, the default) in the
 // alias's own view, with -r and -p, and into the home directory.
 func TestSCPThroughBastion(t *testing.T) {
+	t.Parallel()
 	requireTool(t, "scp", "openssh-client")
 	h := newHarness(t, harnessOpts{rules: readWrite})
 	src := t.TempDir()
@@ -180,6 +184,7 @@ func TestSCPThroughBastion(t *testing.T) {
 
 // TestSFTPResume: reget and reput continue partial transfers.
 func TestSFTPResume(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOpts{rules: readWrite})
 	remote, local := t.TempDir(), t.TempDir()
 	full := strings.Repeat("0123456789", 10000)
@@ -199,6 +204,7 @@ func TestSFTPResume(t *testing.T) {
 // TestSFTPHostilePaths: .. never leaves an alias, long paths are refused
 // cleanly, and the session survives them.
 func TestSFTPHostilePaths(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOpts{rules: readWrite})
 	got := h.sftpBatch("agent", strings.Join([]string{
 		"-ls /web/../../../secret",
@@ -232,6 +238,7 @@ func TestSFTPHostilePaths(t *testing.T) {
 // TestSFTPLargeTransfer: 256 MiB up and down through postern, checksums
 // equal.
 func TestSFTPLargeTransfer(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("256 MiB transfer skipped in -short mode")
 	}
@@ -296,6 +303,7 @@ func (h *harness) auditOps() []string {
 // the target's answer: status 0 for success, the target's code and message
 // otherwise; and what was set (flags, modes, sizes) is in the operation.
 func TestSFTPAuditOutcomes(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOpts{rules: allowAll})
 	remote, local := t.TempDir(), t.TempDir()
 	writeFile(t, filepath.Join(local, "f"), "0123456789")
@@ -330,6 +338,7 @@ func TestSFTPAuditOutcomes(t *testing.T) {
 // TestSFTPApprovalText: what waits for an admin says what matters; here
 // that a rename replaces an existing file, and its size.
 func TestSFTPApprovalText(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOpts{rules: writeAsk})
 	remote := t.TempDir()
 	writeFile(t, filepath.Join(remote, "new"), "new")
@@ -363,6 +372,7 @@ func TestSFTPApprovalText(t *testing.T) {
 // denied here: a truncation decided on its own would be refused, and
 // OpenSSH's scp ignores that refusal).
 func TestSCPAsksOnce(t *testing.T) {
+	t.Parallel()
 	requireTool(t, "scp", "openssh-client")
 	h := newHarness(t, harnessOpts{rules: writeAsk})
 	src, dst := t.TempDir(), t.TempDir()
@@ -403,6 +413,7 @@ func TestSCPAsksOnce(t *testing.T) {
 // TestSFTPRefusalLines: each refusal reaches the agent's stderr as one
 // line naming the operation and the reason, once, with no prefix doubled.
 func TestSFTPRefusalLines(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOpts{})
 	remote := t.TempDir()
 	writeFile(t, filepath.Join(remote, "keep"), "keep")

@@ -10,6 +10,7 @@ import (
 // prints what it prints directly, by both routing forms and over a
 // ControlMaster.
 func TestStdinEOF(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOpts{rules: allowAll})
 	const want = "x\nafter-eof\n"
 	for _, p := range h.execPaths(t, true) {
@@ -27,6 +28,7 @@ func TestStdinEOF(t *testing.T) {
 // only to a client that says it is OpenSSH), and postern passes it on: the
 // agent's ssh stops reading its stdin, as it does directly.
 func TestStdinClosedByCommand(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOpts{rules: allowAll})
 	for _, p := range h.execPaths(t, false) {
 		t.Run(p.name, func(t *testing.T) {

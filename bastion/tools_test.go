@@ -51,6 +51,7 @@ var gitEnv = []string{"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GI
 // is write (denied, then allowed), and git keeps protocol v2 because
 // GIT_PROTOCOL is forwarded.
 func TestGitThroughBastion(t *testing.T) {
+	t.Parallel()
 	requireTool(t, "git", "git")
 	for _, allowWrite := range []bool{false, true} {
 		rules := store.DefaultRules()
@@ -93,6 +94,7 @@ func TestGitThroughBastion(t *testing.T) {
 
 // TestRsyncThroughBastion: pulling is read, pushing is write.
 func TestRsyncThroughBastion(t *testing.T) {
+	t.Parallel()
 	requireTool(t, "rsync", "rsync")
 	h := newHarness(t, harnessOpts{rules: store.Rules{Read: store.RuleAllow, Write: store.RuleAllow, Destructive: store.RuleDeny}})
 	src := t.TempDir()
@@ -125,6 +127,7 @@ func TestRsyncThroughBastion(t *testing.T) {
 // TestLegacySCPThroughBastion: scp -O uses scp -f (read) and scp -t (write)
 // on the target.
 func TestLegacySCPThroughBastion(t *testing.T) {
+	t.Parallel()
 	requireTool(t, "scp", "openssh-client")
 	h := newHarness(t, harnessOpts{})
 	remote := t.TempDir()

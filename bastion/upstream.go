@@ -69,8 +69,8 @@ var ErrPoolClosed = errors.New("bastion: upstream pool closed")
 
 // HostKeyChangedError says that a target presented a host key that is not
 // the one pinned for its connection. The pool never connects then: it is a
-// rebuilt server or an attack, and an admin must look (design §4). Its
-// message is the one the agent sees.
+// rebuilt server or an attack, and an admin must look. Its message is the
+// one the agent sees.
 type HostKeyChangedError struct {
 	Alias string
 	// Got is the SHA256 fingerprint of the key the target presented, or,
@@ -115,6 +115,11 @@ type PoolOptions struct {
 	DialsPerTarget       int              // DefaultUpstreamDialsPerTarget if zero
 	Logger               zerolog.Logger   // disabled if zero
 	Now                  func() time.Time // time.Now if nil
+
+	// afterReap, for tests, is called at the end of each pass of the idle
+	// reaper: with Now a fake clock, a test knows that a pass has judged
+	// the clients at the time it set, without waiting for real time.
+	afterReap func()
 }
 
 // withDefaults fills the zero fields.
@@ -180,8 +185,10 @@ type target struct {
 	clients []*client
 	dials   []*dial
 	// changed is closed and replaced when a slot may have become free or a
-	// dial ended, to wake Opens waiting for one.
+	// dial ended, to wake Opens waiting for one; parked counts the Opens
+	// waiting on it (those waiting on a dial are its claimed).
 	changed chan struct{}
+	parked  int
 }
 
 // client is one upstream SSH connection.
@@ -334,12 +341,15 @@ func (p *Pool) Open(ctx context.Context, c *store.Connection) (*UpstreamSession,
 		// Every dial in flight is spoken for; wait for one to end or a
 		// slot to free up.
 		changed := t.changed
+		t.parked++
 		p.mu.Unlock()
 		select {
 		case <-changed:
 		case <-ctx.Done():
-			return nil, fmt.Errorf("bastion: open session on %s: %w", c.Alias, ctx.Err())
 		}
+		p.mu.Lock()
+		t.parked--
+		p.mu.Unlock()
 	}
 }
 
@@ -748,6 +758,9 @@ func (p *Pool) reapIdle() {
 		p.mu.Unlock()
 		for _, cl := range idle {
 			cl.c.Close()
+		}
+		if p.opts.afterReap != nil {
+			p.opts.afterReap()
 		}
 	}
 }

@@ -18,7 +18,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/postern/postern/internal/fakeclock"
 	"github.com/postern/postern/internal/testsshd"
+	"github.com/postern/postern/internal/testwait"
 	"github.com/postern/postern/store"
 	"go.uber.org/goleak"
 	"golang.org/x/crypto/ssh"
@@ -179,18 +181,6 @@ func open(t *testing.T, p *Pool, c *store.Connection) *UpstreamSession {
 		t.Fatalf("open: %v", err)
 	}
 	return s
-}
-
-// eventually polls cond until it holds or 10 s pass.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 func TestPoolReusesClient(t *testing.T) {
@@ -417,18 +407,19 @@ func (g *gatedDial) dial(ctx context.Context, network, addr string) (net.Conn, e
 	return (&net.Dialer{}).DialContext(ctx, network, addr)
 }
 
-// claims reports the dials in flight to c and the Opens waiting on them.
-func claims(p *Pool, c *store.Connection) (dials, claimed int) {
+// claims reports the dials in flight to c, the Opens waiting on them, and
+// the Opens parked until a dial ends or a slot frees up.
+func claims(p *Pool, c *store.Connection) (dials, claimed, parked int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	t := p.targets[targetKey(c)]
 	if t == nil {
-		return 0, 0
+		return 0, 0, 0
 	}
 	for _, d := range t.dials {
 		claimed += d.claimed
 	}
-	return len(t.dials), claimed
+	return len(t.dials), claimed, t.parked
 }
 
 func TestPoolDedupDials(t *testing.T) {
@@ -464,15 +455,14 @@ func TestPoolDedupDials(t *testing.T) {
 					results <- result{s, err}
 				}()
 			}
-			eventually(t, "Opens to wait on dials", func() bool {
-				d, c := claims(p, tt.conn)
-				return d == tc.inFlight && c == tc.waiting && dc.count() == tc.inFlight
+			testwait.Until(t, eventWait, "every dial to reach the gate and every Open to wait on a dial or for a slot", func() bool {
+				d, c, parked := claims(p, tt.conn)
+				return d == tc.inFlight && c == tc.waiting && parked == tc.opens-tc.waiting && dc.count() == tc.inFlight
 			})
-			// Nothing more happens while the dials are held.
-			time.Sleep(50 * time.Millisecond)
-			if got, want := dc.count(), tc.inFlight; got != want {
-				t.Errorf("while dials are held: got %d dials; want %d", got, want)
-			}
+			// Every Open now waits on a channel that only the end of a
+			// dial or a freed slot closes, and every dial is held at the
+			// gate: nothing can start another dial until the gate opens.
+			// A dial too many would show in the count below.
 			close(gate.open)
 
 			var sessions []*UpstreamSession
@@ -613,7 +603,7 @@ func TestPoolKeepaliveEvictsDeadClient(t *testing.T) {
 			}
 
 			tc.cut(dc.conn(0).(*freezableConn))
-			eventually(t, "the dead client to leave the pool", func() bool { return p.Stats(tt.conn).Clients == 0 })
+			testwait.Until(t, eventWait, "the dead client to leave the pool", func() bool { return p.Stats(tt.conn).Clients == 0 })
 
 			s = open(t, p, tt.conn)
 			defer s.Close()
@@ -627,19 +617,54 @@ func TestPoolKeepaliveEvictsDeadClient(t *testing.T) {
 	}
 }
 
+// TestPoolClosesIdleClients: a client with a session open is kept however
+// long it lasts; once its last session closes it is closed after
+// IdleTimeout. The pool's clock is a fake one, and each step waits for the
+// reaper to have judged the clients at the time the test set.
 func TestPoolClosesIdleClients(t *testing.T) {
 	leakCheck(t)
 	tt := newTestTarget(t, testsshd.Options{})
-	p, dc := newTestPool(t, tt.st, PoolOptions{IdleTimeout: 100 * time.Millisecond})
+	clock := fakeclock.New()
+	passes := make(chan struct{}, 1)
+	p, dc := newTestPool(t, tt.st, PoolOptions{IdleTimeout: 100 * time.Millisecond, Now: clock.Now,
+		afterReap: func() {
+			select {
+			case passes <- struct{}{}:
+			default:
+			}
+		}})
+	// reapAfter moves the clock by d and waits for a pass of the reaper
+	// that started after the move: the second pass to end from now.
+	reapAfter := func(d time.Duration) {
+		t.Helper()
+		clock.Advance(d)
+		select {
+		case <-passes:
+		default:
+		}
+		for i := range 2 {
+			select {
+			case <-passes:
+			case <-time.After(eventWait):
+				t.Fatalf("reaper pass %d of 2 did not come within %v", i+1, eventWait)
+			}
+		}
+	}
 
 	s := open(t, p, tt.conn)
-	// A client with a session open is not idle, however long it lasts.
-	time.Sleep(300 * time.Millisecond)
+	reapAfter(time.Hour)
 	if got, want := p.Stats(tt.conn), (PoolStats{Clients: 1, Sessions: 1}); got != want {
-		t.Fatalf("with a session open: got stats %+v; want %+v", got, want)
+		t.Fatalf("with a session open an hour: got stats %+v; want %+v", got, want)
 	}
 	s.Close()
-	eventually(t, "the idle client to be closed", func() bool { return p.Stats(tt.conn).Clients == 0 })
+	reapAfter(50 * time.Millisecond)
+	if got, want := p.Stats(tt.conn), (PoolStats{Clients: 1}); got != want {
+		t.Fatalf("idle for half the idle timeout: got stats %+v; want %+v", got, want)
+	}
+	reapAfter(50 * time.Millisecond)
+	if got, want := p.Stats(tt.conn), (PoolStats{}); got != want {
+		t.Fatalf("idle for the idle timeout: got stats %+v; want %+v (the client closed)", got, want)
+	}
 
 	s = open(t, p, tt.conn)
 	s.Close()
@@ -667,7 +692,7 @@ func TestPoolCloseEndsGoroutines(t *testing.T) {
 		_, err := p.Open(context.Background(), silent)
 		stuck <- err
 	}()
-	eventually(t, "the dial to the silent target", func() bool { return p.Stats(silent).Dials == 1 })
+	testwait.Until(t, eventWait, "the dial to the silent target", func() bool { return p.Stats(silent).Dials == 1 })
 
 	if err := p.Close(); err != nil {
 		t.Fatalf("close: %v", err)
@@ -732,6 +757,7 @@ func TestPoolPrefersAESGCMAndCurve25519(t *testing.T) {
 }
 
 func TestHostKeyAlgorithms(t *testing.T) {
+	t.Parallel()
 	pub := func(k any) ssh.PublicKey {
 		p, err := ssh.NewPublicKey(k)
 		if err != nil {

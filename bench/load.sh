@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/load.sh: issue 8's load numbers, from the bastion package's
+# bench/load.sh: postern's numbers under load, from the bastion package's
 # benchmarks against a real sshd. See bench/README.md ("Load").
 #
 #   bash bench/load.sh              # from anywhere inside the repository

@@ -15,7 +15,8 @@ set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
 
-# Sample counts (the issue's numbers; override only to experiment).
+# Sample counts (those of bench/README.md's rows; override only to
+# experiment).
 N_EXEC=${N_EXEC:-31}      # exec on a new connection, and over ControlMaster
 N_ECHO=${N_ECHO:-200}     # sequential `echo hi` on new connections
 N_CONC=${N_CONC:-50}      # concurrent `sleep 1` on new connections

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/postern/postern/store"
@@ -235,7 +236,14 @@ func TestSingleUse(t *testing.T) {
 	}
 }
 
+// TestTwoPersonRule runs in a synctest bubble: after the first approval,
+// the waiter must keep waiting through the watcher's polls, and the
+// bubble's fake clock lets those polls pass without waiting for them.
 func TestTwoPersonRule(t *testing.T) {
+	synctest.Test(t, testTwoPersonRule)
+}
+
+func testTwoPersonRule(t *testing.T) {
 	te := newTestEnv(t, nil, Options{})
 	c := te.conn("prod", store.EnvProduction, Rules{Read: Allow, Write: Allow, Destructive: Ask})
 	op := te.op(c, Destructive, "DROP DATABASE shop")
@@ -248,10 +256,14 @@ func TestTwoPersonRule(t *testing.T) {
 	if err != nil || got.Status != store.ApprovalPending || got.FirstApprover != "alice" {
 		t.Fatalf("first Approve = %+v, %v; want pending with first approver alice", got, err)
 	}
+	// Let the watcher poll a few times (on the fake clock) and everything
+	// settle: the waiter is still waiting.
+	time.Sleep(3 * DefaultPollInterval)
+	synctest.Wait()
 	select {
 	case r := <-done:
 		t.Fatalf("waiter returned after one approval: %s, %v", r.auth.Outcome, r.err)
-	case <-time.After(300 * time.Millisecond):
+	default:
 	}
 	if _, err := te.eng.Approve(ctx, a.ID, te.admin("alice"), Scope{}); !errors.Is(err, ErrSameApprover) {
 		t.Fatalf("alice again: got %v; want ErrSameApprover", err)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/postern/postern/internal/testwait"
 	"github.com/postern/postern/store"
 )
 
@@ -38,6 +39,10 @@ func benchEnv(b *testing.B) (*testEnv, *store.Connection) {
 		b.Fatal(err)
 	}
 	if _, err := st.SetGrant(ctx, "bot", "web", Rules{Read: Allow, Write: Ask, Destructive: Deny}); err != nil {
+		b.Fatal(err)
+	}
+	// Decisions are made by a registered admin.
+	if _, err := st.CreateAdmin(ctx, "alice", "$argon2id$unused"); err != nil {
 		b.Fatal(err)
 	}
 	return &testEnv{dir: dir, st: st, eng: eng, agent: a}, c
@@ -100,6 +105,10 @@ func BenchmarkDecideAndAuditParallel(b *testing.B) {
 func BenchmarkWakeLatency(b *testing.B) {
 	te, c := benchEnv(b)
 	ctx := context.Background()
+	alice, err := te.st.ResolveAdmin(ctx, "alice")
+	if err != nil {
+		b.Fatal(err)
+	}
 	var lat []time.Duration
 	i := 0
 	for b.Loop() {
@@ -116,10 +125,11 @@ func BenchmarkWakeLatency(b *testing.B) {
 			woke <- time.Now()
 		}()
 		a := <-asked
-		// Let the waiter reach its select, so the wakeup is what is timed.
-		time.Sleep(200 * time.Microsecond)
+		// Let the waiter register for its wakeup, so that the wakeup is
+		// what is timed rather than the request's first read.
+		testwait.Until(b, time.Minute, "the waiter to register", func() bool { return len(te.eng.waitingIDs()) == 1 })
 		start := time.Now()
-		if _, err := te.eng.Approve(ctx, a.ID, te.admin("alice"), Scope{}); err != nil {
+		if _, err := te.eng.Approve(ctx, a.ID, Decider{AdminID: alice.ID, Name: alice.Name}, Scope{}); err != nil {
 			b.Fatal(err)
 		}
 		lat = append(lat, (<-woke).Sub(start))

@@ -20,8 +20,8 @@ const DefaultApprovalLifetime = 2 * time.Minute
 
 // DefaultPollInterval is how often the watcher checks PRAGMA data_version for
 // decisions made by another process. At 100 ms a decision made with the admin
-// CLI reaches its waiter well within the 250 ms the design promises, and
-// the check costs one tiny query on an idle database.
+// CLI reaches its waiter well within 250 ms (docs/perf-policy.md measures
+// it), and the check costs one tiny query on an idle database.
 const DefaultPollInterval = 100 * time.Millisecond
 
 // Store is what the engine needs from package store; *store.Store

@@ -437,8 +437,8 @@ func (c *Catalog) Match(host string) *Recipe {
 	return best
 }
 
-// ForConnection returns the recipe a connection uses (design §5): the one
-// it was made from (key), else the one whose host pattern matches host most
+// ForConnection returns the recipe a connection uses: the one it was made
+// from (key), else the one whose host pattern matches host most
 // specifically, else nil for the built-in rules. A key the catalog does not
 // hold is an error: the connection was made with another catalog.
 func (c *Catalog) ForConnection(key, host string) (*Recipe, error) {

@@ -1,4 +1,4 @@
-// Package recipes is postern's catalog of target kinds (design.md §5).
+// Package recipes is postern's catalog of target kinds.
 //
 // A recipe tells postern what a kind of SSH target is: which hosts it claims,
 // which credential fields an admin fills in, which shell runs the agent's

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/pkg/sftp"
+	"github.com/postern/postern/internal/testwait"
 	"github.com/postern/postern/policy"
 )
 
@@ -202,7 +203,7 @@ func TestDecideEveryOperation(t *testing.T) {
 			// Every allowed operation's outcome was recorded, as the
 			// target answered it (all of them once Serve has returned).
 			h.client.Close()
-			if err := <-h.done; err != nil {
+			if err := h.served(); err != nil {
 				t.Errorf("Serve: %v", err)
 			}
 			h.done <- nil // for the cleanup
@@ -449,7 +450,7 @@ func TestCleanEndClosesUpstreams(t *testing.T) {
 	if err := h.client.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-h.done; err != nil {
+	if err := h.served(); err != nil {
 		t.Errorf("Serve after a clean end: got %v; want nil", err)
 	}
 	h.done <- nil // for the cleanup
@@ -464,20 +465,26 @@ func TestCleanEndClosesUpstreams(t *testing.T) {
 // approval stops waiting when the agent goes away, and Serve returns.
 func TestWaitingDecisionEndsWithAgent(t *testing.T) {
 	waiting := make(chan struct{})
+	ended := make(chan error, 1)
 	h := startHarness(t, harnessOpts{aliases: []string{"web"}, raw: true, decide: func(ctx context.Context, op Op) (Finish, error) {
 		close(waiting)
 		<-ctx.Done()
+		ended <- ctx.Err()
 		return nil, ctx.Err()
 	}})
 	r := newRawConn(t, h.conn)
 	r.send(fxpMkdir, uint32(1), "/web/x", uint32(0))
-	<-waiting
+	testwait.Recv(t, serveWait, "the mkdir to wait for a decision", waiting)
 	h.conn.Close()
-	if err := <-h.done; err == nil {
-		// The agent left without an orderly end: the request was
-		// abandoned. Either answer is acceptable as long as Serve returns.
-		t.Log("Serve returned nil")
+	// The agent going is what ends the wait: the test's own cancel comes
+	// only at its cleanup.
+	if err := testwait.Recv(t, serveWait, "the waiting decision to end after the agent went", ended); !errors.Is(err, context.Canceled) {
+		t.Errorf("the waiting decision's context ended with %v; want context.Canceled", err)
 	}
+	// The agent left without an orderly end, abandoning the request:
+	// whether Serve calls that an error is not what this test pins, only
+	// that it returns.
+	h.served()
 	h.done <- nil
 }
 
@@ -503,7 +510,7 @@ func TestServeStopsWithContext(t *testing.T) {
 	}()
 	r := newRawConn(t, a)
 	r.send(fxpStat, uint32(1), "/web/x")
-	<-waiting
+	testwait.Recv(t, serveWait, "the stat to wait for a decision", waiting)
 	cancel()
 	select {
 	case err := <-done:
@@ -539,7 +546,7 @@ func TestDialFailure(t *testing.T) {
 		}
 	}
 	a.Close()
-	<-done
+	testwait.Recv(t, serveWait, "Serve to return", done)
 	if dials != 2 {
 		t.Errorf("got %d dials; want a failed dial retried", dials)
 	}

@@ -9,10 +9,13 @@ import (
 	"net"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/pkg/sftp"
 	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
+
+	"github.com/postern/postern/internal/testwait"
 )
 
 func TestMain(m *testing.M) {
@@ -89,7 +92,7 @@ func (m *memTarget) serveBoth(t testing.TB) (net.Conn, func() error, net.Conn) {
 	}()
 	return a, func() error {
 		err := a.Close()
-		<-done
+		testwait.Recv(t, serveWait, "the target's request server to end", done)
 		return err
 	}, b
 }
@@ -113,18 +116,29 @@ func serveSession(t testing.TB, handlers sftp.Handlers, start string) (*sftp.Cli
 	c, err := sftp.NewClientPipe(a, a)
 	if err != nil {
 		a.Close()
-		<-done
+		testwait.Recv(t, serveWait, "the target's request server to end", done)
 		return nil, nil, err
 	}
 	return c, func() error {
 		err := c.Close()
-		<-done
+		testwait.Recv(t, serveWait, "the target's request server to end", done)
 		return err
 	}, nil
 }
 
 // harness runs Serve over loopback with in-memory targets and records what
 // the gate asks the Decider and dials.
+// serveWait bounds a test's wait for Serve or a target's server to
+// return, and for a packet to come: past it the test fails saying what it
+// waited for instead of hanging.
+const serveWait = 30 * time.Second
+
+// served waits, bounded, for Serve's result.
+func (h *harness) served() error {
+	h.t.Helper()
+	return testwait.Recv(h.t, serveWait, "Serve to return", h.done)
+}
+
 type harness struct {
 	t       testing.TB
 	targets map[string]*memTarget
@@ -231,7 +245,7 @@ func startHarness(t testing.TB, o harnessOpts) *harness {
 	t.Cleanup(func() {
 		cancel()
 		a.Close()
-		<-h.done
+		testwait.Recv(t, serveWait, "Serve to return at the end of the test", h.done)
 		b.Close()
 	})
 	if !o.raw {
@@ -317,6 +331,9 @@ func (r *rawConn) send(typ byte, fields ...any) {
 
 func (r *rawConn) recv() (byte, []byte) {
 	r.t.Helper()
+	if c, ok := r.conn.(net.Conn); ok {
+		c.SetReadDeadline(time.Now().Add(serveWait)) // a packet that never comes fails the test
+	}
 	var hdr [4]byte
 	if _, err := io.ReadFull(r.conn, hdr[:]); err != nil {
 		r.t.Fatal(err)

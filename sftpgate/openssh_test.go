@@ -20,6 +20,7 @@ import (
 
 	"github.com/pkg/sftp"
 	"github.com/postern/postern/internal/testsshd"
+	"github.com/postern/postern/internal/testwait"
 	"github.com/postern/postern/policy"
 	"golang.org/x/crypto/ssh"
 )
@@ -70,7 +71,7 @@ func sshdGate(t *testing.T, cfg Config) *sftp.Client {
 	t.Cleanup(func() {
 		cancel()
 		a.Close()
-		<-done
+		testwait.Recv(t, serveWait, "Serve to return at the end of the test", done)
 		b.Close()
 	})
 	c, err := sftp.NewClientPipe(a, a)
@@ -200,7 +201,7 @@ func TestOpenSSHTransferAndAppend(t *testing.T) {
 		t.Errorf("sub is gone: %v", err)
 	}
 	ra.Close()
-	if err := <-done; err != nil {
+	if err := testwait.Recv(t, serveWait, "Serve to return", done); err != nil {
 		t.Errorf("Serve: %v", err)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/pkg/sftp"
+	"github.com/postern/postern/internal/testwait"
 	"github.com/postern/postern/policy"
 )
 
@@ -241,7 +242,7 @@ func TestDecisionHoldsLaterRequests(t *testing.T) {
 	r.send(fxpStat, uint32(1), "/web/a")
 	r.recvID()
 	r.send(fxpMkdir, uint32(2), "/web/d", uint32(0))
-	<-waiting
+	testwait.Recv(t, serveWait, "the mkdir to wait for a decision", waiting)
 	for i := range maxQueued {
 		r.send(fxpStat, uint32(10+i), fmt.Sprintf("/web/s%d", i))
 	}
@@ -595,7 +596,7 @@ func TestMalformedRequests(t *testing.T) {
 	}
 	// A length beyond MaxPacket cannot be skipped safely.
 	h.conn.Write([]byte{0, 0x10, 0, 1, fxpStat})
-	if err := <-h.done; err == nil || !errors.Is(err, errFraming) {
+	if err := h.served(); err == nil || !errors.Is(err, errFraming) {
 		t.Errorf("Serve: got %v; want a framing error", err)
 	}
 	h.done <- nil
@@ -612,7 +613,7 @@ func TestOutcomes(t *testing.T) {
 	// Outcomes are recorded after the answers; all of them once Serve has
 	// returned.
 	h.client.Close()
-	if err := <-h.done; err != nil {
+	if err := h.served(); err != nil {
 		t.Errorf("Serve: %v", err)
 	}
 	h.done <- nil // for the cleanup
@@ -652,12 +653,12 @@ func TestFixedViewTargetEnds(t *testing.T) {
 	h := startHarness(t, harnessOpts{fixed: "web", raw: true, dial: rt.dial})
 	r := newRawConn(t, h.conn)
 	r.send(fxpMkdir, uint32(3), "/d", uint32(0))
-	<-gone
+	testwait.Recv(t, serveWait, "the target to take the mkdir", gone)
 	typ, id, p := r.recvID()
 	if code, _ := statusOf(p); typ != fxpStatus || id != 3 || code != fxConnectionLost {
 		t.Errorf("got type %d id %d code %d; want SSH_FX_CONNECTION_LOST on id 3", typ, id, code)
 	}
-	if err := <-h.done; err == nil || !strings.Contains(err.Error(), "web ended the sftp session") {
+	if err := h.served(); err == nil || !strings.Contains(err.Error(), "web ended the sftp session") {
 		t.Errorf("Serve: got %v; want the target's end", err)
 	}
 	h.done <- nil

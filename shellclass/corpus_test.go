@@ -53,7 +53,7 @@ func loadCorpus(t testing.TB, pattern string) map[string][]corpusRow {
 func TestSharedCorpus(t *testing.T) {
 	rows := loadCorpus(t, "shared-exec.jsonl")["shared-exec.jsonl"]
 	if len(rows) != 51 {
-		t.Fatalf("shared corpus has %d rows; want 51 (the example corpus of the original brief)", len(rows))
+		t.Fatalf("shared corpus has %d rows; want 51 (the example corpus postern started from)", len(rows))
 	}
 	checkRows(t, rows)
 }

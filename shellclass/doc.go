@@ -11,11 +11,20 @@
 // a reviewer can check them without reading the walker: tables_read.go (the
 // read allowlist), tables_destructive.go, tables_wrappers.go,
 // tables_builtins.go (shells, interpreters, builtins), tables_tools.go and
-// tables_git.go (the option lists of the tools with handlers). The code
-// that reads them: classify.go walks the tree, command.go classifies one
-// simple command, builtins.go and shellvars.go the builtins and variables
-// bash evaluates, tools*.go and wrappers.go the tools with handlers,
-// checks.go the rules of read entries an option list cannot say.
+// tables_git.go (the option lists of the tools with handlers).
+//
+// The code that reads them, file by file: class.go (the API's types:
+// classes, results and their reasons, dialects, options, recipe hooks),
+// prepare.go (a first pass over the string: the variables, arrays and
+// aliases it binds), classify.go (the walk of the tree, redirections and
+// assignments), command.go (one simple command), words.go (a word's value
+// after quote removal, when it is known), getopt.go (option lists read
+// against a table's allowlist), builtins.go and shellvars.go (the builtins
+// and variables bash evaluates), destructive.go (the destructive table's
+// matches), wrappers.go (commands that run other commands), tools.go,
+// tools_git.go and tools_ops.go (the tools with handlers), sed.go (sed
+// scripts that only print), checks.go (the rules of read entries an option
+// list cannot say).
 //
 // The package is pure: no I/O, no package-level mutable state, and Classify
 // is safe for concurrent use. Its tests run the read rows of the corpus

@@ -33,7 +33,8 @@ type AgentKey struct {
 }
 
 // namePattern is what agent names and connection aliases may look like. The
-// alias is an SSH user name and an SFTP directory name (design §1), and both
+// alias is an SSH user name (ssh ALIAS@bastion) and an SFTP directory name
+// (/ALIAS/... in the virtual root), and both
 // appear unquoted in shell commands, so they stay plain.
 var namePattern = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9._-]{0,63}$`)
 

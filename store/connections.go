@@ -15,8 +15,8 @@ import (
 	"golang.org/x/crypto/ssh/knownhosts"
 )
 
-// Env is a connection's environment label. It changes what a grant may say
-// (design §2): production forbids destructive=allow.
+// Env is a connection's environment label. It changes what a grant may
+// say: production forbids destructive=allow.
 type Env string
 
 // The environment labels, in rising order of care.
@@ -40,9 +40,10 @@ func ParseEnv(s string) (Env, error) {
 	return "", invalid("environment %q: want dev, test, staging or production", s)
 }
 
-// KeyStatus is what the last key check (a harmless read on the target, see
-// design §5) found. Every outcome is recorded, so that a list says what
-// happened at the last check and not only the last thing proved.
+// KeyStatus is what the last key check (a harmless read on the target that
+// proves the key works, which the connection's recipe names) found. Every
+// outcome is recorded, so that a list says what happened at the last check
+// and not only the last thing proved.
 type KeyStatus string
 
 // Key check outcomes; KeyMessage says more about each.
@@ -120,7 +121,7 @@ func (c *Connection) PinnedKeys() ([]ssh.PublicKey, error) {
 // is reached by: the pin belongs to the connection, not to a host name. Any
 // other key is refused with an error that names both fingerprints, because
 // a changed host key is either a rebuilt server or an attack, and an admin
-// must look (design §4).
+// must look.
 func (c *Connection) HostKeyCallback() (ssh.HostKeyCallback, error) {
 	pinned, err := c.PinnedKeys()
 	if err != nil {

@@ -27,7 +27,8 @@ func ParseRule(s string) (Rule, error) {
 	return "", invalid("rule %q: want allow, ask or deny", s)
 }
 
-// Rules holds one rule per class (design §2).
+// Rules holds one rule per class: what happens to a read, a write and a
+// destructive operation (allow, ask or deny).
 type Rules struct {
 	Read        Rule
 	Write       Rule

@@ -16,9 +16,9 @@ import (
 	"github.com/postern/postern/store"
 )
 
-// The REST API under /v1 (the web issue): bearer-token authentication,
-// one rate limit per token, the {"data", "request_id"} envelope and honest
-// error statuses. The resources are in api_resources.go, the list
+// The REST API under /v1 (openapi.json describes it): bearer-token
+// authentication, one rate limit per token, the {"data", "request_id"}
+// envelope and honest error statuses. The resources are in api_resources.go, the list
 // machinery (filters, sort, cursors) in api_list.go and the decisions with
 // their Idempotency-Key in api_decide.go.
 

@@ -11,11 +11,10 @@ import (
 )
 
 // Notification channels over the API: list, add, read, remove and test
-// (issue 14, "Tell the people who decide"; docs/notifications.md). A
-// channel is shown as model.Channel, the shape `postern notify list -o json`
-// prints: its URL as scheme://host/… and its secret only as secret_set.
-// Changing channels needs a token of scope admin, and goes through package
-// manage, which audits it.
+// (docs/notifications.md). A channel is shown as model.Channel, the shape
+// `postern notify list -o json` prints: its URL as scheme://host/… and its
+// secret only as secret_set. Changing channels needs a token of scope
+// admin, and goes through package manage, which audits it.
 
 // apiNotifyBody is the JSON body of POST /v1/notifications.
 type apiNotifyBody struct {

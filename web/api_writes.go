@@ -11,7 +11,7 @@ import (
 	"github.com/postern/postern/store"
 )
 
-// Changes over the API (issue 15): agents, connections (with pin, rotate
+// Changes over the API: agents, connections (with pin, rotate
 // and generated keys), grants, tokens and notification channels. Every one
 // needs a token of scope admin that belongs to an admin, takes an
 // Idempotency-Key (apiWriteRoute), and goes through package manage, which

@@ -16,7 +16,7 @@ import (
 	"github.com/postern/postern/store"
 )
 
-// The API's changes (issue 15): scopes, agents, connections, grants and
+// The API's changes: scopes, agents, connections, grants and
 // tokens, each checked against the OpenAPI document's schema for its
 // status.
 

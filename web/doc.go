@@ -1,5 +1,6 @@
-// Package web serves postern's admin web page and its REST API (design.md
-// §3, §5, §6 and the web issue).
+// Package web serves postern's admin web page and its REST API: approvals
+// to decide, the audit log, connections, grants, recipes and notification
+// channels.
 //
 // One Server answers both, over HTTPS only (TLS 1.2 or newer):
 //

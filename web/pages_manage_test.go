@@ -15,7 +15,7 @@ import (
 	"github.com/postern/postern/store"
 )
 
-// The forms of the Connections, Agents and Tokens pages (issue 15), over
+// The forms of the Connections, Agents and Tokens pages, over
 // HTTP; cmd/postern's browser test drives them in Chromium.
 
 // TestManageFormsNeedCSRFToken: every new form is refused without the

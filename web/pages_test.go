@@ -17,6 +17,7 @@ import (
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -144,6 +145,9 @@ func (ps *pageSite) client() *pageClient {
 	}
 	c := *ps.ts.Client() // a copy: the server's client is shared
 	c.Jar = jar
+	// A request that hangs fails the test (an event stream included: no
+	// test reads one for longer).
+	c.Timeout = streamWait
 	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	return &pageClient{ps: ps, c: &c}
 }
@@ -438,7 +442,11 @@ func TestEventStreamAnnouncesApprovals(t *testing.T) {
 	}()
 	defer func() {
 		cancel()
-		<-ran
+		select {
+		case <-ran:
+		case <-time.After(streamWait):
+			t.Errorf("the site's Run did not return within %v of its context's end", streamWait)
+		}
 	}()
 
 	reqCtx, reqCancel := context.WithCancel(context.Background())
@@ -490,20 +498,34 @@ func TestEventStreamAnnouncesApprovals(t *testing.T) {
 		t.Fatal("stream ended before event: approvals")
 	}
 	reqCancel()
-	for range lines {
+	for range lines { // the reader ends with the request
 	}
 }
 
-// waitLine reads lines until want; false if the stream ended first. The
-// test's deadline bounds it.
+// streamWait bounds a test's wait for a line of an event stream, for
+// Serve to return, or for a request: past it the test fails saying what
+// it waited for, rather than running into go test's timeout.
+const streamWait = 30 * time.Second
+
+// waitLine reads lines until want; false if the stream ended first. It
+// fails t when want has not come within streamWait.
 func waitLine(t *testing.T, lines <-chan string, want string) bool {
 	t.Helper()
-	for l := range lines {
-		if l == want {
-			return true
+	timeout := time.NewTimer(streamWait)
+	defer timeout.Stop()
+	for {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				return false
+			}
+			if l == want {
+				return true
+			}
+		case <-timeout.C:
+			t.Fatalf("no %q on the event stream within %v", want, streamWait)
 		}
 	}
-	return false
 }
 
 func TestLoginLogout(t *testing.T) {
@@ -1063,7 +1085,7 @@ func TestEventStreamEndsAtShutdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	req.AddCookie(&http.Cookie{Name: sessionCookie, Value: token})
-	resp, err := (&http.Client{Transport: tr}).Do(req)
+	resp, err := (&http.Client{Transport: tr, Timeout: streamWait}).Do(req)
 	if err != nil {
 		t.Fatalf("GET /events: %v", err)
 	}
@@ -1077,9 +1099,17 @@ func TestEventStreamEndsAtShutdown(t *testing.T) {
 	}
 	stop()
 	if _, err := io.Copy(io.Discard, resp.Body); err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
+		if errors.Is(err, context.DeadlineExceeded) || os.IsTimeout(err) {
+			t.Fatalf("the event stream was still open %v after shutdown: %v", streamWait, err)
+		}
 		t.Logf("stream ended with %v", err)
 	}
-	if err := <-served; err != nil {
-		t.Errorf("Serve: %v; want nil after shutdown", err)
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Errorf("Serve: %v; want nil after shutdown", err)
+		}
+	case <-time.After(streamWait):
+		t.Fatalf("Serve did not return within %v of its context's end", streamWait)
 	}
 }

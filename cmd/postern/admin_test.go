@@ -63,6 +63,7 @@ func hostLine(t *testing.T, host string) string {
 }
 
 func TestInit(t *testing.T) {
+	t.Parallel()
 	data := filepath.Join(t.TempDir(), "data")
 	r := runCLI(t, "", []string{"POSTERN_DATA=" + data}, "init")
 	if r.code != 0 {
@@ -97,6 +98,7 @@ func TestInit(t *testing.T) {
 }
 
 func TestInitMasterKeyFile(t *testing.T) {
+	t.Parallel()
 	tmp := t.TempDir()
 	keyFile := filepath.Join(tmp, "secret.key")
 	data := filepath.Join(tmp, "data")
@@ -123,6 +125,7 @@ func TestInitMasterKeyFile(t *testing.T) {
 }
 
 func TestUninitialisedDataDir(t *testing.T) {
+	t.Parallel()
 	data := filepath.Join(t.TempDir(), "none")
 	r := runCLI(t, "", nil, "agent", "list", "--data", data)
 	if r.code == 0 || !strings.Contains(r.stderr, "postern init") {
@@ -134,6 +137,7 @@ func TestUninitialisedDataDir(t *testing.T) {
 }
 
 func TestAgentCommands(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t)
 	k1 := writeKeyFiles(t, "bot-laptop", "")
 	k2 := writeKeyFiles(t, "bot-ci", "")
@@ -176,6 +180,7 @@ func TestAgentCommands(t *testing.T) {
 }
 
 func TestConnCommands(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t)
 	k := writeKeyFiles(t, "target", "")
 	out := c.ok("", "conn", "add", "--no-check", "prod-web", "--host", "10.0.0.5", "--port", "2222", "--user", "deploy",
@@ -213,6 +218,7 @@ func TestConnCommands(t *testing.T) {
 }
 
 func TestGrantCommands(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t)
 	k := writeKeyFiles(t, "bot", "")
 	c.ok("", "agent", "add", "bot", "--key", k.pub)
@@ -255,6 +261,7 @@ func TestGrantCommands(t *testing.T) {
 // TestBadInput runs commands that must fail with one clear line on stderr
 // and exit status 2, and checks that none of them changed anything.
 func TestBadInput(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t)
 	k := writeKeyFiles(t, "bot", "")
 	locked := writeKeyFiles(t, "locked", "hunter2")
@@ -329,6 +336,7 @@ func TestBadInput(t *testing.T) {
 
 // TestConnAddAcceptNewHostKey pins the host key of a real OpenSSH sshd.
 func TestConnAddAcceptNewHostKey(t *testing.T) {
+	t.Parallel()
 	sshd := testsshd.Start(t, testsshd.Options{})
 	c := newCLI(t)
 	keyFile := filepath.Join(t.TempDir(), "id")

@@ -10,7 +10,7 @@ import (
 	"github.com/postern/postern/internal/testsshd"
 )
 
-// Config as code (issue 15): apply and export against a real sshd.
+// Config as code: apply and export against a real sshd.
 
 // writeFile writes content to name in dir and returns its path.
 func writeFile(t *testing.T, dir, name, content string) string {
@@ -29,6 +29,7 @@ func writeFile(t *testing.T, dir, name, content string) string {
 // changes nothing, and the export plus the secrets' files recreates the
 // same state in an empty data directory.
 func TestApplyExportRoundTrip(t *testing.T) {
+	t.Parallel()
 	sshd := testsshd.Start(t, testsshd.Options{})
 	c := newCLI(t)
 	dir := t.TempDir()
@@ -127,6 +128,7 @@ events = ["pending"]
 // and --prune removes it; a file with a mistake changes nothing and says
 // where the mistake is.
 func TestApplyPruneAndChanges(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t)
 	dir := t.TempDir()
 	k1, k2 := writeKeyFiles(t, "k1", ""), writeKeyFiles(t, "k2", "")

@@ -16,6 +16,7 @@ import (
 // invisible code points as escapes, in logical order, left to right; a
 // screenshot of the card goes to artifacts/bidi.png.
 func TestBrowserShowsBidiEscapes(t *testing.T) {
+	t.Parallel()
 	chromiumPath(t)
 	r := startWebRig(t)
 	ctx, cancel := context.WithTimeout(context.Background(), browserTestTimeout)

@@ -14,13 +14,14 @@ import (
 )
 
 // TestBrowserManage drives the Agents, Connections and Tokens pages'
-// forms in Chromium against a real postern serve and sshd (issue 15): an
+// forms in Chromium against a real postern serve and sshd: an
 // agent registered from a pasted key; a connection added with a key that
 // postern generates, whose public line the page shows and the test
 // installs on the target; edited, re-pinned after the target's host key
 // changes, rotated and removed; a token made (shown once), used and
 // revoked. Every change is audited as the admin, via web.
 func TestBrowserManage(t *testing.T) {
+	t.Parallel()
 	chromiumPath(t)
 	r := startWebRig(t)
 	ctx, cancel := context.WithTimeout(context.Background(), browserTestTimeout)

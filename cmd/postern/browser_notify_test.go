@@ -1,7 +1,7 @@
 package main
 
 // The approvals page's own notices, in Chromium against a real postern
-// serve (issue 14, "Tell the people who decide"): the pending count in the
+// serve (docs/notifications.md): the pending count in the
 // title, kept current as requests arrive and go, and a browser
 // notification per new request once the admin allowed them — not for
 // requests already on the page, and not again after a reload.
@@ -73,6 +73,7 @@ func shownTags(t *testing.T, bctx context.Context) string {
 }
 
 func TestBrowserApprovalsTitleAndNotifications(t *testing.T) {
+	t.Parallel()
 	chromiumPath(t)
 	r := startWebRig(t)
 	ctx, cancel := context.WithTimeout(context.Background(), browserTestTimeout)

@@ -2,7 +2,7 @@ package main
 
 // Browser tests: Debian's Chromium, driven by chromedp, against a real
 // `postern serve` (the built binary) with a real OpenSSH sshd as the
-// target and the real ssh client as the agent. They pin the web issue's
+// target and the real ssh client as the agent. They pin the web page's
 // promises from the admin's side: logging in, a request appearing live,
 // Approve letting the command run, Deny leaving the target alone, agent
 // markup shown as text, CSRF refusal, and a screenshot for people to look
@@ -32,6 +32,7 @@ import (
 	"golang.org/x/crypto/ssh/knownhosts"
 
 	"github.com/postern/postern/internal/testsshd"
+	"github.com/postern/postern/internal/testwait"
 	"github.com/postern/postern/store"
 	"github.com/postern/postern/web"
 )
@@ -317,6 +318,7 @@ func repoRoot(t *testing.T) string {
 // postern and one browser, in order: each starts where the one before left
 // the browser (logged in after "login").
 func TestBrowser(t *testing.T) {
+	t.Parallel()
 	chromiumPath(t) // skip before starting anything
 	r := startWebRig(t)
 	ctx, cancel := context.WithTimeout(context.Background(), browserTestTimeout)
@@ -469,20 +471,19 @@ func TestBrowser(t *testing.T) {
 		// The submit navigates; until the answer loads, an evaluation may
 		// fail with the old page gone, so ask again until the bound.
 		refused := `location.pathname.endsWith('/approve') && document.body !== null && document.body.innerText.includes('CSRF')`
-		deadline := time.Now().Add(browserStepTimeout)
-		for {
+		var last error
+		t.Cleanup(func() {
+			if t.Failed() {
+				t.Logf("last evaluation error %v; the browser shows: %s", last, pageSummary(bctx))
+			}
+		})
+		testwait.Until(t, browserStepTimeout, "the refusal page of the form post without the token", func() bool {
 			ctx, cancel := context.WithTimeout(bctx, time.Second)
+			defer cancel()
 			ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](refused))
-			cancel()
-			if err == nil && ok {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Errorf("form post without the token: no refusal page (last error %v); the browser shows: %s", err, pageSummary(bctx))
-				break
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			last = err
+			return err == nil && ok
+		})
 		if ids := r.pendingIDs(t); len(ids) != 1 || ids[0] != markupID {
 			t.Errorf("pending after the refused posts: got %v; want [%s]", ids, markupID)
 		}

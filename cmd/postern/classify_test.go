@@ -7,6 +7,7 @@ import (
 )
 
 func TestClassifyCommand(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name      string
 		args      []string
@@ -34,6 +35,7 @@ func TestClassifyCommand(t *testing.T) {
 }
 
 func TestClassifyJSONOutput(t *testing.T) {
+	t.Parallel()
 	r := runCLI(t, "", nil, "classify", "-o", "json", "--", "echo x | tee /etc/hosts")
 	if r.code != 0 {
 		t.Fatalf("exit code = %d; want 0 (stderr %q)", r.code, r.stderr)
@@ -55,6 +57,7 @@ func TestClassifyJSONOutput(t *testing.T) {
 // TestClassifyJSONL pins the line contract: one output line per input line,
 // in order, errors inline, exit 0.
 func TestClassifyJSONL(t *testing.T) {
+	t.Parallel()
 	in := strings.Join([]string{
 		`"ls -la"`,
 		`{"command": "rm -rf /tmp/x", "other": 1}`,

@@ -16,6 +16,7 @@ import (
 // recorded ok, a refused one rejected with the target's words, and an
 // unreachable target unreachable; only ok exits 0.
 func TestConnCheck(t *testing.T) {
+	t.Parallel()
 	sshd := testsshd.Start(t, testsshd.Options{})
 	c := newCLI(t)
 	good := filepath.Join(t.TempDir(), "id")
@@ -95,6 +96,7 @@ func TestConnCheck(t *testing.T) {
 // TestConnAddChecksKey: conn add proves the key right away and records the
 // result; an unknown recipe is refused before anything is written.
 func TestConnAddChecksKey(t *testing.T) {
+	t.Parallel()
 	sshd := testsshd.Start(t, testsshd.Options{})
 	c := newCLI(t)
 	good := filepath.Join(t.TempDir(), "id")

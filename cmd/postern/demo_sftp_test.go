@@ -18,6 +18,7 @@ import (
 // demo target's scratch directory once approved, and every operation is
 // audited with the target's answer.
 func TestDemoSFTP(t *testing.T) {
+	t.Parallel()
 	requireSSHClient(t)
 	for _, tool := range []string{"sftp", "scp"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -79,19 +80,15 @@ func TestDemoSFTP(t *testing.T) {
 		out, code := run("scp", notes, "demo@127.0.0.1:")
 		up <- result{out, code}
 	}()
+	// postern logs the wait once the agent has been told of it.
+	id, _ := d.waitLog("waiting for approval")["approval"].(string)
 	c := &cli{t: t, data: dir}
-	var id string
-	for deadline := time.Now().Add(30 * time.Second); id == "" && time.Now().Before(deadline); {
-		var pending []struct{ ID, Operation string }
-		json.Unmarshal([]byte(c.ok("", "approvals", "list", "-o", "json")), &pending)
-		if len(pending) == 1 && strings.HasPrefix(pending[0].Operation, `sftp put "`+root) {
-			id = pending[0].ID
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
+	var pending []struct{ ID, Operation string }
+	if err := json.Unmarshal([]byte(c.ok("", "approvals", "list", "-o", "json")), &pending); err != nil {
+		t.Fatal(err)
 	}
-	if id == "" {
-		t.Fatalf("no pending approval for the upload\npostern stderr:\n%s", d.stderrText())
+	if len(pending) != 1 || pending[0].ID != id || !strings.HasPrefix(pending[0].Operation, `sftp put "`+root) {
+		t.Fatalf("pending approvals %+v; want one, %s for the upload\npostern stderr:\n%s", pending, id, d.stderrText())
 	}
 	c.ok("", "approvals", "approve", id, "--as", "admin")
 	r := <-up

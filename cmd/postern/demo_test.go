@@ -118,6 +118,7 @@ func runPrinted(ctx context.Context, line string) (stdout, stderr string, code i
 // TestDemoSetup checks what postern demo leaves in its directory and
 // prints, and that a second run re-uses it.
 func TestDemoSetup(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "demo dir") // a space: the lines must quote it
 	d := startDemo(t, dir)
 
@@ -235,6 +236,7 @@ func TestDemoSetup(t *testing.T) {
 // once in both routing forms, the listing shows the rules, and a write waits
 // until the printed approve line approves it.
 func TestDemoEndToEnd(t *testing.T) {
+	t.Parallel()
 	requireSSHClient(t)
 	dir := filepath.Join(t.TempDir(), "demo")
 	d := startDemo(t, dir)
@@ -268,19 +270,15 @@ func TestDemoEndToEnd(t *testing.T) {
 		o, e, c := runPrinted(ctx, d.sshLine[2])
 		wrote <- result{o, e, c}
 	}()
+	// postern logs the wait once the agent has been told of it.
+	id, _ := d.waitLog("waiting for approval")["approval"].(string)
 	c := &cli{t: t, data: dir}
-	var id string
-	for deadline := time.Now().Add(30 * time.Second); id == "" && time.Now().Before(deadline); {
-		var pending []struct{ ID, Operation string }
-		json.Unmarshal([]byte(c.ok("", "approvals", "list", "-o", "json")), &pending)
-		if len(pending) == 1 && pending[0].Operation == "echo hi > note.txt" {
-			id = pending[0].ID
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
+	var pending []struct{ ID, Operation string }
+	if err := json.Unmarshal([]byte(c.ok("", "approvals", "list", "-o", "json")), &pending); err != nil {
+		t.Fatal(err)
 	}
-	if id == "" {
-		t.Fatalf("no pending approval for the write\npostern stderr:\n%s", d.stderrText())
+	if len(pending) != 1 || pending[0].ID != id || pending[0].Operation != "echo hi > note.txt" {
+		t.Fatalf("pending approvals %+v; want one, %s for the write\npostern stderr:\n%s", pending, id, d.stderrText())
 	}
 	if _, err := os.Stat(filepath.Join(dir, "target-root", "note.txt")); err == nil {
 		t.Fatal("note.txt exists before the approval")

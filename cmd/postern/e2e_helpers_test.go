@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -56,16 +57,23 @@ type agentRun struct {
 	live   lockedBuffer
 }
 
-// lockedBuffer is a bytes.Buffer that a client writes while a test reads.
+// lockedBuffer is a bytes.Buffer that a client writes while a test reads,
+// and waits on: every write wakes the waiters.
 type lockedBuffer struct {
-	// mu protects b.
-	mu sync.Mutex
-	b  bytes.Buffer
+	// mu protects b and wrote, which is closed and replaced at each write
+	// (nil until the first wait).
+	mu    sync.Mutex
+	b     bytes.Buffer
+	wrote chan struct{}
 }
 
 func (l *lockedBuffer) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.wrote != nil {
+		close(l.wrote)
+		l.wrote = nil
+	}
 	return l.b.Write(p)
 }
 
@@ -73,6 +81,16 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// next returns the text so far and a channel closed at the next write.
+func (l *lockedBuffer) next() (string, <-chan struct{}) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.wrote == nil {
+		l.wrote = make(chan struct{})
+	}
+	return l.b.String(), l.wrote
 }
 
 // startAgentRun runs an OpenSSH client (ssh, sftp) with args in the
@@ -115,19 +133,43 @@ func (a *agentRun) wait(t *testing.T) {
 }
 
 // waitStderr waits, bounded by pendingTimeout, until the running client
-// has written text on stderr.
-func (a *agentRun) waitStderr(t *testing.T, text string) {
+// has written text on stderr, and returns its stderr so far. Each write of
+// the client wakes the wait.
+func (a *agentRun) waitStderr(t *testing.T, text string) string {
 	t.Helper()
-	deadline := time.After(pendingTimeout)
-	for !strings.Contains(a.live.String(), text) {
+	deadline := time.NewTimer(pendingTimeout)
+	defer deadline.Stop()
+	for {
+		got, wrote := a.live.next()
+		if strings.Contains(got, text) {
+			return got
+		}
 		select {
+		case <-wrote:
 		case <-a.done:
+			if strings.Contains(a.stderr, text) {
+				return a.stderr
+			}
 			t.Fatalf("the client ended (exit %d) without writing %q on stderr; stderr: %q", a.code, text, a.stderr)
-		case <-deadline:
+		case <-deadline.C:
 			t.Fatalf("no %q on the client's stderr within %v; stderr: %q", text, pendingTimeout, a.live.String())
-		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// waitingLine is the start of the line postern writes on an agent's
+// stderr when its operation waits for an approval; the id follows.
+var waitingLine = regexp.MustCompile(`postern: waiting for approval (\S+): `)
+
+// waitApproval waits until the running client is told that it waits for
+// an approval, and returns the approval's id.
+func (a *agentRun) waitApproval(t *testing.T) string {
+	t.Helper()
+	m := waitingLine.FindStringSubmatch(a.waitStderr(t, "postern: waiting for approval "))
+	if m == nil {
+		t.Fatalf("no approval id after %q on the client's stderr: %q", "postern: waiting for approval", a.live.String())
+	}
+	return m[1]
 }
 
 // e2eAgent is an agent registered with postern (its key pair on disk) and
@@ -309,22 +351,23 @@ func (c *cli) approvals(all bool) []model.Approval {
 	return list
 }
 
-// waitPending polls the CLI until a pending request whose operation
-// contains text is listed, and returns it.
-func (c *cli) waitPending(text string) model.Approval {
+// waitPending waits until the agent's client a is told that it waits for
+// an approval, and returns that request as the CLI lists it, checking that
+// its operation contains text.
+func (c *cli) waitPending(a *agentRun, text string) model.Approval {
 	c.t.Helper()
-	deadline := time.Now().Add(pendingTimeout)
-	for {
-		for _, a := range c.approvals(false) {
-			if strings.Contains(a.Operation, text) {
-				return a
-			}
+	id := a.waitApproval(c.t)
+	for _, r := range c.approvals(false) {
+		if r.ID != id {
+			continue
 		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("no pending request for %q within %v", text, pendingTimeout)
+		if !strings.Contains(r.Operation, text) {
+			c.t.Fatalf("pending request %s is for %q; want it to contain %q", id, r.Operation, text)
 		}
-		time.Sleep(100 * time.Millisecond)
+		return r
 	}
+	c.t.Fatalf("the agent waits for approval %s, which the CLI does not list as pending", id)
+	return model.Approval{}
 }
 
 // auditRows is the whole audit log through the CLI.

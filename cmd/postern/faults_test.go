@@ -23,8 +23,9 @@ import (
 )
 
 // TestKilledWithPendingRequests kills postern serve with SIGKILL while two
-// agents wait for approvals, and checks the promises of issue 8 and design
-// §3: the agents get a clean error at once (ssh exits 255 saying the
+// agents wait for approvals, and checks that a crash loses nothing an
+// approval promises (a request is stored before anything waits on it, and
+// survives a restart): the agents get a clean error at once (ssh exits 255 saying the
 // connection closed; no hang), the requests are still pending in the
 // database, the audit chain verifies and holds a row for every command that
 // completed (the last one finishing just before the kill), and after a
@@ -33,6 +34,7 @@ import (
 // command — the retry of a request approved meanwhile runs at once, the
 // retry of one still pending waits on that same request — exactly once.
 func TestKilledWithPendingRequests(t *testing.T) {
+	t.Parallel()
 	requireSSHClient(t)
 	sshd := testsshd.Start(t, testsshd.Options{})
 	c := newCLI(t)
@@ -72,7 +74,7 @@ func TestKilledWithPendingRequests(t *testing.T) {
 	fileA, fileB := filepath.Join(scratch, "a"), filepath.Join(scratch, "b")
 	cmdA, cmdB := "touch "+fileA, "touch "+fileB
 	waitA, waitB := agent.ssh(t, p.sshAddr, "target", cmdA), agent.ssh(t, p.sshAddr, "target", cmdB)
-	reqA, reqB := c.waitPending(cmdA), c.waitPending(cmdB)
+	reqA, reqB := c.waitPending(waitA, cmdA), c.waitPending(waitB, cmdB)
 
 	// One more read, and the kill the moment it has completed: its row must
 	// have been written before the agent was told it completed.
@@ -173,7 +175,7 @@ func TestKilledWithPendingRequests(t *testing.T) {
 		}
 	}
 	again := agent.ssh(t, p.sshAddr, "target", cmdA)
-	reqAgain := c.waitPending(cmdA)
+	reqAgain := c.waitPending(again, cmdA)
 	if reqAgain.ID == reqA.ID {
 		t.Errorf("a second retry of %q waits on %s again; want a new request (an approval is single use)", cmdA, reqA.ID)
 	}

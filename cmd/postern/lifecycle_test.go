@@ -15,7 +15,7 @@ import (
 	"github.com/postern/postern/model"
 )
 
-// Connection lifecycle (issue 15) against a real OpenSSH sshd: conn add,
+// Connection lifecycle against a real OpenSSH sshd: conn add,
 // update, pin, rotate-key and check, each proving the key before it stores,
 // each keeping the connection's id and grants, each audited.
 
@@ -76,6 +76,7 @@ func adminRows(rows []model.AuditRow) []model.AuditRow {
 // ready; a host key mismatch stores nothing whatever the options; exit 0
 // only for what was stored as asked.
 func TestConnAddOutcomes(t *testing.T) {
+	t.Parallel()
 	sshd := testsshd.Start(t, testsshd.Options{})
 	c := newCLI(t)
 	good := filepath.Join(t.TempDir(), "id")
@@ -155,6 +156,7 @@ func TestConnAddOutcomes(t *testing.T) {
 // generated) and moved, keeping its id and grants; each step re-runs the
 // key check, stores nothing the check refuses, and is audited.
 func TestConnLifecycle(t *testing.T) {
+	t.Parallel()
 	sshd := testsshd.Start(t, testsshd.Options{})
 	c := newCLI(t)
 	newE2EAgent(t, c, "bot")

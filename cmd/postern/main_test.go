@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -16,7 +17,18 @@ import (
 // stderr and the exit status.
 var posternBin string
 
+// defaultParallel is how many tests run at once when go test is not given
+// -parallel (whose default is GOMAXPROCS). The tests run postern, sshd,
+// OpenSSH clients and Chromium as processes and mostly wait on them.
+const defaultParallel = "4"
+
 func TestMain(m *testing.M) {
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		flag.Set("test.parallel", defaultParallel)
+	}
 	dir, err := os.MkdirTemp("", "postern-cli-test")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -112,6 +112,7 @@ func checkNoHookSecrets(t *testing.T, place, out string) {
 }
 
 func TestNotifyCommands(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t)
 	hook := newWebhook(t)
 	var outputs strings.Builder
@@ -219,6 +220,7 @@ func TestNotifyCommands(t *testing.T) {
 // serving postern. Neither the URL's token nor the signing key appears in
 // postern's log or the CLI's output.
 func TestNotifyEndToEnd(t *testing.T) {
+	t.Parallel()
 	r := startWebRig(t)
 	hook := newWebhook(t)
 	var outputs strings.Builder

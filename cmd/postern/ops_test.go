@@ -16,7 +16,7 @@ import (
 	"github.com/postern/postern/internal/testsshd"
 )
 
-// Running postern for real (issue 15): the data directory's lock, backup
+// Running postern for real: the data directory's lock, backup
 // and restore while serve runs, and version.
 
 // lockBound bounds the wait for a second serve or demo to give up on a
@@ -48,6 +48,7 @@ func runBounded(t *testing.T, bound time.Duration, args ...string) (result, bool
 // data directory exit 1 at once naming the first one's pid, and the admin
 // CLI keeps working; once the first stops, the directory is free again.
 func TestDataDirLock(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t)
 	k := writeKeyFiles(t, "bot", "")
 	first := startServe(t, c.data)
@@ -83,6 +84,7 @@ func TestDataDirLock(t *testing.T) {
 // opens with its master key, its audit chain verifies with the same head,
 // and its connection's key still proves itself.
 func TestBackupRestore(t *testing.T) {
+	t.Parallel()
 	sshd := testsshd.Start(t, testsshd.Options{})
 	c := newCLI(t)
 	agent := newE2EAgent(t, c, "bot")
@@ -164,6 +166,7 @@ func headOf(verify string) string {
 // of the toolchain that built it, and the commit it was built from when the
 // build recorded one.
 func TestVersion(t *testing.T) {
+	t.Parallel()
 	text := runCLI(t, "", nil, "version")
 	flag := runCLI(t, "", nil, "--version")
 	if text.code != 0 || flag.code != 0 || text.stdout != flag.stdout {
@@ -196,6 +199,7 @@ func TestVersion(t *testing.T) {
 // [serve] table (the data directory included), and a flag overrides the
 // file; a file with an unknown key is refused with its line.
 func TestServeConfigFile(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t)
 	dir := t.TempDir()
 	file := writeFile(t, dir, "postern.toml", `[serve]

@@ -22,6 +22,7 @@ var requestIDRE = regexp.MustCompile(`^req_[0-9a-f]{16}$`)
 var internalFields = []string{"shell", "rules", "exact_reads", "key_check", "default_user", "default_port"}
 
 func TestRecipesListJSON(t *testing.T) {
+	t.Parallel()
 	cat, err := recipes.Load()
 	if err != nil {
 		t.Fatal(err)
@@ -53,6 +54,7 @@ func TestRecipesListJSON(t *testing.T) {
 }
 
 func TestRecipesListFilters(t *testing.T) {
+	t.Parallel()
 	cat, err := recipes.Load()
 	if err != nil {
 		t.Fatal(err)
@@ -92,6 +94,7 @@ func TestRecipesListFilters(t *testing.T) {
 }
 
 func TestRecipesListText(t *testing.T) {
+	t.Parallel()
 	r := runCLI(t, "", nil, "recipes", "list")
 	if r.code != 0 || !strings.HasPrefix(r.stdout, "KEY") {
 		t.Fatalf("recipes list: got exit %d, %q; want 0 and a table", r.code, r.stdout)
@@ -103,6 +106,7 @@ func TestRecipesListText(t *testing.T) {
 }
 
 func TestRecipesShow(t *testing.T) {
+	t.Parallel()
 	cat, err := recipes.Load()
 	if err != nil {
 		t.Fatal(err)
@@ -132,6 +136,7 @@ func TestRecipesShow(t *testing.T) {
 }
 
 func TestRecipesBadUsage(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		args []string
@@ -172,6 +177,7 @@ func keysOfPublic(rs []recipes.PublicRecipe) []string {
 // TestRecipesListHostMatch: --host lists the recipes claiming the host and
 // marks the one Match picks.
 func TestRecipesListHostMatch(t *testing.T) {
+	t.Parallel()
 	cat, err := recipes.Load()
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,7 @@
 package main
 
-// Secret hygiene of the whole product (issue 8, "Secrets"; SECURITY.md,
-// "No key reaches an agent"): a full scenario against `postern serve` and a
+// Secret hygiene of the whole product (SECURITY.md, "No key reaches an
+// agent"): a full scenario against `postern serve` and a
 // real sshd, after which every byte postern produced is searched for the
 // secrets it was given.
 
@@ -257,6 +257,7 @@ func textSecrets(what, s string) []secret {
 // keys, the console token and the admin password. SECURITY.md promises 0
 // hits.
 func TestSecretsNeverLeak(t *testing.T) {
+	t.Parallel()
 	requireSSHClient(t)
 	if _, err := exec.LookPath("sftp"); err != nil {
 		if os.Getenv("POSTERN_E2E") == "1" {
@@ -383,7 +384,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 	h.agent("ssh target echo", agent.ssh(t, p.sshAddr, "target", "echo canary-run"), 0)
 	touched := filepath.Join(scratch, "touched")
 	asked := agent.ssh(t, p.sshAddr, "target", "touch "+touched)
-	req := c.waitPending("touch " + touched)
+	req := c.waitPending(asked, "touch "+touched)
 	h.http(ctx, wc, token, http.MethodGet, "/v1/approvals/"+req.ID, "", http.StatusOK)
 	h.http(ctx, wc, token, http.MethodPost, "/v1/approvals/"+req.ID+"/approve", "", http.StatusOK)
 	h.agent("ssh target touch (asked)", asked, 0)
@@ -401,7 +402,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 	}
 	uploaded := filepath.Join(scratch, "uploaded.txt")
 	put := agent.sftp(t, p.sshAddr, "target", fmt.Sprintf("put %s %s\n", local, uploaded))
-	putReq := c.waitPending(uploaded)
+	putReq := c.waitPending(put, uploaded)
 	h.http(ctx, wc, token, http.MethodPost, "/v1/approvals/"+putReq.ID+"/approve", "", http.StatusOK)
 	h.agent("sftp target put (asked)", put, 0)
 	fetched := filepath.Join(t.TempDir(), "fetched.txt")

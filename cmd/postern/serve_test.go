@@ -64,6 +64,7 @@ func listenTestAddr(t *testing.T) net.Listener {
 }
 
 func TestServeUntil(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name     string
 		serveErr error // Serve returns this at once
@@ -109,6 +110,7 @@ func TestServeUntil(t *testing.T) {
 }
 
 func TestServeBadFlags(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t)
 	tests := []struct {
 		name string
@@ -140,6 +142,7 @@ func TestServeBadFlags(t *testing.T) {
 }
 
 func TestServeListenInUse(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t)
 	ln := listenTestAddr(t)
 	r := c.run("", "serve", "--ssh-listen", ln.Addr().String())
@@ -275,6 +278,7 @@ func (p *bgPostern) wait() int {
 // TestServeSIGTERM starts postern serve on a free port, checks that it
 // answers SSH, and stops it with SIGTERM: exit status 0 and a stop log.
 func TestServeSIGTERM(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t)
 	p := startPostern(t, "serve", "--data", c.data, "--ssh-listen", "127.0.0.1:0", "--log-level", "debug")
 	m := p.waitLog("postern serving")

@@ -148,6 +148,7 @@ func openStore(t *testing.T, data string) *store.Store {
 }
 
 func TestAdminCommands(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t)
 	const pw = "correct horse battery"
 	out := c.ok("", "admin", "add", "alice", "--password-file", writePasswordFile(t, pw))
@@ -213,6 +214,7 @@ func TestAdminCommands(t *testing.T) {
 }
 
 func TestTokenCommands(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t)
 	c.ok("", "admin", "add", "alice", "--password-file", writePasswordFile(t, "a good long password"))
 	out := c.ok("", "token", "add", "ci", "--admin", "alice")
@@ -266,6 +268,7 @@ func TestTokenCommands(t *testing.T) {
 // with exit status 2 and one line on stderr, none of which may hold the
 // password given.
 func TestWebCommandsBadInput(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t)
 	const secret = "sh0rt-Secre" // one short of web.MinPasswordLength
 	c.ok("", "admin", "add", "alice", "--password-file", writePasswordFile(t, "a good long password"))

@@ -11,6 +11,7 @@ import (
 )
 
 func TestServeWebBadFlags(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t)
 	cert := filepath.Join(t.TempDir(), "cert.pem")
 	tests := []struct {
@@ -54,6 +55,7 @@ func TestServeWebBadFlags(t *testing.T) {
 // printed by token add reaches the API until it is removed, and SIGTERM
 // stops both.
 func TestServeWeb(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t)
 	const pw = "a long admin password"
 	c.ok("", "admin", "add", "alice", "--password-file", writePasswordFile(t, pw))

@@ -26,6 +26,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/postern/postern/internal/testwait"
 )
 
 // StartTimeout bounds how long Start waits for sshd to answer with its
@@ -86,12 +88,15 @@ type Server struct {
 	sshd        string // path of the sshd binary
 	hostKeyPath string
 
-	cmd  *exec.Cmd
-	done chan struct{} // closed when sshd has exited
+	cmd      *exec.Cmd
+	done     chan struct{} // closed when sshd has exited
+	logsInfo bool          // LogLevel shows INFO lines, "Server listening" among them
 
-	// logMu protects log, which collects sshd's stderr (-e).
-	logMu sync.Mutex
-	log   bytes.Buffer
+	// logMu protects log, which collects sshd's stderr (-e), and logged,
+	// which is closed and replaced at each write to it.
+	logMu  sync.Mutex
+	log    bytes.Buffer
+	logged chan struct{}
 }
 
 // SSHDPath finds sshd: /usr/sbin/sshd, else PATH. It returns "" if absent.
@@ -137,7 +142,12 @@ func Start(t testing.TB, opts Options) *Server {
 		}
 	}
 	dir := t.TempDir()
-	s := &Server{Host: "127.0.0.1", User: u.Username, Dir: dir, ConfigPath: filepath.Join(dir, "sshd_config")}
+	s := &Server{Host: "127.0.0.1", User: u.Username, Dir: dir, ConfigPath: filepath.Join(dir, "sshd_config"), logged: make(chan struct{})}
+	switch strings.ToUpper(opts.LogLevel) {
+	case "QUIET", "FATAL", "ERROR":
+	default:
+		s.logsInfo = true
+	}
 
 	hostKeyPath := filepath.Join(dir, "ssh_host_ed25519_key")
 	s.sshd, s.hostKeyPath = sshd, hostKeyPath
@@ -213,7 +223,7 @@ func Start(t testing.TB, opts Options) *Server {
 		s.logMu.Lock()
 		s.log.Reset() // a failed attempt's log is in lastErr
 		s.logMu.Unlock()
-		if lastErr = s.run(sshd); lastErr == nil {
+		if lastErr = s.run(t, sshd); lastErr == nil {
 			break
 		}
 	}
@@ -234,8 +244,15 @@ func (s *Server) setKnownHostsLine() {
 	s.KnownHostsLine = fmt.Sprintf("[%s]:%d %s", s.Host, s.Port, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(s.HostKey))))
 }
 
-// run starts sshd and waits for its banner.
-func (s *Server) run(sshd string) error {
+// listening is what sshd logs (at INFO) once it listens on its port.
+const listening = "Server listening on "
+
+// run starts sshd and waits until it listens: for its "Server listening"
+// line, or where its LogLevel hides that line, for its banner. An error
+// says why it did not start (the port was taken, say), to try again.
+func (s *Server) run(t testing.TB, sshd string) error {
+	t.Helper()
+	before := s.LogCount(listening)
 	cmd := exec.Command(sshd, "-D", "-e", "-f", s.ConfigPath)
 	cmd.Stdout = logWriter{s}
 	cmd.Stderr = logWriter{s}
@@ -247,22 +264,54 @@ func (s *Server) run(sshd string) error {
 		cmd.Wait()
 		close(done)
 	}()
-	deadline := time.Now().Add(StartTimeout)
-	for time.Now().Before(deadline) {
+	exited := func() bool {
 		select {
 		case <-done:
-			return fmt.Errorf("sshd exited at start: %s\n%s", cmd.ProcessState, s.Log())
+			return true
 		default:
+			return false
 		}
-		if banner(s.Addr) {
-			s.cmd, s.done = cmd, done
-			return nil
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
-	cmd.Process.Kill()
-	<-done
-	return fmt.Errorf("sshd did not answer on %s within %v\n%s", s.Addr, StartTimeout, s.Log())
+	if s.logsInfo {
+		if !s.waitLog(listening, before+1, StartTimeout, done) {
+			cmd.Process.Kill()
+			<-done
+			return fmt.Errorf("sshd did not listen on %s within %v\n%s", s.Addr, StartTimeout, s.Log())
+		}
+	} else {
+		// Nothing is logged at this level: ask for the banner until it
+		// comes or sshd exits.
+		testwait.Until(t, StartTimeout, "sshd to answer on "+s.Addr, func() bool { return exited() || banner(s.Addr) })
+	}
+	if exited() {
+		return fmt.Errorf("sshd exited at start: %s\n%s", cmd.ProcessState, s.Log())
+	}
+	s.cmd, s.done = cmd, done
+	return nil
+}
+
+// waitLog waits until sshd's log holds substr at least n times and
+// reports whether it does; it gives up after timeout or when stop is
+// closed. Every write to the log wakes it.
+func (s *Server) waitLog(substr string, n int, timeout time.Duration, stop <-chan struct{}) bool {
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	for {
+		s.logMu.Lock()
+		got := strings.Count(s.log.String(), substr)
+		logged := s.logged
+		s.logMu.Unlock()
+		if got >= n {
+			return true
+		}
+		select {
+		case <-logged:
+		case <-stop:
+			return strings.Count(s.Log(), substr) >= n
+		case <-timer.C:
+			return false
+		}
+	}
 }
 
 // banner reports whether an SSH server answers on addr.
@@ -276,6 +325,22 @@ func banner(addr string) bool {
 	buf := make([]byte, 4)
 	_, err = c.Read(buf)
 	return err == nil && string(buf) == "SSH-"
+}
+
+// LogCount counts the times substr occurs in sshd's log so far.
+func (s *Server) LogCount(substr string) int {
+	return strings.Count(s.Log(), substr)
+}
+
+// WaitLog waits until sshd's log holds substr at least n times (a line
+// sshd writes when something reached it: "rcvd eow" at DEBUG2), and fails
+// t if that does not happen within timeout. It waits on the writes to the
+// log, not on a clock.
+func (s *Server) WaitLog(t testing.TB, substr string, n int, timeout time.Duration) {
+	t.Helper()
+	if !s.waitLog(substr, n, timeout, nil) {
+		t.Fatalf("testsshd: sshd's log holds %q %d times after %v; want at least %d", substr, s.LogCount(substr), timeout, n)
+	}
 }
 
 // Stop kills sshd and waits for it. It is safe to call more than once; Start
@@ -316,7 +381,7 @@ func (s *Server) Kill() {
 func (s *Server) Restart(t testing.TB) {
 	t.Helper()
 	s.Kill()
-	if err := s.run(s.sshd); err != nil {
+	if err := s.run(t, s.sshd); err != nil {
 		t.Fatalf("testsshd: restart: %v", err)
 	}
 }
@@ -408,6 +473,8 @@ type logWriter struct{ s *Server }
 func (w logWriter) Write(p []byte) (int, error) {
 	w.s.logMu.Lock()
 	defer w.s.logMu.Unlock()
+	close(w.s.logged)
+	w.s.logged = make(chan struct{})
 	return w.s.log.Write(p)
 }
 

@@ -92,3 +92,24 @@ func TestEmptyHomeAndLimits(t *testing.T) {
 		open = append(open, o)
 	}
 }
+
+// TestWaitLog: WaitLog returns once sshd has logged the line (here the
+// login, at INFO), and Start works at a LogLevel that hides sshd's
+// "Server listening" line, by asking for the banner instead.
+func TestWaitLog(t *testing.T) {
+	for _, level := range []string{"", "ERROR"} {
+		t.Run("LogLevel "+level, func(t *testing.T) {
+			s := Start(t, Options{LogLevel: level})
+			c, err := ssh.Dial("tcp", s.Addr, s.ClientConfig())
+			if err != nil {
+				t.Fatalf("dial: %v\n%s", err, s.Log())
+			}
+			c.Close()
+			if level == "" {
+				s.WaitLog(t, "Accepted publickey for "+s.User, 1, StartTimeout)
+			} else if n := s.LogCount("Accepted publickey"); n != 0 {
+				t.Errorf("LogLevel ERROR: the log holds %d logins; want none", n)
+			}
+		})
+	}
+}

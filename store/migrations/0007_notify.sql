@@ -1,5 +1,5 @@
--- Notification channels and the outbox of their deliveries (issue 14, "Tell
--- the people who decide"; docs/notifications.md).
+-- Notification channels and the outbox of their deliveries
+-- (docs/notifications.md).
 --
 -- Delivery is built on the database, not on in-process hooks: the
 -- transaction that creates or decides an approval also writes one outbox row

@@ -1,4 +1,4 @@
--- 0008: running postern for real (issue 15): what a key check found, and
+-- 0008: running postern for real: what a key check found, and
 -- what a console token may do.
 --
 -- check_status is the outcome of the last key check, whatever it was, so
