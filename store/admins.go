@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 )
 
@@ -78,7 +77,7 @@ func (s *Store) CreateAdmin(ctx context.Context, name, passwordHash string) (*Ad
 		// Names are one identity whatever their case: "alice" and "ALICE"
 		// must never be two admins for the two-person rule.
 		var taken string
-		err := tx.QueryRowContext(ctx, `SELECT name FROM admins WHERE name = ? COLLATE NOCASE`, name).Scan(&taken)
+		err := tx.QueryRowContext(ctx, `SELECT name FROM admins WHERE lower(name) = lower(?)`, name).Scan(&taken)
 		if err == nil {
 			return &ConflictError{Kind: "admin", Value: taken}
 		} else if !errors.Is(err, sql.ErrNoRows) {
@@ -107,7 +106,7 @@ func (s *Store) CreateAdmin(ctx context.Context, name, passwordHash string) (*Ad
 // before names were unique without regard to case both match.
 func (s *Store) ResolveAdmin(ctx context.Context, name string) (*Admin, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT `+adminColumns+` FROM admins
-		WHERE id = ? OR name = ? COLLATE NOCASE ORDER BY name`, name, name)
+		WHERE id = ? OR lower(name) = lower(?) ORDER BY name`, name, name)
 	found, err := collect(rows, err, "admin "+name, scanAdmin)
 	if err != nil {
 		return nil, err
@@ -283,7 +282,7 @@ func (s *Store) CreateConsoleToken(ctx context.Context, name, tokenSHA256, admin
 		if isUniqueViolation(err) {
 			return nil, &ConflictError{Kind: "token", Value: name}
 		}
-		if strings.Contains(err.Error(), "FOREIGN KEY") {
+		if isForeignKeyViolation(err) {
 			return nil, notFound("admin", adminID)
 		}
 		return nil, fmt.Errorf("store: add token %s: %w", name, err)
@@ -297,7 +296,7 @@ func (s *Store) AssignConsoleToken(ctx context.Context, name, adminID string) (*
 	now := formatTime(s.nowUTC())
 	r, err := s.db.ExecContext(ctx, `UPDATE console_tokens SET admin_id = ?, modified_at = ? WHERE name = ?`, adminID, now, name)
 	if err != nil {
-		if strings.Contains(err.Error(), "FOREIGN KEY") {
+		if isForeignKeyViolation(err) {
 			return nil, notFound("admin", adminID)
 		}
 		return nil, fmt.Errorf("store: assign token %s: %w", name, err)

@@ -280,7 +280,7 @@ func (s *Store) ListAudit(ctx context.Context, f AuditFilter) ([]AuditRow, error
 		q += ` WHERE ` + strings.Join(where, ` AND `)
 	}
 	if f.Limit > 0 {
-		q = `SELECT * FROM (` + q + ` ORDER BY seq DESC LIMIT ?)`
+		q = `SELECT * FROM (` + q + ` ORDER BY seq DESC LIMIT ?) AS page`
 		args = append(args, f.Limit)
 	}
 	q += ` ORDER BY seq`
