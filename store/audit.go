@@ -70,63 +70,102 @@ type auditStmts struct {
 // appendAudit is AppendAudit that also removes journal row inflightID ("" for
 // none) in the same transaction.
 func (s *Store) appendAudit(ctx context.Context, row AuditRow, chain ChainFunc, st auditStmts, inflightID string) (AuditRow, error) {
-	for _, d := range row.Deciders {
-		if d == "" || strings.ContainsAny(d, ",\n") {
-			return AuditRow{}, invalid("decider name %q is empty or has a comma or newline", d)
-		}
-	}
-	if row.ChainVersion == 0 {
-		row.ChainVersion = 1
+	if err := checkDeciders(row.Deciders); err != nil {
+		return AuditRow{}, err
 	}
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		var lastSeq int64
-		var prev []byte
-		var err error
-		if st.last != nil {
-			err = tx.StmtContext(ctx, st.last).QueryRowContext(ctx).Scan(&lastSeq, &prev)
-		} else {
-			err = tx.QueryRowContext(ctx, lastAuditQuery).Scan(&lastSeq, &prev)
-		}
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-			lastSeq, prev = 0, make([]byte, 32)
-		case err != nil:
-			return fmt.Errorf("store: read last audit row: %w", err)
-		}
-		row.Seq = lastSeq + 1
-		if row.Time.IsZero() {
-			row.Time = s.nowUTC()
-		}
-		// Round trip through the stored form so the hash covers exactly what
-		// a later reader will see.
-		row.Time, err = parseTime(formatTime(row.Time))
-		if err != nil {
-			return err
-		}
-		row.Hash = chain(prev, &row)
-		var exit sql.NullInt64
-		if row.ExitStatus != nil {
-			exit = sql.NullInt64{Int64: int64(*row.ExitStatus), Valid: true}
-		}
-		args := []any{row.Seq, formatTime(row.Time), row.AgentID, row.AgentName, row.ConnectionID,
-			row.ConnectionAlias, row.Class, row.Kind, row.Decision, row.Reason, row.ApprovalID,
-			strings.Join(row.Deciders, ","), row.Operation, exit, int64(row.Duration),
-			row.BytesIn, row.BytesOut, row.Hash, row.ChainVersion, row.AgentReason, row.SourceAddr}
-		if st.insert != nil {
-			_, err = tx.StmtContext(ctx, st.insert).ExecContext(ctx, args...)
-		} else {
-			_, err = tx.ExecContext(ctx, insertAuditStmt, args...)
-		}
-		if err != nil {
-			return fmt.Errorf("store: write audit row: %w", err)
-		}
 		if inflightID != "" {
-			return deleteInflight(ctx, tx, st.deleteInflight, inflightID)
+			gone, err := deleteInflight(ctx, tx, st.deleteInflight, inflightID)
+			if err != nil {
+				return err
+			}
+			if gone {
+				row.Reason = joinReason(row.Reason, inflightGoneNote)
+			}
 		}
-		return nil
+		var err error
+		row, err = appendAuditTx(ctx, tx, row, chain, st, s.nowUTC)
+		return err
 	})
 	if err != nil {
 		return AuditRow{}, err
+	}
+	return row, nil
+}
+
+// inflightGoneNote is added to the reason of an operation's audit row when
+// its journal row was no longer there: its replica's lease had run out
+// while it ran (or a restart took it for interrupted), so the log already
+// holds a "failed" row for it, and this row tells how it really ended.
+const inflightGoneNote = "its journal row had been recorded as interrupted while it ran"
+
+// joinReason appends note to reason.
+func joinReason(reason, note string) string {
+	if reason == "" {
+		return note
+	}
+	return reason + "; " + note
+}
+
+// checkDeciders refuses decider names that the comma-separated column
+// could not keep apart.
+func checkDeciders(deciders []string) error {
+	for _, d := range deciders {
+		if d == "" || strings.ContainsAny(d, ",\n") {
+			return invalid("decider name %q is empty or has a comma or newline", d)
+		}
+	}
+	return nil
+}
+
+// appendAuditTx appends row in tx: it reads the last row's seq and hash,
+// chains the new row from them and inserts it. tx holds the database's
+// write lock (inTx), so no other append, from this process or another, can
+// chain from the same row.
+func appendAuditTx(ctx context.Context, tx *sql.Tx, row AuditRow, chain ChainFunc, st auditStmts, now func() time.Time) (AuditRow, error) {
+	if row.ChainVersion == 0 {
+		row.ChainVersion = 1
+	}
+	var lastSeq int64
+	var prev []byte
+	var err error
+	if st.last != nil {
+		err = tx.StmtContext(ctx, st.last).QueryRowContext(ctx).Scan(&lastSeq, &prev)
+	} else {
+		err = tx.QueryRowContext(ctx, lastAuditQuery).Scan(&lastSeq, &prev)
+	}
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		lastSeq, prev = 0, make([]byte, 32)
+	case err != nil:
+		return row, fmt.Errorf("store: read last audit row: %w", err)
+	}
+	row.Seq = lastSeq + 1
+	if row.Time.IsZero() {
+		row.Time = now()
+	}
+	// Round trip through the stored form so the hash covers exactly what
+	// a later reader will see.
+	row.Time, err = parseTime(formatTime(row.Time))
+	if err != nil {
+		return row, err
+	}
+	row.Hash = chain(prev, &row)
+	var exit sql.NullInt64
+	if row.ExitStatus != nil {
+		exit = sql.NullInt64{Int64: int64(*row.ExitStatus), Valid: true}
+	}
+	args := []any{row.Seq, formatTime(row.Time), row.AgentID, row.AgentName, row.ConnectionID,
+		row.ConnectionAlias, row.Class, row.Kind, row.Decision, row.Reason, row.ApprovalID,
+		strings.Join(row.Deciders, ","), row.Operation, exit, int64(row.Duration),
+		row.BytesIn, row.BytesOut, row.Hash, row.ChainVersion, row.AgentReason, row.SourceAddr}
+	if st.insert != nil {
+		_, err = tx.StmtContext(ctx, st.insert).ExecContext(ctx, args...)
+	} else {
+		_, err = tx.ExecContext(ctx, insertAuditStmt, args...)
+	}
+	if err != nil {
+		return row, fmt.Errorf("store: write audit row: %w", err)
 	}
 	return row, nil
 }

@@ -91,6 +91,14 @@ func (w *pgWatch) version() int64 {
 	return w.n
 }
 
+// listening reports whether LISTEN is in effect, starting the loop.
+func (w *pgWatch) listening() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.startLocked()
+	return w.live
+}
+
 // changed is Store.Changed on PostgreSQL.
 func (w *pgWatch) changed() <-chan struct{} {
 	w.mu.Lock()

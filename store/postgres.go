@@ -351,3 +351,18 @@ func isConnectionLoss(err error) bool {
 	return strings.Contains(s, "failed to connect") || strings.Contains(s, "conn closed") ||
 		strings.Contains(s, "connection refused") || strings.Contains(s, "unexpected EOF")
 }
+
+// OpenSQL opens the database ref names — an SQLite file or a PostgreSQL
+// URL — without migrating it, as a *sql.DB that takes the store's SQL (?
+// placeholders) on both: for tools and tests that read or change rows
+// directly. The caller closes it.
+func OpenSQL(ctx context.Context, ref string) (*sql.DB, error) {
+	if !IsPostgresURL(ref) {
+		return openDB(ref, 0, 0)
+	}
+	cfg, err := parsePostgresURL(ref, 0)
+	if err != nil {
+		return nil, err
+	}
+	return openPostgresDB(ctx, cfg, ref, 0)
+}

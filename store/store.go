@@ -250,6 +250,14 @@ func (s *Store) Changed() <-chan struct{} {
 	return s.watch.changed()
 }
 
+// Listening reports whether the store hears of changes as they are made:
+// on PostgreSQL, whether the notification connection listens (the first
+// call starts it; Changed is closed when it starts listening); on SQLite,
+// which has no such connection, always false.
+func (s *Store) Listening() bool {
+	return s.watch != nil && s.watch.listening()
+}
+
 // inTx runs fn in one transaction and commits if fn returns nil. The
 // transaction holds the database's write lock from its start: on SQLite it
 // begins IMMEDIATE (see the package doc); on PostgreSQL it first takes the
