@@ -602,3 +602,44 @@ func TestReadWriteRelay(t *testing.T) {
 		t.Errorf("open missing: got %v; want not exist", err)
 	}
 }
+
+// TestSideEffectDevices: opening a device that acts on the machine when
+// opened (a watchdog arms a reboot) is destructive even for reading, and
+// so is a link to one, whose next open would be a read.
+func TestSideEffectDevices(t *testing.T) {
+	h := startHarness(t, harnessOpts{fixed: "web"})
+	c := h.client
+	tests := []struct {
+		name   string
+		run    func() error
+		method string
+		paths  []string
+	}{
+		{"read the watchdog", func() error {
+			f, err := c.Open("/dev/watchdog")
+			if err == nil {
+				f.Close()
+			}
+			return err
+		}, "get", []string{"/dev/watchdog"}},
+		{"read through /proc/1/root", func() error {
+			f, err := c.Open("/proc/1/root/dev/mem")
+			if err == nil {
+				f.Close()
+			}
+			return err
+		}, "get", []string{"/proc/1/root/dev/mem"}},
+		{"link to the watchdog", func() error { return c.Symlink("/dev/watchdog0", "/wd") }, "symlink", []string{"/dev/watchdog0", "/wd"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h.takeOps()
+			_ = tt.run() // the in-memory target has no such device; the decision is what counts
+			ops := h.takeOps()
+			if len(ops) == 0 || ops[0].Class != policy.Destructive || ops[0].Method != tt.method ||
+				!reflect.DeepEqual(ops[0].Paths, tt.paths) || !strings.Contains(ops[0].Detail, "acts on the machine") {
+				t.Errorf("decisions %+v; want first a destructive %s of %v saying why", ops, tt.method, tt.paths)
+			}
+		})
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/postern/postern/policy"
+	"github.com/postern/postern/shellclass"
 )
 
 // The handlers of each request: classify, map, decide (or ride on a
@@ -33,6 +34,12 @@ func (s *session) open(r *request) error {
 		if r.attrs.flags&attrPermissions != 0 {
 			op.Detail += fmt.Sprintf(", mode %04o", r.attrs.perm&0o7777)
 		}
+	}
+	if dev, ok := shellclass.SideEffectDevice(t.path); ok {
+		// Opening it acts on the machine, read or not: as destructive as
+		// the command that opens it (docs/classification.md).
+		op.Class = policy.Destructive
+		op.Detail = strings.TrimPrefix(op.Detail+"; ", "; ") + dev + ": " + shellclass.SideEffectDeviceWhy
 	}
 	h := &handle{alias: t.alias, path: t.path, shown: t.shown, write: write}
 	return s.decideAndForward(r, op, withPaths(r, t.path, r.path2), pending{kind: answerHandle, open: h})
@@ -348,6 +355,10 @@ func (s *session) symlink(r *request) error {
 		return s.refuse(r.id, err)
 	}
 	op := Op{Alias: link.alias, Class: policy.Write, Method: "symlink", Paths: []string{content, link.shown}}
+	if dev, ok := shellclass.SideEffectDevice(content); ok {
+		// A link to it makes the next open of the link, a read, open it.
+		op.Class, op.Detail = policy.Destructive, "links to "+dev+": "+shellclass.SideEffectDeviceWhy
+	}
 	return s.decideAndForward(r, op, withPaths(r, content, link.path), pending{kind: answerAsIs})
 }
 

@@ -297,6 +297,19 @@ func opensDevice(a value) (string, bool) {
 	return "", false
 }
 
+// SideEffectDevice reports whether opening the absolute path p acts on the
+// machine by itself, and which device it names: a watchdog (opening it
+// arms a reboot), /dev/port, /dev/mem, /dev/kmem, /dev/snapshot,
+// /proc/kmsg, also through /proc/PID/root and /dev/char. The SFTP gate asks
+// it of every path it opens or links to: an open for reading is otherwise
+// a read.
+func SideEffectDevice(p string) (string, bool) {
+	return opensDevice(value{s: p, known: true})
+}
+
+// SideEffectDeviceWhy says why opening such a device is destructive.
+const SideEffectDeviceWhy = deviceWhy
+
 // devicePath strips the /proc/PID/root prefixes of a cleaned path: each is a
 // link to the root directory.
 func devicePath(s string) string {
