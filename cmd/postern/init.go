@@ -27,11 +27,13 @@ directory. Every replica that serves the database needs a copy of both.`,
 		Args: exactArgs(0, "no arguments"),
 	}
 	data := addDataFlag(cmd)
+	hostKeyFile := addHostKeyFileFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if err := data.check(); err != nil {
 			return err
 		}
 		d := data.storeDir()
+		d.HostKeyFile = *hostKeyFile
 		res, err := d.Init(cmd.Context(), store.Options{})
 		if err != nil {
 			return err

@@ -33,6 +33,7 @@ func newRootCmd() *cobra.Command {
 		newAdminCmd(),
 		newTokenCmd(),
 		newNotifyCmd(),
+		newMigrateCmd(),
 	)
 	return root
 }
