@@ -40,6 +40,11 @@ type harness struct {
 	config   func(*Config)
 	server   func(*Server)
 	served   chan error
+	// database is the PostgreSQL URL the store runs on ("" for SQLite in
+	// dir); replicaAddrs, when set, are the addresses of every replica
+	// serving it, this one's first (addReplica).
+	database     string
+	replicaAddrs []string
 }
 
 type harnessOpts struct {
@@ -53,6 +58,7 @@ type harnessOpts struct {
 	server   func(*Server) // adjusts the server before it serves (test hooks)
 	recipe   string        // the connection's recipe key
 	maxConns int           // the store's connection bound (store.Options.MaxConns)
+	database string        // a PostgreSQL URL to run the store on; SQLite if empty
 }
 
 func newHarness(t testing.TB, o harnessOpts) *harness {
@@ -66,7 +72,7 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 	target := testsshd.Start(t, o.target)
 	ctx := context.Background()
 	dir := t.TempDir()
-	d := store.Dir{Path: dir}
+	d := store.Dir{Path: dir, DatabaseURL: o.database}
 	if _, err := d.Init(ctx, store.Options{}); err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +116,8 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, target: target, st: st, keyPath: keyPath, signer: signer, dir: dir, lifetime: o.lifetime, config: o.config, server: o.server}
+	h := &harness{t: t, target: target, st: st, keyPath: keyPath, signer: signer, dir: dir, lifetime: o.lifetime, config: o.config, server: o.server,
+		database: o.database}
 	if h.lifetime == 0 {
 		h.lifetime = 20 * time.Second
 	}

@@ -53,9 +53,11 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
-	if err := testPG.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		code = 1
+	for _, pg := range []*testpg.Shared{&testPG, &benchPG} {
+		if err := pg.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			code = 1
+		}
 	}
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
