@@ -68,29 +68,14 @@ type auditStmts struct {
 }
 
 // appendAudit is AppendAudit that also removes journal row inflightID ("" for
-// none) in the same transaction.
-func (s *Store) appendAudit(ctx context.Context, row AuditRow, chain ChainFunc, st auditStmts, inflightID string) (AuditRow, error) {
+// none) in the same transaction. The row goes through the store's group
+// commit (auditbatch.go); st is no longer used, since the batcher prepares
+// its own statements.
+func (s *Store) appendAudit(ctx context.Context, row AuditRow, chain ChainFunc, _ auditStmts, inflightID string) (AuditRow, error) {
 	if err := checkDeciders(row.Deciders); err != nil {
 		return AuditRow{}, err
 	}
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		if inflightID != "" {
-			gone, err := deleteInflight(ctx, tx, st.deleteInflight, inflightID)
-			if err != nil {
-				return err
-			}
-			if gone {
-				row.Reason = joinReason(row.Reason, inflightGoneNote)
-			}
-		}
-		var err error
-		row, err = appendAuditTx(ctx, tx, row, chain, st, s.nowUTC)
-		return err
-	})
-	if err != nil {
-		return AuditRow{}, err
-	}
-	return row, nil
+	return s.audits.submit(s, &auditReq{ctx: ctx, row: row, chain: chain, inflightID: inflightID, res: make(chan auditRes, 1)})
 }
 
 // inflightGoneNote is added to the reason of an operation's audit row when

@@ -41,6 +41,11 @@ const (
 type pgWatch struct {
 	cfg *pgx.ConnConfig
 	log zerolog.Logger
+	// onDown runs when a working notification connection is lost: the
+	// store drops its idle pooled connections, which went to the same
+	// server and are most likely broken too, so that the next queries
+	// open new ones instead of failing on dead ones.
+	onDown func()
 
 	// mu guards everything below.
 	mu      sync.Mutex
@@ -126,11 +131,16 @@ func (w *pgWatch) setLive(live bool, err error) {
 	switch {
 	case was && !live:
 		w.log.Warn().Err(err).Msg("store: notifications from PostgreSQL lost; polling the approvals until they are back")
+		if w.onDown != nil {
+			w.onDown()
+		}
 	case !was && live:
 		w.log.Debug().Msg("store: listening to PostgreSQL for decided approvals")
 	}
-	if live {
-		// Anything may have changed while nobody listened.
+	if live || was {
+		// Coming up: anything may have changed while nobody listened.
+		// Going down: notifications may be lost from now on, and waiters
+		// should know at once that they have to poll.
 		w.bump()
 	}
 }

@@ -178,6 +178,16 @@ func OpenPostgres(ctx context.Context, url string, opts Options) (*Store, error)
 	s := newStore(db, dialectPostgres, opts)
 	s.migratedFrom = from
 	s.watch = newPGWatch(cfg, opts.Logger)
+	idle := opts.MaxConns
+	if idle == 0 {
+		idle = DefaultMaxConns
+	} else if idle < 0 {
+		idle = unboundedIdleConns
+	}
+	s.watch.onDown = func() {
+		db.SetMaxIdleConns(0) // closes the idle connections
+		db.SetMaxIdleConns(idle)
+	}
 	if err := s.loadMasterKey(ctx, opts); err != nil {
 		s.Close()
 		return nil, err

@@ -2,12 +2,16 @@ package store
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
 	"fmt"
+	"io"
+	"net"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -282,11 +286,14 @@ func TestPostgresURLs(t *testing.T) {
 // TestPostgresNotifications: a change to an approval made through another
 // store (another replica) closes Changed and moves DataVersion; while the
 // notification connection is down DataVersion moves on every read (the
-// poll fallback), and the store listens again by itself.
+// poll fallback), and the store listens again by itself once the database
+// can be reached. The store under test reaches PostgreSQL through a TCP
+// proxy that the test cuts and restores.
 func TestPostgresNotifications(t *testing.T) {
 	ctx := context.Background()
 	url := testPG.NewDatabase(t)
-	a, err := OpenPostgres(ctx, url, Options{MasterKey: testMasterKey()})
+	proxy := startCutProxy(t, testPG.Get(t).Addr())
+	a, err := OpenPostgres(ctx, strings.Replace(url, testPG.Get(t).Addr(), proxy.addr(), 1), Options{MasterKey: testMasterKey()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -304,12 +311,17 @@ func TestPostgresNotifications(t *testing.T) {
 	if v2, _ := a.DataVersion(ctx); v2 != v1 {
 		t.Errorf("no change to approvals: DataVersion %d then %d; want equal", v1, v2)
 	}
-	ch := a.Changed()
-	ap, _, err := b.RequestApproval(ctx, Approval{AgentID: agent.ID, ConnectionID: conn.ID, Class: "write", Kind: "exec",
-		Operation: "x", OperationSHA256: strings.Repeat("a", 64), ApprovalsNeeded: 1}, time.Minute)
-	if err != nil {
-		t.Fatal(err)
+	request := func(op string) Approval {
+		t.Helper()
+		ap, _, err := b.RequestApproval(ctx, Approval{AgentID: agent.ID, ConnectionID: conn.ID, Class: "write", Kind: "exec",
+			Operation: op, OperationSHA256: fmt.Sprintf("%064x", sha256Sum(op)), ApprovalsNeeded: 1}, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ap
 	}
+	ch := a.Changed()
+	ap := request("x")
 	waitClosed(t, ch, "a new request made by another store")
 	ch = a.Changed()
 	v3, _ := a.DataVersion(ctx)
@@ -325,26 +337,105 @@ func TestPostgresNotifications(t *testing.T) {
 	}
 	waitClosed(t, ch, "a decision made by another store")
 
-	// Cut the listening connection from the server's side.
+	// Cut every connection to the database and refuse new ones: the
+	// store notices (Changed is closed), and while it cannot listen every
+	// read of DataVersion is a new value, so that pollers read.
 	ch = a.Changed()
-	if err := testPG.Get(t).Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = '`+ApplicationName+`-listen'`); err != nil {
-		t.Fatal(err)
-	}
-	// While it is down, every read moves; once it listens again, the
-	// reconnection closes Changed (anything may have been missed).
-	for a.Listening() {
-		select {
-		case <-ch:
-			ch = a.Changed()
-		case <-time.After(10 * time.Second):
-			t.Fatal("the store did not notice its notification connection was cut")
-		}
+	proxy.cut()
+	waitClosed(t, ch, "the notification connection was cut")
+	if a.Listening() {
+		t.Fatal("Listening after the connection was cut and new ones refused")
 	}
 	d1, _ := a.DataVersion(ctx)
-	if d2, _ := a.DataVersion(ctx); !a.Listening() && d2 == d1 {
+	if d2, _ := a.DataVersion(ctx); d2 == d1 {
 		t.Errorf("notifications down: DataVersion %d then %d; want a new value on every read", d1, d2)
 	}
+	request("made while a could not listen")
+	proxy.restore()
 	waitListening(t, a)
+	d3, _ := a.DataVersion(ctx)
+	if d3 == d1 {
+		t.Errorf("listening again: DataVersion still %d; want it moved (what was missed must be read)", d3)
+	}
+	if got, err := a.ListApprovals(ctx, false); err != nil || len(got) != 1 {
+		t.Errorf("pending approvals through the restored store: got %d, %v; want 1", len(got), err)
+	}
+}
+
+func sha256Sum(s string) [32]byte { return sha256.Sum256([]byte(s)) }
+
+// cutProxy relays TCP connections to a target until cut, which closes
+// them all and refuses new ones until restore.
+type cutProxy struct {
+	ln     net.Listener
+	target string
+	// mu guards down and conns.
+	mu    sync.Mutex
+	down  bool
+	conns []net.Conn
+	wg    sync.WaitGroup
+}
+
+func startCutProxy(t *testing.T, target string) *cutProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &cutProxy{ln: ln, target: target}
+	p.wg.Add(1)
+	go p.serve()
+	t.Cleanup(func() {
+		ln.Close()
+		p.cut()
+		p.wg.Wait()
+	})
+	return p
+}
+
+func (p *cutProxy) addr() string { return p.ln.Addr().String() }
+
+func (p *cutProxy) serve() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		if p.down {
+			p.mu.Unlock()
+			c.Close()
+			continue
+		}
+		up, err := net.Dial("tcp", p.target)
+		if err != nil {
+			p.mu.Unlock()
+			c.Close()
+			continue
+		}
+		p.conns = append(p.conns, c, up)
+		p.mu.Unlock()
+		p.wg.Add(2)
+		go func() { defer p.wg.Done(); io.Copy(up, c); up.Close() }()
+		go func() { defer p.wg.Done(); io.Copy(c, up); c.Close() }()
+	}
+}
+
+func (p *cutProxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = true
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
+func (p *cutProxy) restore() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = false
 }
 
 // waitListening waits until s listens for notifications.

@@ -57,6 +57,9 @@ type Store struct {
 	dvMu   sync.Mutex
 	dvConn *sql.Conn
 
+	// audits appends audit rows in groups (auditbatch.go).
+	audits auditBatcher
+
 	// migratedFrom is the schema version the database had when opened.
 	migratedFrom int
 
@@ -195,6 +198,7 @@ func (s *Store) Stats() sql.DBStats { return s.db.Stats() }
 
 // Close releases the database.
 func (s *Store) Close() error {
+	s.audits.stop()
 	if s.watch != nil {
 		s.watch.close()
 	}
