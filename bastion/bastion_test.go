@@ -45,6 +45,7 @@ type harness struct {
 	// serving it, this one's first (addReplica).
 	database     string
 	replicaAddrs []string
+	maxConns     int // the store's connection bound, for addReplica's store too
 }
 
 type harnessOpts struct {
@@ -117,7 +118,7 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 		t.Fatal(err)
 	}
 	h := &harness{t: t, target: target, st: st, keyPath: keyPath, signer: signer, dir: dir, lifetime: o.lifetime, config: o.config, server: o.server,
-		database: o.database}
+		database: o.database, maxConns: o.maxConns}
 	if h.lifetime == 0 {
 		h.lifetime = 20 * time.Second
 	}

@@ -20,7 +20,7 @@ func (h *harness) addReplica() {
 	h.t.Helper()
 	ctx := context.Background()
 	d := store.Dir{Path: h.dir, DatabaseURL: h.database}
-	st, err := d.Open(ctx, store.Options{})
+	st, err := d.Open(ctx, store.Options{MaxConns: h.maxConns})
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -121,6 +121,15 @@ func parsePostgresURL(raw string, busy time.Duration) (*pgx.ConnConfig, error) {
 	return cfg, nil
 }
 
+// DefaultPostgresMaxConns bounds the PostgreSQL connections one Store (one
+// replica) opens. A statement there is a network round trip, not a call
+// into the process, so a connection is held longer than SQLite's and the
+// 200-agent load over two replicas waited for one most of the run at
+// SQLite's bound of 8 (bench/RESULTS.md, "Replicas": 237 commands/s at 8,
+// 396 at 16, no better at 32 on the same 2 cores). Two replicas at 16 stay
+// far below PostgreSQL's default max_connections of 100.
+const DefaultPostgresMaxConns = 16
+
 // defaultConnectTimeout bounds a connection attempt to PostgreSQL when the
 // URL does not set connect_timeout.
 const defaultConnectTimeout = 10 * time.Second
@@ -145,7 +154,7 @@ func openPostgresDB(ctx context.Context, cfg *pgx.ConnConfig, raw string, maxCon
 		return nil, fmt.Errorf("store: open %s: %s", RedactURL(raw), scrubURL(err.Error(), raw))
 	}
 	if maxConns == 0 {
-		maxConns = DefaultMaxConns
+		maxConns = DefaultPostgresMaxConns
 	}
 	if maxConns > 0 {
 		db.SetMaxOpenConns(maxConns)
@@ -180,7 +189,7 @@ func OpenPostgres(ctx context.Context, url string, opts Options) (*Store, error)
 	s.watch = newPGWatch(cfg, opts.Logger)
 	idle := opts.MaxConns
 	if idle == 0 {
-		idle = DefaultMaxConns
+		idle = DefaultPostgresMaxConns
 	} else if idle < 0 {
 		idle = unboundedIdleConns
 	}
