@@ -33,7 +33,7 @@ type ReplicaOptions struct {
 }
 
 // replicaStore is implemented by *store.Store: the registry of replicas
-// (store/migrations/0008_replicas.sql).
+// (store/migrations/0009_replicas.sql).
 type replicaStore interface {
 	RegisterReplica(ctx context.Context, host string, pid int, lease time.Duration) (store.Replica, error)
 	RenewReplica(ctx context.Context, r store.Replica, lease time.Duration) (bool, error)

@@ -18,12 +18,16 @@ import (
 // Status is what a key check proved.
 type Status string
 
-// Key check outcomes. Only OK and Rejected are worth recording; Unknown
-// means the check proved nothing and the stored status must stay as it was.
+// Key check outcomes. Only OK and Rejected prove something about the key;
+// the others say why nothing was proved, each in its own words, because an
+// admin fixes each differently (start the target, re-pin its host key, give
+// the account the right to run the read).
 const (
-	StatusOK       Status = "ok"       // the target accepted the key (and ran the read)
-	StatusRejected Status = "rejected" // the target refused the key
-	StatusUnknown  Status = "unknown"  // timeout, network error, failed read: nothing proved
+	StatusOK              Status = "ok"                // the target accepted the key (and ran the read)
+	StatusRejected        Status = "rejected"          // the target refused the key
+	StatusUnreachable     Status = "unreachable"       // no connection, no handshake, or a timeout before authentication
+	StatusHostKeyMismatch Status = "host_key_mismatch" // the target presented a host key that is not pinned
+	StatusUnproved        Status = "unproved"          // the key was accepted but the read failed or timed out
 )
 
 // Result is the outcome of one key check.
@@ -35,17 +39,20 @@ type Result struct {
 	Message string
 }
 
-// Proved reports whether the check proved something worth recording: the
-// key is accepted or refused. An unknown result leaves the stored status as
-// it was.
+// Proved reports whether the check proved something about the key: it is
+// accepted or refused.
 func (r Result) Proved() bool { return r.Status == StatusOK || r.Status == StatusRejected }
 
 // Target is what a key check needs of a connection: where it is, as whom,
 // and which host keys it accepts (the pinned ones).
 type Target struct {
+	Name     string // the connection's alias; for fakes and logs, the check does not use it
 	Addr     string // host:port
 	User     string
 	HostKeys ssh.HostKeyCallback
+	// Pinned are the SHA256 fingerprints of the keys HostKeys accepts, for
+	// the message of a mismatch; the callback's error is used without them.
+	Pinned []string
 }
 
 // DefaultCheckTimeout bounds a whole key check: dial, handshake,
@@ -95,8 +102,15 @@ func (k Checker) Check(ctx context.Context, t Target, signer ssh.Signer, r *Reci
 			hostKeyErr = errors.New("no host key is pinned")
 			return hostKeyErr
 		}
-		hostKeyErr = t.HostKeys(host, remote, key)
-		return hostKeyErr
+		if err := t.HostKeys(host, remote, key); err != nil {
+			hostKeyErr = err
+			if len(t.Pinned) > 0 {
+				hostKeyErr = fmt.Errorf("the target presented %s %s; pinned: %s",
+					key.Type(), ssh.FingerprintSHA256(key), strings.Join(t.Pinned, ", "))
+			}
+			return hostKeyErr
+		}
+		return nil
 	}
 	dial := k.Dial
 	if dial == nil {
@@ -105,7 +119,7 @@ func (k Checker) Check(ctx context.Context, t Target, signer ssh.Signer, r *Reci
 	addr := t.Addr
 	nc, err := dial(ctx, "tcp", addr)
 	if err != nil {
-		return Result{StatusUnknown, fmt.Sprintf("cannot reach %s: %v", addr, err)}
+		return Result{StatusUnreachable, fmt.Sprintf("cannot reach %s: %v", addr, err)}
 	}
 	// Closing the connection when the context ends unblocks the handshake
 	// and the session alike; the deadline covers a dialer that ignores ctx.
@@ -132,13 +146,13 @@ func (k Checker) Check(ctx context.Context, t Target, signer ssh.Signer, r *Reci
 	if err != nil {
 		switch {
 		case hostKeyErr != nil:
-			return Result{StatusUnknown, hostKeyErr.Error()}
+			return Result{StatusHostKeyMismatch, hostKeyErr.Error()}
 		case ctx.Err() != nil || errors.Is(err, os.ErrDeadlineExceeded):
-			return Result{StatusUnknown, fmt.Sprintf("%s did not finish the handshake within %v", addr, timeout)}
+			return Result{StatusUnreachable, fmt.Sprintf("%s did not finish the handshake within %v", addr, timeout)}
 		case isAuthFailure(err):
 			return Result{StatusRejected, rejectedMessage(banner.String(), err)}
 		}
-		return Result{StatusUnknown, fmt.Sprintf("handshake with %s: %v", addr, err)}
+		return Result{StatusUnreachable, fmt.Sprintf("handshake with %s: %v", addr, err)}
 	}
 	client := ssh.NewClient(c, chans, reqs)
 	defer client.Close()
@@ -159,7 +173,7 @@ func (k Checker) Check(ctx context.Context, t Target, signer ssh.Signer, r *Reci
 func runRead(ctx context.Context, client *ssh.Client, command string, timeout time.Duration) Result {
 	sess, err := client.NewSession()
 	if err != nil {
-		return Result{StatusUnknown, fmt.Sprintf("the key was accepted but no session opened: %v", err)}
+		return Result{StatusUnproved, fmt.Sprintf("the key was accepted but no session opened: %v", err)}
 	}
 	defer sess.Close()
 	var out limitedBuffer
@@ -170,12 +184,12 @@ func runRead(ctx context.Context, client *ssh.Client, command string, timeout ti
 	case err == nil:
 		return Result{StatusOK, fmt.Sprintf("the target accepted the key and ran %q", command)}
 	case ctx.Err() != nil:
-		return Result{StatusUnknown, fmt.Sprintf("the key was accepted but %q did not finish within %v", command, timeout)}
+		return Result{StatusUnproved, fmt.Sprintf("the key was accepted but %q did not finish within %v", command, timeout)}
 	case errors.As(err, &exit):
-		return Result{StatusUnknown, fmt.Sprintf("the key was accepted but %q exited with status %d: %s",
+		return Result{StatusUnproved, fmt.Sprintf("the key was accepted but %q exited with status %d: %s",
 			command, exit.ExitStatus(), oneLine(out.String()))}
 	}
-	return Result{StatusUnknown, fmt.Sprintf("the key was accepted but %q failed: %v", command, err)}
+	return Result{StatusUnproved, fmt.Sprintf("the key was accepted but %q failed: %v", command, err)}
 }
 
 // isAuthFailure tells a refused key from other handshake errors. x/crypto

@@ -76,6 +76,8 @@ func TestCheckAgainstSSHD(t *testing.T) {
 	other := newSigner(t)
 	wrongPin := conn
 	wrongPin.HostKeys = ssh.FixedHostKey(newSigner(t).PublicKey())
+	wrongPinNamed := wrongPin
+	wrongPinNamed.Pinned = []string{ssh.FingerprintSHA256(newSigner(t).PublicKey())}
 
 	tests := []struct {
 		name   string
@@ -88,10 +90,12 @@ func TestCheckAgainstSSHD(t *testing.T) {
 		{"accepted, read runs", conn, srv.UserKey, checkRecipe(t, map[string]any{"command": "true"}), StatusOK, `ran "true"`},
 		{"accepted, no recipe", conn, srv.UserKey, nil, StatusOK, `ran "true"`},
 		{"accepted, auth only", conn, srv.UserKey, checkRecipe(t, map[string]any{"auth_only": true}), StatusOK, "authentication only"},
-		{"accepted, read fails", conn, srv.UserKey, checkRecipe(t, map[string]any{"command": "echo denied >&2; exit 3"}), StatusUnknown, "status 3: denied"},
+		{"accepted, read fails", conn, srv.UserKey, checkRecipe(t, map[string]any{"command": "echo denied >&2; exit 3"}), StatusUnproved, "status 3: denied"},
 		{"rejected keeps the target's words", conn, other, checkRecipe(t, map[string]any{"command": "true"}), StatusRejected, "Ask ops@example.net"},
 		{"rejected names the failure", conn, other, nil, StatusRejected, "unable to authenticate"},
-		{"host key not the pinned one", wrongPin, srv.UserKey, nil, StatusUnknown, "host key mismatch"},
+		{"host key not the pinned one", wrongPin, srv.UserKey, nil, StatusHostKeyMismatch, "host key mismatch"},
+		{"host key not the pinned one, fingerprints named", wrongPinNamed, srv.UserKey, nil, StatusHostKeyMismatch,
+			"presented ssh-ed25519 " + ssh.FingerprintSHA256(srv.HostKey) + "; pinned: SHA256:"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -112,11 +116,11 @@ func TestCheckUnreachable(t *testing.T) {
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
 	got := Check(context.Background(), targetOn(port, "u", newSigner(t).PublicKey()), newSigner(t), nil)
-	if got.Status != StatusUnknown || !strings.Contains(got.Message, "cannot reach") {
-		t.Errorf("Check = %+v; want unknown, cannot reach", got)
+	if got.Status != StatusUnreachable || !strings.Contains(got.Message, "cannot reach") {
+		t.Errorf("Check = %+v; want unreachable, cannot reach", got)
 	}
 	if got.Proved() {
-		t.Errorf("Proved of %+v: true; want the stored status left alone", got)
+		t.Errorf("Proved of %+v: true; want nothing proved", got)
 	}
 }
 
@@ -139,8 +143,8 @@ func TestCheckSilentTarget(t *testing.T) {
 	port := l.Addr().(*net.TCPAddr).Port
 	start := time.Now()
 	got := Checker{Timeout: 200 * time.Millisecond}.Check(context.Background(), targetOn(port, "u", newSigner(t).PublicKey()), newSigner(t), nil)
-	if got.Status != StatusUnknown || !strings.Contains(got.Message, "did not finish the handshake") {
-		t.Errorf("Check = %+v; want unknown after the timeout", got)
+	if got.Status != StatusUnreachable || !strings.Contains(got.Message, "did not finish the handshake") {
+		t.Errorf("Check = %+v; want unreachable after the timeout", got)
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("Check took %v; want about the 200ms timeout", d)
@@ -158,7 +162,9 @@ func TestResultProved(t *testing.T) {
 	}{
 		{StatusOK, true},
 		{StatusRejected, true},
-		{StatusUnknown, false},
+		{StatusUnreachable, false},
+		{StatusHostKeyMismatch, false},
+		{StatusUnproved, false},
 	}
 	for _, tt := range tests {
 		if got := (Result{Status: tt.in}).Proved(); got != tt.want {

@@ -48,6 +48,7 @@ type ConsoleToken struct {
 	Name        string
 	AdminID     string
 	AdminName   string // "" when AdminID is
+	Scope       TokenScope
 	TokenSHA256 string
 	CreatedAt   time.Time
 	ModifiedAt  time.Time
@@ -263,9 +264,54 @@ func (s *Store) DeleteExpiredWebRecords(ctx context.Context, keepIdempotency tim
 	return n, err
 }
 
+// TokenScope is what a console token may do. Each scope includes the ones
+// before it.
+type TokenScope string
+
+// The scopes, narrowest first.
+const (
+	ScopeRead    TokenScope = "read"    // read every resource
+	ScopeApprove TokenScope = "approve" // also decide approvals and re-check keys
+	ScopeAdmin   TokenScope = "admin"   // also change agents, connections, grants, tokens, channels
+)
+
+// TokenScopes lists the scopes, narrowest first.
+var TokenScopes = []TokenScope{ScopeRead, ScopeApprove, ScopeAdmin}
+
+// DefaultTokenScope is a new token's scope unless asked otherwise: it can
+// do what tokens did before scopes existed, and no more. Changing postern's
+// configuration over the API takes a token made for it.
+const DefaultTokenScope = ScopeApprove
+
+// ParseTokenScope checks a scope word; "" is DefaultTokenScope.
+func ParseTokenScope(s string) (TokenScope, error) {
+	if s == "" {
+		return DefaultTokenScope, nil
+	}
+	for _, sc := range TokenScopes {
+		if string(sc) == s {
+			return sc, nil
+		}
+	}
+	return "", invalid("token scope %q: want read, approve or admin", s)
+}
+
+// Allows reports whether a token of scope t may do what needs scope need.
+func (t TokenScope) Allows(need TokenScope) bool {
+	rank := func(s TokenScope) int {
+		for i, x := range TokenScopes {
+			if x == s {
+				return i
+			}
+		}
+		return -1
+	}
+	return rank(t) >= 0 && rank(t) >= rank(need)
+}
+
 // CreateConsoleToken stores a console token of admin adminID by the hex
-// SHA-256 of its value.
-func (s *Store) CreateConsoleToken(ctx context.Context, name, tokenSHA256, adminID string) (*ConsoleToken, error) {
+// SHA-256 of its value, with scope ("" for DefaultTokenScope).
+func (s *Store) CreateConsoleToken(ctx context.Context, name, tokenSHA256, adminID string, scope TokenScope) (*ConsoleToken, error) {
 	if err := ValidateName("token", name); err != nil {
 		return nil, err
 	}
@@ -275,17 +321,26 @@ func (s *Store) CreateConsoleToken(ctx context.Context, name, tokenSHA256, admin
 	if adminID == "" {
 		return nil, invalid("token %s: a token belongs to an admin", name)
 	}
-	now := formatTime(s.nowUTC())
-	_, err := s.db.ExecContext(ctx, `INSERT INTO console_tokens (id, name, token_sha256, created_at, modified_at, admin_id)
-		VALUES (?, ?, ?, ?, ?, ?)`, newID(prefixConsoleToken), name, tokenSHA256, now, now, adminID)
+	scope, err := ParseTokenScope(string(scope))
 	if err != nil {
-		if isUniqueViolation(err) {
-			return nil, &ConflictError{Kind: "token", Value: name}
+		return nil, err
+	}
+	now := formatTime(s.nowUTC())
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO console_tokens (id, name, token_sha256, created_at, modified_at, admin_id, scope)
+			VALUES (?, ?, ?, ?, ?, ?, ?)`, newID(prefixConsoleToken), name, tokenSHA256, now, now, adminID, string(scope))
+		switch {
+		case isUniqueViolation(err):
+			return &ConflictError{Kind: "token", Value: name}
+		case err != nil && isForeignKeyViolation(err):
+			return notFound("admin", adminID)
+		case err != nil:
+			return fmt.Errorf("store: add token %s: %w", name, err)
 		}
-		if isForeignKeyViolation(err) {
-			return nil, notFound("admin", adminID)
-		}
-		return nil, fmt.Errorf("store: add token %s: %w", name, err)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return s.consoleToken(ctx, `t.name = ?`, name)
 }
@@ -294,17 +349,32 @@ func (s *Store) CreateConsoleToken(ctx context.Context, name, tokenSHA256, admin
 // decisions are that admin's.
 func (s *Store) AssignConsoleToken(ctx context.Context, name, adminID string) (*ConsoleToken, error) {
 	now := formatTime(s.nowUTC())
-	r, err := s.db.ExecContext(ctx, `UPDATE console_tokens SET admin_id = ?, modified_at = ? WHERE name = ?`, adminID, now, name)
-	if err != nil {
-		if isForeignKeyViolation(err) {
-			return nil, notFound("admin", adminID)
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		r, err := tx.ExecContext(ctx, `UPDATE console_tokens SET admin_id = ?, modified_at = ? WHERE name = ?`, adminID, now, name)
+		if err != nil {
+			if isForeignKeyViolation(err) {
+				return notFound("admin", adminID)
+			}
+			return fmt.Errorf("store: assign token %s: %w", name, err)
 		}
-		return nil, fmt.Errorf("store: assign token %s: %w", name, err)
-	}
-	if n, _ := r.RowsAffected(); n == 0 {
-		return nil, notFound("token", name)
+		if n, _ := r.RowsAffected(); n == 0 {
+			return notFound("token", name)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return s.consoleToken(ctx, `t.name = ?`, name)
+}
+
+// ConsoleTokenByName returns the named token (hash only).
+func (s *Store) ConsoleTokenByName(ctx context.Context, name string) (*ConsoleToken, error) {
+	t, err := s.consoleToken(ctx, `t.name = ?`, name)
+	if errors.Is(err, ErrNotFound) {
+		return nil, notFound("token", name)
+	}
+	return t, err
 }
 
 // ConsoleTokenByHash returns the token whose value hashes to tokenSHA256 and
@@ -324,14 +394,16 @@ func (s *Store) ConsoleTokenByHash(ctx context.Context, tokenSHA256 string) (*Co
 
 // RemoveConsoleToken deletes the named token; its bearer is refused at once.
 func (s *Store) RemoveConsoleToken(ctx context.Context, name string) error {
-	r, err := s.db.ExecContext(ctx, `DELETE FROM console_tokens WHERE name = ?`, name)
-	if err != nil {
-		return fmt.Errorf("store: remove token %s: %w", name, err)
-	}
-	if n, _ := r.RowsAffected(); n == 0 {
-		return notFound("token", name)
-	}
-	return nil
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		r, err := tx.ExecContext(ctx, `DELETE FROM console_tokens WHERE name = ?`, name)
+		if err != nil {
+			return fmt.Errorf("store: remove token %s: %w", name, err)
+		}
+		if n, _ := r.RowsAffected(); n == 0 {
+			return notFound("token", name)
+		}
+		return nil
+	})
 }
 
 // ListConsoleTokens returns every console token (hashes only), by name.
@@ -341,16 +413,17 @@ func (s *Store) ListConsoleTokens(ctx context.Context) ([]ConsoleToken, error) {
 }
 
 const tokenColumns = `t.id, t.name, t.token_sha256, t.created_at, t.modified_at, t.last_used_at,
-	COALESCE(t.admin_id, ''), COALESCE(a.name, '')`
+	COALESCE(t.admin_id, ''), COALESCE(a.name, ''), t.scope`
 
 const tokenFrom = ` FROM console_tokens t LEFT JOIN admins a ON a.id = t.admin_id`
 
 func scanToken(r rowScanner) (*ConsoleToken, error) {
 	var t ConsoleToken
-	var created, modified, used string
-	if err := r.Scan(&t.ID, &t.Name, &t.TokenSHA256, &created, &modified, &used, &t.AdminID, &t.AdminName); err != nil {
+	var created, modified, used, scope string
+	if err := r.Scan(&t.ID, &t.Name, &t.TokenSHA256, &created, &modified, &used, &t.AdminID, &t.AdminName, &scope); err != nil {
 		return nil, err
 	}
+	t.Scope = TokenScope(scope)
 	var err error
 	if t.CreatedAt, err = parseTime(created); err != nil {
 		return nil, err

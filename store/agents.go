@@ -105,6 +105,7 @@ func (s *Store) CreateAgent(ctx context.Context, name, authorizedKey string) (*A
 			}
 			return fmt.Errorf("store: add agent %s: %w", name, err)
 		}
+		noteAuditSubject(ctx, id, name, "", "")
 		return insertAgentKey(ctx, tx, id, key, fp, now)
 	})
 	if err != nil {

@@ -41,15 +41,39 @@ func ParseEnv(s string) (Env, error) {
 }
 
 // KeyStatus is what the last key check (a harmless read on the target, see
-// design §5) found.
+// design §5) found. Every outcome is recorded, so that a list says what
+// happened at the last check and not only the last thing proved.
 type KeyStatus string
 
-// Key check outcomes.
+// Key check outcomes; KeyMessage says more about each.
 const (
-	KeyUnknown  KeyStatus = "unknown"  // never checked
-	KeyOK       KeyStatus = "ok"       // the target accepted the key
-	KeyRejected KeyStatus = "rejected" // the target refused it; KeyMessage says how
+	KeyUnchecked       KeyStatus = "unchecked"         // never checked
+	KeyOK              KeyStatus = "ok"                // the target accepted the key and ran the read
+	KeyRejected        KeyStatus = "rejected"          // the target refused the key, in its words
+	KeyUnreachable     KeyStatus = "unreachable"       // no answer, or no SSH handshake
+	KeyHostKeyMismatch KeyStatus = "host_key_mismatch" // the target presented a key that is not pinned
+	KeyUnproved        KeyStatus = "unproved"          // accepted, but the read failed: nothing proved
 )
+
+// KeyStatuses lists the outcomes, never checked first.
+var KeyStatuses = []KeyStatus{KeyUnchecked, KeyOK, KeyRejected, KeyUnreachable, KeyHostKeyMismatch, KeyUnproved}
+
+// ParseKeyStatus checks a key status word.
+func ParseKeyStatus(s string) (KeyStatus, error) {
+	for _, k := range KeyStatuses {
+		if string(k) == s {
+			return k, nil
+		}
+	}
+	return "", invalid("key status %q: want one of unchecked, ok, rejected, unreachable, host_key_mismatch, unproved", s)
+}
+
+// KeyCheck is one key check's outcome as stored with a connection.
+type KeyCheck struct {
+	Status    KeyStatus
+	Message   string
+	CheckedAt time.Time // now if zero
+}
 
 // DefaultSSHPort is the port a connection uses unless told otherwise.
 const DefaultSSHPort = 22
@@ -154,6 +178,22 @@ func ParseHostKeyLine(line string) (string, ssh.PublicKey, error) {
 	return strings.TrimSpace(string(ssh.MarshalAuthorizedKey(key))), key, nil
 }
 
+// ValidateTarget checks a connection's host, port and target user, as
+// CreateConnection and UpdateConnection do, so that a caller can refuse bad
+// input before dialing anything.
+func ValidateTarget(alias, host string, port int, user string) error {
+	if host == "" || strings.ContainsAny(host, " \t\r\n/@") {
+		return invalid("connection %s: host %q is not a host name or address", alias, host)
+	}
+	if port < 1 || port > 65535 {
+		return invalid("connection %s: port %d out of range 1-65535", alias, port)
+	}
+	if user == "" || strings.ContainsAny(user, " \t\r\n@:/") {
+		return invalid("connection %s: target user %q is not a user name", alias, user)
+	}
+	return nil
+}
+
 // NewConnection is the input of CreateConnection.
 type NewConnection struct {
 	Alias      string
@@ -164,6 +204,9 @@ type NewConnection struct {
 	HostKeys   []string // at least one known_hosts line or public key
 	Recipe     string
 	Env        Env // EnvDev if empty
+	// Check is the key check made before storing, recorded with the
+	// connection; nil leaves it unchecked.
+	Check *KeyCheck
 }
 
 // CreateConnection validates and stores a connection, sealing its private
@@ -173,17 +216,11 @@ func (s *Store) CreateConnection(ctx context.Context, nc NewConnection) (*Connec
 	if err := ValidateName("connection", nc.Alias); err != nil {
 		return nil, err
 	}
-	if nc.Host == "" || strings.ContainsAny(nc.Host, " \t\r\n/@") {
-		return nil, invalid("connection %s: host %q is not a host name or address", nc.Alias, nc.Host)
-	}
 	if nc.Port == 0 {
 		nc.Port = DefaultSSHPort
 	}
-	if nc.Port < 1 || nc.Port > 65535 {
-		return nil, invalid("connection %s: port %d out of range 1-65535", nc.Alias, nc.Port)
-	}
-	if nc.User == "" || strings.ContainsAny(nc.User, " \t\r\n@:/") {
-		return nil, invalid("connection %s: target user %q is not a user name", nc.Alias, nc.User)
+	if err := ValidateTarget(nc.Alias, nc.Host, nc.Port, nc.User); err != nil {
+		return nil, err
 	}
 	if nc.Env == "" {
 		nc.Env = EnvDev
@@ -205,6 +242,16 @@ func (s *Store) CreateConnection(ctx context.Context, nc NewConnection) (*Connec
 		}
 		pins = append(pins, norm)
 	}
+	check := KeyCheck{Status: KeyUnchecked}
+	if nc.Check != nil {
+		check = *nc.Check
+		if _, err := ParseKeyStatus(string(check.Status)); err != nil {
+			return nil, err
+		}
+		if check.CheckedAt.IsZero() {
+			check.CheckedAt = s.nowUTC()
+		}
+	}
 	id := newID(prefixConnection)
 	sealed, err := s.sealFor(nc.PrivateKey, id)
 	if err != nil {
@@ -219,16 +266,17 @@ func (s *Store) CreateConnection(ctx context.Context, nc NewConnection) (*Connec
 		}
 		_, err := tx.ExecContext(ctx, `
 			INSERT INTO connections (id, alias, host, port, target_user, sealed_key, host_keys,
-			                         recipe, env, created_at, modified_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			                         recipe, env, check_status, key_message, key_checked_at, created_at, modified_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			id, nc.Alias, nc.Host, nc.Port, nc.User, sealed, strings.Join(pins, "\n"),
-			nc.Recipe, string(nc.Env), now, now)
+			nc.Recipe, string(nc.Env), string(check.Status), check.Message, formatTime(check.CheckedAt), now, now)
 		if isUniqueViolation(err) {
 			return &ConflictError{Kind: "connection", Value: nc.Alias}
 		}
 		if err != nil {
 			return fmt.Errorf("store: add connection %s: %w", nc.Alias, err)
 		}
+		noteAuditSubject(ctx, "", "", id, nc.Alias)
 		return nil
 	})
 	if err != nil {
@@ -258,10 +306,8 @@ func CheckPrivateKey(key []byte) error {
 
 // SetKeyStatus records the outcome of a key check and its time (now).
 func (s *Store) SetKeyStatus(ctx context.Context, alias string, status KeyStatus, message string) (*Connection, error) {
-	switch status {
-	case KeyUnknown, KeyOK, KeyRejected:
-	default:
-		return nil, invalid("key status %q: want unknown, ok or rejected", status)
+	if _, err := ParseKeyStatus(string(status)); err != nil {
+		return nil, err
 	}
 	now := formatTime(s.nowUTC())
 	var id string
@@ -271,7 +317,7 @@ func (s *Store) SetKeyStatus(ctx context.Context, alias string, status KeyStatus
 			return err
 		}
 		_, err = tx.ExecContext(ctx, `
-			UPDATE connections SET key_status = ?, key_message = ?, key_checked_at = ?, modified_at = ?
+			UPDATE connections SET check_status = ?, key_message = ?, key_checked_at = ?, modified_at = ?
 			WHERE id = ?`, string(status), message, now, now, id)
 		if err != nil {
 			return fmt.Errorf("store: update connection %s: %w", alias, err)
@@ -363,7 +409,7 @@ func (s *Store) ConnectionSigner(ctx context.Context, id string) (ssh.Signer, er
 func (s *Store) queryConnections(ctx context.Context, where string, args ...any) ([]Connection, error) {
 	rows, err := s.query(ctx, `
 		SELECT id, alias, host, port, target_user, host_keys, recipe, env,
-		       key_status, key_message, key_checked_at, created_at, modified_at
+		       check_status, key_message, key_checked_at, created_at, modified_at
 		FROM connections `+where+` ORDER BY alias`, args...)
 	return collect(rows, err, "list connections", scanConnection)
 }

@@ -35,7 +35,7 @@ func TestCreateConnection(t *testing.T) {
 		if c.Port != 22 || c.Addr() != "web.example.com:22" {
 			t.Errorf("port: got %d %s; want 22", c.Port, c.Addr())
 		}
-		if c.Env != EnvProduction || c.Recipe != "linux" || c.KeyStatus != KeyUnknown || !c.KeyCheckedAt.IsZero() {
+		if c.Env != EnvProduction || c.Recipe != "linux" || c.KeyStatus != KeyUnchecked || !c.KeyCheckedAt.IsZero() {
 			t.Errorf("got env %s recipe %s status %s checked %v", c.Env, c.Recipe, c.KeyStatus, c.KeyCheckedAt)
 		}
 		if !c.CreatedAt.Equal(clock.Now()) {

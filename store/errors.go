@@ -139,3 +139,8 @@ func pgFault(code string) string {
 	}
 	return ""
 }
+
+// Invalidf is an error for input the caller refuses before it reaches the
+// store, worded and matched (errors.Is ErrInvalid) like the store's own, so
+// that the CLI, the API and the page show it the same way.
+func Invalidf(format string, args ...any) error { return invalid(format, args...) }

@@ -177,19 +177,8 @@ func (s *Store) CreateNotifyChannel(ctx context.Context, nc NewNotifyChannel) (*
 	if err != nil {
 		return nil, err
 	}
-	if !nc.OnPending && !nc.OnDecided {
-		return nil, invalid("notification channel %s subscribes to no event: want pending, decided or both", nc.Name)
-	}
-	switch {
-	case nc.Secret != nil && len(nc.Secret) == 0:
-		return nil, invalid("notification channel %s: the secret is empty", nc.Name)
-	case len(nc.Secret) > MaxNotifySecretLen:
-		return nil, invalid("notification channel %s: the secret is longer than %d bytes", nc.Name, MaxNotifySecretLen)
-	case nc.Secret != nil && format == NotifySlack:
-		return nil, invalid("notification channel %s: a slack channel takes no secret (the webhook URL is its credential)", nc.Name)
-	case format == NotifyNtfy && bytes.ContainsFunc(nc.Secret, func(r rune) bool { return r <= ' ' || r > '~' }):
-		// It is sent as "Authorization: Bearer SECRET".
-		return nil, invalid("notification channel %s: an ntfy secret is an access token: printable ASCII without spaces", nc.Name)
+	if err := checkNotifyChannel(nc.Name, format, nc.Secret, nc.Secret != nil, nc.OnPending, nc.OnDecided); err != nil {
+		return nil, err
 	}
 	id := newID(prefixNotifyChannel)
 	sealedURL, err := s.sealFor([]byte(nc.URL), id+":url")
@@ -203,16 +192,121 @@ func (s *Store) CreateNotifyChannel(ctx context.Context, nc NewNotifyChannel) (*
 		}
 	}
 	now := formatTime(s.nowUTC())
-	_, err = s.db.ExecContext(ctx, `INSERT INTO notify_channels (id, name, format, sealed_url, url_shown,
-		sealed_secret, on_pending, on_decided, created_at, modified_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		id, nc.Name, string(format), sealedURL, shown, sealedSecret, nc.OnPending, nc.OnDecided, now, now)
-	if isUniqueViolation(err) {
-		return nil, &ConflictError{Kind: "notification channel", Value: nc.Name}
-	}
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO notify_channels (id, name, format, sealed_url, url_shown,
+			sealed_secret, on_pending, on_decided, created_at, modified_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			id, nc.Name, string(format), sealedURL, shown, sealedSecret, nc.OnPending, nc.OnDecided, now, now)
+		if isUniqueViolation(err) {
+			return &ConflictError{Kind: "notification channel", Value: nc.Name}
+		}
+		if err != nil {
+			return fmt.Errorf("store: add notification channel %s: %w", nc.Name, err)
+		}
+		return nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("store: add notification channel %s: %w", nc.Name, err)
+		return nil, err
 	}
 	return s.NotifyChannel(ctx, id)
+}
+
+// checkNotifyChannel checks what a channel subscribes to and whether its
+// secret fits its format; hasSecret is whether the channel will have one
+// (secret is nil when the check is about a secret already stored).
+func checkNotifyChannel(name string, format NotifyFormat, secret []byte, hasSecret, onPending, onDecided bool) error {
+	if !onPending && !onDecided {
+		return invalid("notification channel %s subscribes to no event: want pending, decided or both", name)
+	}
+	switch {
+	case secret != nil && len(secret) == 0:
+		return invalid("notification channel %s: the secret is empty", name)
+	case len(secret) > MaxNotifySecretLen:
+		return invalid("notification channel %s: the secret is longer than %d bytes", name, MaxNotifySecretLen)
+	case hasSecret && format == NotifySlack:
+		return invalid("notification channel %s: a slack channel takes no secret (the webhook URL is its credential)", name)
+	case format == NotifyNtfy && bytes.ContainsFunc(secret, func(r rune) bool { return r <= ' ' || r > '~' }):
+		// It is sent as "Authorization: Bearer SECRET".
+		return invalid("notification channel %s: an ntfy secret is an access token: printable ASCII without spaces", name)
+	}
+	return nil
+}
+
+// NotifyChannelChange is the input of UpdateNotifyChannel: a nil field
+// keeps what is stored.
+type NotifyChannelChange struct {
+	Format    *NotifyFormat
+	URL       *string
+	Secret    *[]byte // a pointer to nil removes the secret
+	OnPending *bool
+	OnDecided *bool
+}
+
+// UpdateNotifyChannel changes the channel named by id or name, sealing a
+// new URL or secret. Its outbox stays: queued notifications go out under
+// the new settings.
+func (s *Store) UpdateNotifyChannel(ctx context.Context, ref string, ch NotifyChannelChange) (*NotifyChannel, error) {
+	cur, err := s.NotifyChannel(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	format, onPending, onDecided, hasSecret := cur.Format, cur.OnPending, cur.OnDecided, cur.HasSecret
+	if ch.Format != nil {
+		if format, err = ParseNotifyFormat(string(*ch.Format)); err != nil {
+			return nil, err
+		}
+	}
+	if ch.OnPending != nil {
+		onPending = *ch.OnPending
+	}
+	if ch.OnDecided != nil {
+		onDecided = *ch.OnDecided
+	}
+	var secret []byte
+	if ch.Secret != nil {
+		secret, hasSecret = *ch.Secret, *ch.Secret != nil
+	}
+	if err := checkNotifyChannel(cur.Name, format, secret, hasSecret, onPending, onDecided); err != nil {
+		return nil, err
+	}
+	sets := []string{"format = ?", "on_pending = ?", "on_decided = ?", "modified_at = ?"}
+	args := []any{string(format), onPending, onDecided, formatTime(s.nowUTC())}
+	if ch.URL != nil {
+		shown, err := ParseNotifyURL(*ch.URL)
+		if err != nil {
+			return nil, err
+		}
+		sealed, err := s.sealFor([]byte(*ch.URL), cur.ID+":url")
+		if err != nil {
+			return nil, err
+		}
+		sets = append(sets, "sealed_url = ?", "url_shown = ?")
+		args = append(args, sealed, shown)
+	}
+	if ch.Secret != nil {
+		var sealed []byte
+		if secret != nil {
+			if sealed, err = s.sealFor(secret, cur.ID+":secret"); err != nil {
+				return nil, err
+			}
+		}
+		sets = append(sets, "sealed_secret = ?")
+		args = append(args, sealed)
+	}
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		r, err := tx.ExecContext(ctx, `UPDATE notify_channels SET `+strings.Join(sets, ", ")+` WHERE id = ?`,
+			append(args, cur.ID)...)
+		if err != nil {
+			return fmt.Errorf("store: update notification channel %s: %w", cur.Name, err)
+		}
+		if n, _ := r.RowsAffected(); n == 0 {
+			return notFound("notification channel", ref)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s.NotifyChannel(ctx, cur.ID)
 }
 
 // notifyChannelColumns selects a NotifyChannel, with the count of its

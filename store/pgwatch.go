@@ -13,7 +13,7 @@ import (
 // ApprovalsChannel is the PostgreSQL notification channel on which the
 // database announces every new, decided, expired, revoked or removed
 // approval request, with the request's id as payload. A trigger sends it
-// (migrations/postgres/0008_replicas.sql), so every change is announced
+// (migrations/postgres/0009_replicas.sql), so every change is announced
 // whoever makes it: a replica, the admin CLI, the REST API, or SQL typed by
 // hand.
 const ApprovalsChannel = "postern_approvals"

@@ -8,7 +8,7 @@ import (
 )
 
 // Replicas: every running `postern serve` of a database
-// (migrations/0008_replicas.sql). Package policy registers one per serve,
+// (migrations/0009_replicas.sql). Package policy registers one per serve,
 // renews its lease with a heartbeat, and journals its operations under its
 // id; a journal row is recovered as interrupted only once its replica's
 // lease has run out.

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"strings"
@@ -10,14 +9,6 @@ import (
 	"testing"
 	"time"
 )
-
-// testChain is a stand-in for policy's chain: any hash of prev and the row.
-func testChain(prev []byte, row *AuditRow) []byte {
-	h := sha256.New()
-	h.Write(prev)
-	fmt.Fprintf(h, "%d\x00%s\x00%s\x00%s", row.Seq, row.Decision, row.Operation, row.Reason)
-	return h.Sum(nil)
-}
 
 func journalRow(op string) AuditRow {
 	return AuditRow{AgentID: "agt_x", AgentName: "bot", ConnectionID: "con_x", ConnectionAlias: "web",

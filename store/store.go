@@ -269,7 +269,8 @@ func (s *Store) Listening() bool {
 // transactions take, so that a transaction that reads and then writes (the
 // audit chain's last row, an open approval request) sees no other write
 // between the two, on this process or another, exactly as on SQLite. The
-// wait is bounded by the busy timeout (lock_timeout on PostgreSQL).
+// wait is bounded by the busy timeout (lock_timeout on PostgreSQL). ctx's
+// pending audit row (WithAudit) is appended in the same transaction.
 func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	if err := s.lockWrite(ctx); err != nil {
 		return err
@@ -289,9 +290,15 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 		tx.Rollback()
 		return err
 	}
+	markStored, err := s.appendPendingAudit(ctx, tx)
+	if err != nil {
+		tx.Rollback()
+		return err
+	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("store: commit: %w", err)
 	}
+	markStored()
 	return nil
 }
 

@@ -222,7 +222,7 @@ func TestConsoleTokens(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ci, err := s.CreateConsoleToken(ctx, "ci", hash64("ci"), alice.ID)
+		ci, err := s.CreateConsoleToken(ctx, "ci", hash64("ci"), alice.ID, "")
 		if err != nil {
 			t.Fatalf("CreateConsoleToken: %v", err)
 		}
@@ -230,7 +230,7 @@ func TestConsoleTokens(t *testing.T) {
 			ci.AdminID != alice.ID || ci.AdminName != "alice" {
 			t.Errorf("token = %+v; want a tok_ id, the hash, never used, alice's", ci)
 		}
-		if _, err := s.CreateConsoleToken(ctx, "auto", hash64("auto"), alice.ID); err != nil {
+		if _, err := s.CreateConsoleToken(ctx, "auto", hash64("auto"), alice.ID, ""); err != nil {
 			t.Fatal(err)
 		}
 		refusals := []struct {
@@ -245,12 +245,12 @@ func TestConsoleTokens(t *testing.T) {
 		}
 		for _, tt := range refusals {
 			t.Run(tt.name, func(t *testing.T) {
-				if _, err := s.CreateConsoleToken(ctx, tt.token, tt.hash, tt.admin); !errors.Is(err, tt.want) {
+				if _, err := s.CreateConsoleToken(ctx, tt.token, tt.hash, tt.admin, ""); !errors.Is(err, tt.want) {
 					t.Errorf("CreateConsoleToken(%q) = %v; want %v", tt.token, err, tt.want)
 				}
 			})
 		}
-		if _, err := s.CreateConsoleToken(ctx, "copy", hash64("ci"), alice.ID); err == nil {
+		if _, err := s.CreateConsoleToken(ctx, "copy", hash64("ci"), alice.ID, ""); err == nil {
 			t.Error("a second token with the same hash was stored; want an error")
 		}
 

@@ -42,6 +42,9 @@ type apiRoute struct {
 	Method string
 	Path   string // a ServeMux path pattern, which is also the OpenAPI path: /v1/agents/{id}
 	Public bool   // served without a token (rate-limited per address)
+	// Scope is what the token must allow: read for a GET unless set,
+	// approve for decisions and key checks, admin for every change.
+	Scope store.TokenScope
 	// Statuses lists every status the route answers, including the common
 	// ones (401, 429, 503) of authenticated routes; the OpenAPI test wants
 	// each documented.
@@ -69,6 +72,17 @@ func apiAuthed(own ...int) []int {
 	return append(own, http.StatusUnauthorized, http.StatusTooManyRequests, http.StatusServiceUnavailable)
 }
 
+// scope is the token scope the route needs.
+func (rt apiRoute) scope() store.TokenScope {
+	switch {
+	case rt.Scope != "":
+		return rt.Scope
+	case rt.Method == http.MethodGet:
+		return store.ScopeRead
+	}
+	return store.ScopeAdmin
+}
+
 // apiRouteTable lists the API. It is a function, not a variable, so that
 // the package holds no mutable state.
 func apiRouteTable() []apiRoute {
@@ -77,34 +91,72 @@ func apiRouteTable() []apiRoute {
 		bad      = http.StatusBadRequest
 		notFound = http.StatusNotFound
 	)
+	const (
+		approve = store.ScopeApprove
+		admin   = store.ScopeAdmin
+	)
 	routes := []apiRoute{
 		{Method: "GET", Path: "/v1/openapi.json", Public: true, Statuses: []int{ok, http.StatusTooManyRequests},
 			handle: (*Server).apiOpenAPI},
 		{Method: "GET", Path: "/v1/recipes", Statuses: apiAuthed(ok, bad), handle: (*Server).apiListRecipes},
 		{Method: "GET", Path: "/v1/recipes/{key}", Statuses: apiAuthed(ok, notFound), handle: (*Server).apiGetRecipe},
 		{Method: "GET", Path: "/v1/agents", Statuses: apiAuthed(ok, bad), handle: (*Server).apiListAgents},
+		{Method: "POST", Path: "/v1/agents", Scope: admin, Statuses: apiAuthed(apiWriteStatuses(http.StatusCreated)...),
+			handle: apiWriteRoute((*Server).apiCreateAgent)},
 		{Method: "GET", Path: "/v1/agents/{id}", Statuses: apiAuthed(ok, notFound), handle: (*Server).apiGetAgent},
+		{Method: "PATCH", Path: "/v1/agents/{id}", Scope: admin, Statuses: apiAuthed(apiWriteStatuses(ok, notFound)...),
+			handle: apiWriteRoute((*Server).apiUpdateAgent)},
+		{Method: "DELETE", Path: "/v1/agents/{id}", Scope: admin, Statuses: apiAuthed(apiWriteStatuses(ok, notFound)...),
+			handle: apiWriteRoute((*Server).apiDeleteAgent)},
 		{Method: "GET", Path: "/v1/connections", Statuses: apiAuthed(ok, bad), handle: (*Server).apiListConnections},
+		{Method: "POST", Path: "/v1/connections", Scope: admin,
+			Statuses: apiAuthed(apiWriteStatuses(http.StatusCreated)...),
+			handle:   apiWriteRoute((*Server).apiCreateConnection)},
 		{Method: "GET", Path: "/v1/connections/{id}", Statuses: apiAuthed(ok, notFound), handle: (*Server).apiGetConnection},
-		{Method: "POST", Path: "/v1/connections/{id}/check", Statuses: apiAuthed(ok, notFound, http.StatusNotImplemented),
+		{Method: "PATCH", Path: "/v1/connections/{id}", Scope: admin,
+			Statuses: apiAuthed(apiWriteStatuses(ok, notFound)...),
+			handle:   apiWriteRoute((*Server).apiUpdateConnection)},
+		{Method: "DELETE", Path: "/v1/connections/{id}", Scope: admin, Statuses: apiAuthed(apiWriteStatuses(ok, notFound)...),
+			handle: apiWriteRoute((*Server).apiDeleteConnection)},
+		{Method: "POST", Path: "/v1/connections/{id}/pin", Scope: admin,
+			Statuses: apiAuthed(apiWriteStatuses(ok, notFound)...),
+			handle:   apiWriteRoute((*Server).apiPinConnection)},
+		{Method: "POST", Path: "/v1/connections/{id}/rotate-key", Scope: admin,
+			Statuses: apiAuthed(apiWriteStatuses(ok, notFound)...),
+			handle:   apiWriteRoute((*Server).apiRotateConnectionKey)},
+		{Method: "POST", Path: "/v1/connections/{id}/check", Scope: approve, Statuses: apiAuthed(ok, notFound, http.StatusForbidden),
 			handle: (*Server).apiCheckConnection},
 		{Method: "GET", Path: "/v1/grants", Statuses: apiAuthed(ok, bad), handle: (*Server).apiListGrants},
+		{Method: "POST", Path: "/v1/grants", Scope: admin,
+			Statuses: apiAuthed(apiWriteStatuses(ok, http.StatusCreated, notFound)...),
+			handle:   apiWriteRoute((*Server).apiSetGrant)},
+		{Method: "DELETE", Path: "/v1/grants/{id}", Scope: admin, Statuses: apiAuthed(apiWriteStatuses(ok, notFound)...),
+			handle: apiWriteRoute((*Server).apiDeleteGrant)},
+		{Method: "GET", Path: "/v1/tokens", Statuses: apiAuthed(ok, bad), handle: (*Server).apiListTokens},
+		{Method: "POST", Path: "/v1/tokens", Scope: admin, Statuses: apiAuthed(apiWriteStatuses(http.StatusCreated)...),
+			handle: apiWriteRoute((*Server).apiCreateToken)},
+		{Method: "GET", Path: "/v1/tokens/{id}", Statuses: apiAuthed(ok, notFound), handle: (*Server).apiGetToken},
+		{Method: "DELETE", Path: "/v1/tokens/{id}", Scope: admin, Statuses: apiAuthed(apiWriteStatuses(ok, notFound)...),
+			handle: apiWriteRoute((*Server).apiDeleteToken)},
+		{Method: "GET", Path: "/v1/admins", Statuses: apiAuthed(ok, bad), handle: (*Server).apiListAdmins},
 		{Method: "GET", Path: "/v1/approvals", Statuses: apiAuthed(ok, bad), handle: (*Server).apiListApprovals},
 		{Method: "GET", Path: "/v1/approvals/{id}", Statuses: apiAuthed(ok, notFound), handle: (*Server).apiGetApproval},
-		{Method: "POST", Path: "/v1/approvals/{id}/approve", Statuses: apiAuthed(apiDecideStatuses()...),
+		{Method: "POST", Path: "/v1/approvals/{id}/approve", Scope: approve, Statuses: apiAuthed(apiDecideStatuses()...),
 			handle: (*Server).apiApprove},
-		{Method: "POST", Path: "/v1/approvals/{id}/deny", Statuses: apiAuthed(apiDecideStatuses()...),
+		{Method: "POST", Path: "/v1/approvals/{id}/deny", Scope: approve, Statuses: apiAuthed(apiDecideStatuses()...),
 			handle: (*Server).apiDeny},
-		{Method: "POST", Path: "/v1/approvals/{id}/revoke-scope",
+		{Method: "POST", Path: "/v1/approvals/{id}/revoke-scope", Scope: approve,
 			Statuses: apiAuthed(ok, bad, http.StatusForbidden, notFound, http.StatusConflict),
 			handle:   (*Server).apiRevokeScope},
 		{Method: "GET", Path: "/v1/notifications", Statuses: apiAuthed(ok, bad), handle: (*Server).apiListNotifications},
-		{Method: "POST", Path: "/v1/notifications", Statuses: apiAuthed(apiNotifyAddStatuses()...),
-			handle: (*Server).apiAddNotification},
+		{Method: "POST", Path: "/v1/notifications", Scope: admin, Statuses: apiAuthed(apiWriteStatuses(http.StatusCreated)...),
+			handle: apiWriteRoute((*Server).apiAddNotification)},
 		{Method: "GET", Path: "/v1/notifications/{id}", Statuses: apiAuthed(ok, notFound), handle: (*Server).apiGetNotification},
-		{Method: "DELETE", Path: "/v1/notifications/{id}", Statuses: apiAuthed(ok, bad, http.StatusForbidden, notFound),
-			handle: (*Server).apiRemoveNotification},
-		{Method: "POST", Path: "/v1/notifications/{id}/test",
+		{Method: "PATCH", Path: "/v1/notifications/{id}", Scope: admin, Statuses: apiAuthed(apiWriteStatuses(ok, notFound)...),
+			handle: apiWriteRoute((*Server).apiUpdateNotification)},
+		{Method: "DELETE", Path: "/v1/notifications/{id}", Scope: admin, Statuses: apiAuthed(apiWriteStatuses(ok, notFound)...),
+			handle: apiWriteRoute((*Server).apiRemoveNotification)},
+		{Method: "POST", Path: "/v1/notifications/{id}/test", Scope: approve,
 			Statuses: apiAuthed(ok, bad, http.StatusForbidden, notFound, http.StatusNotImplemented),
 			handle:   (*Server).apiTestNotification},
 		{Method: "GET", Path: "/v1/audit", Statuses: apiAuthed(ok, bad), handle: (*Server).apiListAudit},
@@ -112,8 +164,10 @@ func apiRouteTable() []apiRoute {
 	}
 	// Every state-changing route refuses a request another site's page
 	// made (CrossOriginProtection in front of the mux): 403 cross_origin.
+	// A route that needs more than read refuses a token whose scope is
+	// narrower: 403 insufficient_scope.
 	for i, rt := range routes {
-		if rt.Method != http.MethodGet && !slices.Contains(rt.Statuses, http.StatusForbidden) {
+		if (rt.Method != http.MethodGet || rt.scope() != store.ScopeRead) && !slices.Contains(rt.Statuses, http.StatusForbidden) {
 			routes[i].Statuses = append(rt.Statuses, http.StatusForbidden)
 		}
 	}
@@ -147,6 +201,12 @@ func (s *Server) apiServe(rt apiRoute, keys *keyLocks) http.HandlerFunc {
 		} else {
 			tok, ok := s.apiAuthenticate(w, r)
 			if !ok {
+				return
+			}
+			if need := rt.scope(); !tok.Scope.Allows(need) {
+				s.apiWriteError(w, r, &apiError{Status: http.StatusForbidden, Code: "insufficient_scope",
+					Message: "console token " + tok.Name + " has scope " + string(tok.Scope) + "; " + rt.Method + " " + rt.Path +
+						" needs " + string(need) + " (postern token add NAME --admin ADMIN --scope " + string(need) + ")"})
 				return
 			}
 			c.token = tok

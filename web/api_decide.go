@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/postern/postern/model"
 	"github.com/postern/postern/policy"
 	"github.com/postern/postern/store"
 )
@@ -45,20 +46,77 @@ func (s *Server) apiDeny(w http.ResponseWriter, r *http.Request, c *apiCall) err
 	return s.apiDecide(w, r, c, false)
 }
 
-// apiDecide reads the body, and with an Idempotency-Key replays the answer
-// to an earlier identical request instead of deciding again. A retry of a
-// decision whose answer was lost (a timeout, a dropped connection) then
+// apiDecide approves or denies with the Idempotency-Key machinery.
+func (s *Server) apiDecide(w http.ResponseWriter, r *http.Request, c *apiCall, approve bool) error {
+	if err := apiNoParams(c); err != nil {
+		return err
+	}
+	return s.apiIdempotent(w, r, c, func(body []byte) (int, []byte, []byte) {
+		status, out := s.decideAnswer(r, c, approve, body)
+		return status, out, out
+	})
+}
+
+// apiWriteStatuses are the statuses of a change besides the common ones:
+// own (its success and 404 if it names a record) and 400 (bad body), 403
+// (token scope, cross-origin), 409 (a name taken), 413, 415 and 422
+// (Idempotency-Key reused; a key check that proved nothing).
+func apiWriteStatuses(own ...int) []int {
+	return append(own, http.StatusBadRequest, http.StatusForbidden, http.StatusConflict,
+		http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType, http.StatusUnprocessableEntity)
+}
+
+// apiWriteFunc makes one change from a request's body and returns the
+// status and record to answer with, or an error (an *apiError, or a store
+// or manage error that apiChangeError maps).
+type apiWriteFunc func(s *Server, r *http.Request, c *apiCall, body []byte) (int, any, error)
+
+// apiWriteRoute makes a change route of fn: the body read, the token's
+// owner required, the Idempotency-Key kept and replayed, and the answer in
+// the envelope.
+func apiWriteRoute(fn apiWriteFunc) apiHandler {
+	return func(s *Server, w http.ResponseWriter, r *http.Request, c *apiCall) error {
+		if err := apiNoParams(c); err != nil {
+			return err
+		}
+		return s.apiIdempotent(w, r, c, func(body []byte) (int, []byte, []byte) {
+			if c.token.AdminID == "" {
+				status, out := s.apiErrorAnswer(r, &apiError{Status: http.StatusForbidden, Code: "token_without_admin",
+					Message: "console token " + c.token.Name + " belongs to no admin and cannot change anything; " +
+						"an admin assigns it with: postern token assign " + c.token.Name + " --admin ADMIN"})
+				return status, out, out
+			}
+			status, data, err := fn(s, r, c, body)
+			if err != nil {
+				status, out := s.apiErrorAnswer(r, apiChangeError(err))
+				return status, out, out
+			}
+			out := apiJSON(apiDataBody{Data: data, RequestID: requestID(r.Context())})
+			kept := out
+			if nt, ok := data.(model.NewToken); ok {
+				// A new token's value is shown once and rests nowhere: a
+				// replay shows the token without it.
+				nt.Value = ""
+				kept = apiJSON(apiDataBody{Data: nt, RequestID: requestID(r.Context())})
+			}
+			return status, out, kept
+		})
+	}
+}
+
+// apiIdempotent reads the body, and with an Idempotency-Key replays the
+// answer to an earlier identical request instead of acting again. A retry
+// of a change whose answer was lost (a timeout, a dropped connection) then
 // gets that answer, not a 409 about its own earlier success.
 //
 // The key is scoped to the token (principal "token:" + its id) and bound to
 // the SHA-256 of method, path and body: the same key with a different
 // request is refused with 422 rather than answered with another request's
 // result. Answers below 500 are kept (for idempotencyKeep); a 5xx is not,
-// so that a retry after a failure tries again.
-func (s *Server) apiDecide(w http.ResponseWriter, r *http.Request, c *apiCall, approve bool) error {
-	if err := apiNoParams(c); err != nil {
-		return err
-	}
+// so that a retry after a failure tries again. answer returns the status,
+// the body to send and the body to keep for a replay, which leaves out what
+// must not rest in the database (a new token's value).
+func (s *Server) apiIdempotent(w http.ResponseWriter, r *http.Request, c *apiCall, answer func(body []byte) (int, []byte, []byte)) error {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxAPIBody))
 	if err != nil {
 		var tooBig *http.MaxBytesError
@@ -71,8 +129,8 @@ func (s *Server) apiDecide(w http.ResponseWriter, r *http.Request, c *apiCall, a
 	key := r.Header.Get("Idempotency-Key")
 	_, hasKey := r.Header["Idempotency-Key"]
 	if !hasKey {
-		status, answer := s.decideAnswer(r, c, approve, body)
-		apiWriteBody(w, status, answer)
+		status, out, _ := answer(body)
+		apiWriteBody(w, status, out)
 		return nil
 	}
 	if err := apiCheckIdempotencyKey(key); err != nil {
@@ -92,14 +150,14 @@ func (s *Server) apiDecide(w http.ResponseWriter, r *http.Request, c *apiCall, a
 	case !errors.Is(err, store.ErrNotFound):
 		return err
 	}
-	status, answer := s.decideAnswer(r, c, approve, body)
+	status, out, keep := answer(body)
 	if status < 500 {
 		kept, stored, err := s.cfg.Store.PutIdempotentResponse(r.Context(), principal, key,
-			store.IdempotentResponse{RequestSHA256: reqSum, Status: status, Body: answer})
+			store.IdempotentResponse{RequestSHA256: reqSum, Status: status, Body: keep})
 		switch {
 		case err != nil:
-			// The decision is made; failing to remember its answer must
-			// not hide it. A retry will be told the request was decided.
+			// The change is made; failing to remember its answer must
+			// not hide it. A retry will be told what the change met.
 			s.cfg.Logger.Warn().Err(err).Str("request_id", requestID(r.Context())).Msg("web: keeping idempotent answer")
 		case !stored:
 			// A concurrent request with the same key, in another postern
@@ -107,7 +165,7 @@ func (s *Server) apiDecide(w http.ResponseWriter, r *http.Request, c *apiCall, a
 			return apiReplay(w, kept, reqSum)
 		}
 	}
-	apiWriteBody(w, status, answer)
+	apiWriteBody(w, status, out)
 	return nil
 }
 
@@ -244,7 +302,7 @@ func (s *Server) decideAnswer(r *http.Request, c *apiCall, approve bool, body []
 	}
 	s.cfg.Logger.Info().Str("approval", id).Str("admin", by.Name).Str("token", c.token.Name).Str("status", a.Status).
 		Str("request_id", requestID(r.Context())).Msg("web: api decision")
-	return http.StatusOK, apiJSON(apiDataBody{Data: apiApprovalView(a, s.cfg.Now()), RequestID: requestID(r.Context())})
+	return http.StatusOK, apiJSON(apiDataBody{Data: model.ApprovalOf(a, s.cfg.Now()), RequestID: requestID(r.Context())})
 }
 
 // apiDecideError maps the engine's refusals to answers; anything else (the

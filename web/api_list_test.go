@@ -258,12 +258,12 @@ func TestAPIFilters(t *testing.T) {
 		{"/v1/agents?name=nobody", "name", nil},
 		{"/v1/connections?env=production", "alias", []string{"db"}},
 		{"/v1/connections?key_status=ok", "alias", []string{"db"}},
-		{"/v1/connections?key_status=unknown&env=dev", "alias", []string{"web"}},
+		{"/v1/connections?key_status=unchecked&env=dev", "alias", []string{"web"}},
 		{"/v1/connections?alias=web", "alias", []string{"web"}},
 		{"/v1/connections?host=127.0.0.1&sort=-alias", "alias", []string{"web", "db"}},
 		{"/v1/connections?sort=-env", "alias", []string{"db", "web"}},
-		{"/v1/grants?agent=ci-runner", "alias", []string{"web"}},
-		{"/v1/grants?agent=" + as.agent.ID + "&sort=connection", "alias", []string{"db", "web"}},
+		{"/v1/grants?agent=ci-runner", "connection", []string{"web"}},
+		{"/v1/grants?agent=" + as.agent.ID + "&sort=connection", "connection", []string{"db", "web"}},
 		{"/v1/grants?connection=" + as.db.ID, "agent", []string{"bot"}},
 		{"/v1/grants?write=deny", "agent", []string{"ci-runner"}},
 		{"/v1/grants?env=production&destructive=ask", "agent", []string{"bot"}},
@@ -335,7 +335,7 @@ func TestAPIAudit(t *testing.T) {
 		})
 	}
 	row := as.get("/v1/audit?limit=1").decode(t)["data"].([]any)[0].(map[string]any)
-	for k, want := range map[string]any{"id": "12", "seq": 12.0, "alias": "db", "agent": "bot", "class": "destructive",
+	for k, want := range map[string]any{"id": "12", "seq": 12.0, "connection": "db", "agent": "bot", "class": "destructive",
 		"decision": "denied", "operation": "cmd 11", "exit_status": nil} {
 		if row[k] != want {
 			t.Errorf("newest row %s = %v; want %v", k, row[k], want)

@@ -2,21 +2,20 @@ package web
 
 import (
 	"errors"
-	"io"
 	"net/http"
 	"strings"
 	"time"
 
-	"github.com/postern/postern/notify"
+	"github.com/postern/postern/model"
 	"github.com/postern/postern/store"
 )
 
 // Notification channels over the API: list, add, read, remove and test
 // (issue 14, "Tell the people who decide"; docs/notifications.md). A
-// channel is shown as notify.ChannelJSON, the shape `postern notify list -o
-// json` prints: its URL as scheme://host/… and its secret only as
-// secret_set. Changing channels needs a token that belongs to an admin, as
-// deciding does.
+// channel is shown as model.Channel, the shape `postern notify list -o json`
+// prints: its URL as scheme://host/… and its secret only as secret_set.
+// Changing channels needs a token of scope admin, and goes through package
+// manage, which audits it.
 
 // apiNotifyBody is the JSON body of POST /v1/notifications.
 type apiNotifyBody struct {
@@ -30,17 +29,10 @@ type apiNotifyBody struct {
 // apiNotifyTest is the answer of POST /v1/notifications/{id}/test: a
 // receiver's refusal is a result (delivered false), not an error.
 type apiNotifyTest struct {
-	Delivered bool               `json:"delivered"`
-	Status    int                `json:"status"` // the receiver's HTTP status; 0 if it never answered
-	Error     string             `json:"error"`  // why not delivered; "" when delivered
-	Channel   notify.ChannelJSON `json:"channel"`
-}
-
-// apiNotifyStatuses are the statuses of adding a channel besides the common
-// ones.
-func apiNotifyAddStatuses() []int {
-	return []int{http.StatusCreated, http.StatusBadRequest, http.StatusForbidden, http.StatusConflict,
-		http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType}
+	Delivered bool          `json:"delivered"`
+	Status    int           `json:"status"` // the receiver's HTTP status; 0 if it never answered
+	Error     string        `json:"error"`  // why not delivered; "" when delivered
+	Channel   model.Channel `json:"channel"`
 }
 
 func apiNotifyList() apiListSpec {
@@ -62,26 +54,20 @@ func (s *Server) apiListNotifications(w http.ResponseWriter, r *http.Request, c 
 	if err != nil {
 		return err
 	}
-	var views []notify.ChannelJSON
+	var views []model.Channel
 	for _, ch := range chs {
-		v := notify.ChannelView(ch)
+		v := model.ChannelOf(ch)
 		if !apiMatchAll(p.filters, map[string]string{"name": v.Name, "format": v.Format}) {
 			continue
 		}
 		views = append(views, v)
 	}
-	created := func(v notify.ChannelJSON) string {
-		t, _ := time.Parse(time.RFC3339Nano, v.CreatedAt)
-		return sortTimeKey(t)
-	}
-	modified := func(v notify.ChannelJSON) string {
-		t, _ := time.Parse(time.RFC3339Nano, v.ModifiedAt)
-		return sortTimeKey(t)
-	}
-	return apiWriteList(w, r, apiPaginate(views, p, "notifications", apiSorter[notify.ChannelJSON]{
-		id: func(v notify.ChannelJSON) string { return v.ID },
-		keys: map[string]func(notify.ChannelJSON) string{
-			"name": func(v notify.ChannelJSON) string { return v.Name }, "created_at": created, "modified_at": modified,
+	created := func(v model.Channel) string { return sortTimeKey(time.Time(v.CreatedAt)) }
+	modified := func(v model.Channel) string { return sortTimeKey(time.Time(v.ModifiedAt)) }
+	return apiWriteList(w, r, apiPaginate(views, p, "notifications", apiSorter[model.Channel]{
+		id: func(v model.Channel) string { return v.ID },
+		keys: map[string]func(model.Channel) string{
+			"name": func(v model.Channel) string { return v.Name }, "created_at": created, "modified_at": modified,
 		},
 	}))
 }
@@ -105,7 +91,7 @@ func (s *Server) apiGetNotification(w http.ResponseWriter, r *http.Request, c *a
 	if err != nil {
 		return err
 	}
-	return s.apiWriteData(w, r, notify.ChannelView(*ch))
+	return s.apiWriteData(w, r, model.ChannelOf(*ch))
 }
 
 // apiNeedAdminToken refuses a change by a token that belongs to no admin:
@@ -119,54 +105,80 @@ func apiNeedAdminToken(c *apiCall) error {
 			"an admin assigns it with: postern token assign " + c.token.Name + " --admin ADMIN"}
 }
 
-// apiReadJSON reads a request's JSON body (at most maxAPIBody) into v.
-func apiReadJSON(w http.ResponseWriter, r *http.Request, v any) error {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxAPIBody))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return &apiError{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large",
-				Message: "the request body is larger than 64 KiB"}
-		}
-		return &apiError{Status: http.StatusBadRequest, Code: "invalid_body", Message: "the request body could not be read"}
-	}
-	if err := apiCheckJSONType(r); err != nil {
-		return err
-	}
-	return apiDecodeStrict(body, v)
-}
-
-// apiAddNotification adds a channel. It takes no Idempotency-Key: a retry
-// of an add that succeeded is answered 409 (the name is taken), which
-// changes nothing.
-func (s *Server) apiAddNotification(w http.ResponseWriter, r *http.Request, c *apiCall) error {
-	if err := apiNoParams(c); err != nil {
-		return err
-	}
-	if err := apiNeedAdminToken(c); err != nil {
-		return err
-	}
+// apiAddNotification adds a channel.
+func (s *Server) apiAddNotification(r *http.Request, c *apiCall, body []byte) (int, any, error) {
 	var in apiNotifyBody
-	if err := apiReadJSON(w, r, &in); err != nil {
-		return err
+	if err := apiDecodeBody(r, body, &in); err != nil {
+		return 0, nil, err
 	}
 	nc := store.NewNotifyChannel{Name: in.Name, URL: in.URL, Format: store.NotifyFormat(in.Format)}
 	var err error
 	if nc.OnPending, nc.OnDecided, err = store.ParseNotifyEvents(strings.Join(in.Events, ",")); err != nil {
-		return apiStoreInput("events", err)
+		return 0, nil, apiStoreInput("events", err)
 	}
 	if in.Secret != nil {
 		nc.Secret = []byte(*in.Secret)
 	}
-	ch, err := s.cfg.Store.CreateNotifyChannel(r.Context(), nc)
+	ch, err := s.cfg.Manager.AddChannel(r.Context(), apiActor(r, c), nc)
 	if err != nil {
-		return apiStoreInput("", err)
+		return 0, nil, apiStoreInput("", err)
 	}
 	s.cfg.Logger.Info().Str("channel", ch.Name).Str("format", string(ch.Format)).Str("url", ch.URLShown).
 		Str("admin", c.token.AdminName).Str("token", c.token.Name).Str("request_id", requestID(r.Context())).
 		Msg("web: notification channel added")
-	apiWriteBody(w, http.StatusCreated, apiJSON(apiDataBody{Data: notify.ChannelView(*ch), RequestID: requestID(r.Context())}))
-	return nil
+	return http.StatusCreated, model.ChannelOf(*ch), nil
+}
+
+// apiNotifyPatch is the body of PATCH /v1/notifications/{id}: the fields
+// left out stay.
+type apiNotifyPatch struct {
+	URL          *string   `json:"url"`
+	Format       *string   `json:"format"`
+	Secret       *string   `json:"secret"`
+	RemoveSecret bool      `json:"remove_secret"`
+	Events       *[]string `json:"events"`
+}
+
+func (s *Server) apiUpdateNotification(r *http.Request, c *apiCall, body []byte) (int, any, error) {
+	var in apiNotifyPatch
+	if err := apiDecodeBody(r, body, &in); err != nil {
+		return 0, nil, err
+	}
+	cur, err := s.notifyChannel(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	var ch store.NotifyChannelChange
+	ch.URL = in.URL
+	if in.Format != nil {
+		f := store.NotifyFormat(*in.Format)
+		ch.Format = &f
+	}
+	switch {
+	case in.Secret != nil && in.RemoveSecret:
+		return 0, nil, apiBadBody("secret", "give secret or remove_secret, not both")
+	case in.Secret != nil:
+		b := []byte(*in.Secret)
+		ch.Secret = &b
+	case in.RemoveSecret:
+		var none []byte
+		ch.Secret = &none
+	}
+	if in.Events != nil {
+		if len(*in.Events) == 0 {
+			return 0, nil, apiBadBody("events", "want pending, decided or both")
+		}
+		p, d, err := store.ParseNotifyEvents(strings.Join(*in.Events, ","))
+		if err != nil {
+			return 0, nil, apiStoreInput("events", err)
+		}
+		ch.OnPending, ch.OnDecided = &p, &d
+	}
+	updated, err := s.cfg.Manager.UpdateChannel(r.Context(), apiActor(r, c), cur.ID, ch)
+	if err != nil {
+		return 0, nil, apiStoreInput("", err)
+	}
+	return http.StatusOK, model.ChannelOf(*updated), nil
 }
 
 // apiStoreInput maps the store's refusal of a channel to 400 or 409, with
@@ -199,23 +211,21 @@ func apiNotifyField(msg string) string {
 	return ""
 }
 
-func (s *Server) apiRemoveNotification(w http.ResponseWriter, r *http.Request, c *apiCall) error {
-	if err := apiNoParams(c); err != nil {
-		return err
+func (s *Server) apiRemoveNotification(r *http.Request, c *apiCall, body []byte) (int, any, error) {
+	if err := apiNoBody(body); err != nil {
+		return 0, nil, err
 	}
-	if err := apiNeedAdminToken(c); err != nil {
-		return err
+	cur, err := s.notifyChannel(r)
+	if err != nil {
+		return 0, nil, err
 	}
-	ref := r.PathValue("id")
-	ch, err := s.cfg.Store.RemoveNotifyChannel(r.Context(), ref)
-	if errors.Is(err, store.ErrNotFound) {
-		return apiNotFound("notification channel", ref)
-	} else if err != nil {
-		return err
+	ch, err := s.cfg.Manager.RemoveChannel(r.Context(), apiActor(r, c), cur.ID)
+	if err != nil {
+		return 0, nil, err
 	}
 	s.cfg.Logger.Info().Str("channel", ch.Name).Str("admin", c.token.AdminName).Str("token", c.token.Name).
 		Str("request_id", requestID(r.Context())).Msg("web: notification channel removed")
-	return s.apiWriteData(w, r, notify.ChannelView(*ch))
+	return http.StatusOK, model.ChannelOf(*ch), nil
 }
 
 func (s *Server) apiTestNotification(w http.ResponseWriter, r *http.Request, c *apiCall) error {
@@ -240,5 +250,5 @@ func (s *Server) apiTestNotification(w http.ResponseWriter, r *http.Request, c *
 		return err
 	}
 	return s.apiWriteData(w, r, apiNotifyTest{Delivered: res.Delivered, Status: res.Status, Error: res.Error,
-		Channel: notify.ChannelView(res.Channel)})
+		Channel: model.ChannelOf(res.Channel)})
 }

@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/postern/postern/model"
 	"github.com/postern/postern/policy"
 	"github.com/postern/postern/recipes"
 )
@@ -181,13 +184,15 @@ func walkRefs(t *testing.T, doc openAPI, v any, at string) {
 // describes what the server sends, field by field.
 func TestOpenAPISchemasMatchAnswers(t *testing.T) {
 	doc := loadOpenAPI(t)
-	as := newAPISite(t, func(c *Config) {
-		c.CheckKey = func(ctx context.Context, alias string) (recipes.Result, error) {
-			return recipes.Result{Status: recipes.StatusUnknown, Message: "cannot reach"}, nil
-		}
-	})
+	as := newAPISite(t, withChecker(t, func(recipes.Target) recipes.Result {
+		return recipes.Result{Status: recipes.StatusUnreachable, Message: "cannot reach"}
+	}))
 	a1 := as.ask(as.web, "write", "touch /x", 1)
 	a2 := as.ask(as.db, "destructive", "rm -rf /srv", 2)
+	// An admin's change, so that the audit log holds a row of kind admin.
+	if r := as.call("POST", "/v1/agents", as.root, `{"name": "ci", "keys": ["`+newTestKeyPair(t).Authorized+`"]}`); r.status != 201 {
+		t.Fatalf("POST /v1/agents: %d %s", r.status, r.body)
+	}
 	as.audit(as.web, policy.Read, policy.Allowed, "uptime")
 	exit := 0
 	if _, err := as.eng.Audit(context.Background(), policy.Record{AgentID: as.agent.ID, AgentName: "bot",
@@ -215,6 +220,10 @@ func TestOpenAPISchemasMatchAnswers(t *testing.T) {
 		{"POST", "/v1/approvals/{id}/deny", "/v1/approvals/" + a1.ID + "/deny", `{"reason": "no"}`},
 		{"POST", "/v1/approvals/{id}/deny", "/v1/approvals/" + a1.ID + "/deny", ""},
 		{"GET", "/v1/audit", "/v1/audit?limit=1", ""},
+		{"GET", "/v1/audit", "/v1/audit?kind=admin", ""},
+		{"GET", "/v1/connections", "/v1/connections?key_status=unreachable", ""},
+		{"GET", "/v1/tokens", "/v1/tokens", ""},
+		{"GET", "/v1/admins", "/v1/admins", ""},
 		{"GET", "/v1/audit", "/v1/audit", ""},
 		{"GET", "/v1/audit/verify", "/v1/audit/verify", ""},
 	}
@@ -387,4 +396,197 @@ func TestOpenAPIValidatorCatchesDrift(t *testing.T) {
 			}
 		})
 	}
+	// compareSchema, behind TestOpenAPISchemasMatchGoTypes, notices a Go
+	// field the document lacks, a documented field Go lacks and a type
+	// that differs.
+	type extraField struct {
+		model.Agent
+		Secret string `json:"secret"`
+	}
+	type missingField struct {
+		ID string `json:"id"`
+	}
+	type wrongType struct {
+		model.Agent
+		Disabled string `json:"disabled"`
+	}
+	for _, gt := range []reflect.Type{reflect.TypeOf(extraField{}), reflect.TypeOf(missingField{}), reflect.TypeOf(wrongType{})} {
+		if errs := doc.compareSchema("Agent", gt); len(errs) == 0 {
+			t.Errorf("compareSchema(Agent, %s) found nothing; want a difference", gt)
+		}
+	}
+	if errs := doc.compareSchema("Agent", reflect.TypeOf(model.Agent{})); len(errs) != 0 {
+		t.Errorf("compareSchema(Agent, model.Agent): %v; want none", errs)
+	}
+}
+
+// openAPITypes maps each schema of the document that describes a JSON
+// object to the Go type the server marshals or reads for it: the shared
+// model types for records, the API's own for bodies.
+func openAPITypes() map[string]reflect.Type {
+	t := func(v any) reflect.Type { return reflect.TypeOf(v) }
+	return map[string]reflect.Type{
+		"Agent": t(model.Agent{}), "AgentKey": t(model.AgentKey{}), "Connection": t(model.Connection{}),
+		"HostKey": t(model.HostKey{}), "Grant": t(model.Grant{}), "Approval": t(model.Approval{}),
+		"AuditRow": t(model.AuditRow{}), "ChainStatus": t(model.ChainStatus{}), "ChainBreak": t(model.ChainBreak{}),
+		"Recipe": t(model.Recipe{}), "RecipeCredentialField": t(recipes.CredentialField{}),
+		"NotificationChannel": t(model.Channel{}), "KeyCheck": t(model.KeyCheck{}),
+		"ConnectionResult": t(model.ConnectionResult{}), "Token": t(model.Token{}), "NewToken": t(model.NewToken{}),
+		"Admin": t(model.Admin{}), "NotificationTest": t(apiNotifyTest{}),
+		"Error":      t(apiErrorBody{}),
+		"DecideBody": t(apiDecideBody{}), "NotificationChannelBody": t(apiNotifyBody{}),
+		"NotificationChannelPatch": t(apiNotifyPatch{}), "AgentBody": t(apiAgentBody{}), "AgentPatch": t(apiAgentPatch{}),
+		"ConnectionBody": t(apiConnectionBody{}), "ConnectionPatch": t(apiConnectionPatch{}), "PinBody": t(apiPinBody{}),
+		"RotateKeyBody": t(apiRotateBody{}), "GrantBody": t(apiGrantBody{}), "TokenBody": t(apiTokenBody{}),
+	}
+}
+
+// jsonFields lists a struct's JSON fields as encoding/json sees them:
+// embedded structs flattened, "-" left out, and whether each is omitempty.
+func jsonFields(t reflect.Type) map[string]reflect.StructField {
+	out := map[string]reflect.StructField{}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag := f.Tag.Get("json")
+		name, _, _ := strings.Cut(tag, ",")
+		if f.Anonymous && name == "" {
+			maps.Copy(out, jsonFields(f.Type))
+			continue
+		}
+		if !f.IsExported() || name == "-" {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		out[name] = f
+	}
+	return out
+}
+
+// schemaTypes are the JSON types a property's schema allows, following
+// $ref and oneOf.
+func (d openAPI) schemaTypes(schema any) []string {
+	s, _ := schema.(map[string]any)
+	if ref, ok := s["$ref"].(string); ok {
+		r, err := d.resolve(ref)
+		if err != nil {
+			return nil
+		}
+		return d.schemaTypes(r)
+	}
+	if alts, ok := s["oneOf"].([]any); ok {
+		var out []string
+		for _, a := range alts {
+			out = append(out, d.schemaTypes(a)...)
+		}
+		return out
+	}
+	switch tt := s["type"].(type) {
+	case string:
+		return []string{tt}
+	case []any:
+		var out []string
+		for _, x := range tt {
+			out = append(out, fmt.Sprint(x))
+		}
+		return out
+	}
+	return nil
+}
+
+// goJSONTypes are the JSON types a Go field's values marshal to.
+func goJSONTypes(t reflect.Type) []string {
+	if t == reflect.TypeOf(model.Time{}) {
+		return []string{"string", "null"}
+	}
+	switch t.Kind() {
+	case reflect.Pointer:
+		return append(goJSONTypes(t.Elem()), "null")
+	case reflect.String:
+		return []string{"string"}
+	case reflect.Bool:
+		return []string{"boolean"}
+	case reflect.Int, reflect.Int64, reflect.Int32:
+		return []string{"integer"}
+	case reflect.Float64:
+		return []string{"number"}
+	case reflect.Slice:
+		return []string{"array"}
+	case reflect.Struct, reflect.Map:
+		return []string{"object"}
+	}
+	return []string{t.Kind().String()}
+}
+
+// TestOpenAPISchemasMatchGoTypes: every object schema of the document has
+// exactly the JSON fields of its Go type, each with the JSON types the Go
+// field marshals to, and a record's schema requires every field (the
+// server always sends them all). A field added to a model type and not to
+// the document, or the other way round, fails here.
+func TestOpenAPISchemasMatchGoTypes(t *testing.T) {
+	doc := loadOpenAPI(t)
+	comps, _ := doc["components"].(map[string]any)
+	schemas, _ := comps["schemas"].(map[string]any)
+	types := openAPITypes()
+	for name, sch := range schemas {
+		m, _ := sch.(map[string]any)
+		props, isObject := m["properties"].(map[string]any)
+		_, mapped := types[name]
+		if isObject && len(props) > 0 && !mapped && !strings.HasSuffix(name, "Data") && !strings.HasSuffix(name, "List") {
+			t.Errorf("schema %s has no Go type in openAPITypes", name)
+		}
+	}
+	for name, gt := range types {
+		t.Run(name, func(t *testing.T) {
+			for _, e := range doc.compareSchema(name, gt) {
+				t.Error(e)
+			}
+		})
+	}
+}
+
+// compareSchema lists the differences between the document's schema name
+// and Go type gt.
+func (d openAPI) compareSchema(name string, gt reflect.Type) []string {
+	comps, _ := d["components"].(map[string]any)
+	schemas, _ := comps["schemas"].(map[string]any)
+	m, ok := schemas[name].(map[string]any)
+	if !ok {
+		return []string{"the document has no schema " + name}
+	}
+	var errs []string
+	props, _ := m["properties"].(map[string]any)
+	fields := jsonFields(gt)
+	for f := range fields {
+		if _, ok := props[f]; !ok {
+			errs = append(errs, fmt.Sprintf("%s.%s (Go %s) is not in the document", name, f, gt))
+		}
+	}
+	for p := range props {
+		if _, ok := fields[p]; !ok {
+			errs = append(errs, fmt.Sprintf("the document's %s.%s is not a field of Go %s", name, p, gt))
+		}
+	}
+	isBody := strings.HasSuffix(name, "Body") || strings.HasSuffix(name, "Patch")
+	req, _ := m["required"].([]any)
+	for f, sf := range fields {
+		if _, ok := props[f]; !ok {
+			continue
+		}
+		documented := d.schemaTypes(props[f])
+		for _, jt := range goJSONTypes(sf.Type) {
+			if jt == "null" && isBody {
+				continue // a body's pointer means "left out", not null
+			}
+			if !slices.Contains(documented, jt) && !(jt == "integer" && slices.Contains(documented, "number")) {
+				errs = append(errs, fmt.Sprintf("%s.%s: Go %s marshals to %s; the document allows %v", name, f, sf.Type, jt, documented))
+			}
+		}
+		omitempty := strings.Contains(sf.Tag.Get("json"), "omitempty")
+		if !isBody && !omitempty && !slices.Contains(req, any(f)) {
+			errs = append(errs, fmt.Sprintf("%s.%s is always sent; the document does not require it", name, f))
+		}
+	}
+	return errs
 }

@@ -40,8 +40,9 @@ type apiSite struct {
 	// keys holds every connection's private key file: no answer may
 	// contain any of it.
 	keys [][]byte
-	ci   string // the "ci" token, alice's
+	ci   string // the "ci" token, alice's, of the default scope (approve)
 	ops  string // the "ops" token, bob's
+	root string // the "root" token, alice's, of scope admin: it may change things
 	// alice and bob are the admin ids of the tokens' owners.
 	alice, bob string
 	path       string // the database file, for tests that tamper with it
@@ -68,6 +69,7 @@ func newAPISite(t testing.TB, edit func(*Config)) *apiSite {
 	as := &apiSite{t: t, clock: clock, st: st, eng: eng, srv: srv, path: path}
 	as.alice, as.bob = as.addAdmin("alice"), as.addAdmin("bob")
 	as.ci, as.ops = as.addToken("ci", as.alice), as.addToken("ops", as.bob)
+	as.root = as.addScopedToken("root", as.alice, store.ScopeAdmin)
 	if as.agent, err = st.CreateAgent(ctx, "bot", newTestKeyPair(t).Authorized+" bot@test"); err != nil {
 		t.Fatalf("CreateAgent: %v", err)
 	}
@@ -85,8 +87,14 @@ func newAPISite(t testing.TB, edit func(*Config)) *apiSite {
 // addToken makes a console token of admin adminID and returns it.
 func (as *apiSite) addToken(name, adminID string) string {
 	as.t.Helper()
+	return as.addScopedToken(name, adminID, "")
+}
+
+// addScopedToken makes a console token of admin adminID with scope.
+func (as *apiSite) addScopedToken(name, adminID string, scope store.TokenScope) string {
+	as.t.Helper()
 	tok, sha := NewConsoleToken()
-	if _, err := as.st.CreateConsoleToken(context.Background(), name, sha, adminID); err != nil {
+	if _, err := as.st.CreateConsoleToken(context.Background(), name, sha, adminID, scope); err != nil {
 		as.t.Fatalf("CreateConsoleToken: %v", err)
 	}
 	return tok
@@ -244,8 +252,8 @@ func checkEnvelope(r apiResp) (map[string]any, error) {
 		}
 		return m, nil
 	}
-	if r.status != http.StatusOK {
-		return nil, fmt.Errorf("success status %d; the API answers 200", r.status)
+	if r.status != http.StatusOK && r.status != http.StatusCreated {
+		return nil, fmt.Errorf("success status %d; the API answers 200, or 201 for a record it created", r.status)
 	}
 	switch {
 	case slices.Equal(keys, []string{"data", "request_id"}):
@@ -284,8 +292,11 @@ func checkEnvelope(r apiResp) (map[string]any, error) {
 // checkRecord checks a record's id and modified_at (null only for recipes,
 // which the binary carries), and that every *_at field is RFC 3339 UTC.
 func checkRecord(rec map[string]any) error {
-	if _, isCheck := rec["connection"].(map[string]any); isCheck { // a key check's result
+	if _, isCheck := rec["connection"].(map[string]any); isCheck { // a key check's or a change's result
 		return checkRecord(rec["connection"].(map[string]any))
+	}
+	if tok, isNew := rec["token"].(map[string]any); isNew { // a token just made, with its value
+		return checkRecord(tok)
 	}
 	if _, isChain := rec["intact"]; isChain {
 		return nil
@@ -463,11 +474,9 @@ func TestAPIRateLimit(t *testing.T) {
 
 // TestAPIRoutesAnswer calls every route once with good input.
 func TestAPIRoutesAnswer(t *testing.T) {
-	as := newAPISite(t, func(c *Config) {
-		c.CheckKey = func(ctx context.Context, alias string) (recipes.Result, error) {
-			return recipes.Result{Status: recipes.StatusOK, Message: "ok"}, nil
-		}
-	})
+	as := newAPISite(t, withChecker(t, func(recipes.Target) recipes.Result {
+		return recipes.Result{Status: recipes.StatusOK, Message: "ok"}
+	}))
 	a1 := as.ask(as.web, "write", "touch /tmp/x", 1)
 	a2 := as.ask(as.web, "destructive", "rm -rf /tmp/y", 1)
 	as.audit(as.web, policy.Read, policy.Allowed, "uptime")
@@ -517,7 +526,7 @@ func TestAPIRecordFields(t *testing.T) {
 
 	conn := as.get("/v1/connections/web").data(t)
 	for k, want := range map[string]any{"id": as.web.ID, "alias": "web", "host": "127.0.0.1", "port": 2022.0,
-		"user": "deploy", "env": "dev", "recipe": "", "key_status": "unknown", "key_message": "", "key_checked_at": nil} {
+		"user": "deploy", "env": "dev", "recipe": "", "key_status": "unchecked", "key_message": "", "key_checked_at": nil} {
 		if conn[k] != want {
 			t.Errorf("connection %s = %v; want %v", k, conn[k], want)
 		}
@@ -540,7 +549,7 @@ func TestAPIRecordFields(t *testing.T) {
 	}
 
 	ap := as.get("/v1/approvals/" + a.ID).data(t)
-	for k, want := range map[string]any{"status": "pending", "agent": "bot", "alias": "db", "env": "production",
+	for k, want := range map[string]any{"status": "pending", "agent": "bot", "connection": "db", "env": "production",
 		"class": "destructive", "kind": "exec", "operation": "rm -rf /srv/<b>data</b>", "approvals_needed": 2.0,
 		"first_approver": "", "decided_by": "", "reason": ""} {
 		if ap[k] != want {
@@ -581,11 +590,9 @@ func TestAPIApprovalExpiryShows(t *testing.T) {
 // paths 404 route_not_found, a known path with another method 405 with
 // Allow.
 func TestAPINotFoundAndMethods(t *testing.T) {
-	as := newAPISite(t, func(c *Config) {
-		c.CheckKey = func(ctx context.Context, alias string) (recipes.Result, error) {
-			return recipes.Result{}, fmt.Errorf("web test: unreachable")
-		}
-	})
+	as := newAPISite(t, withChecker(t, func(recipes.Target) recipes.Result {
+		return recipes.Result{Status: recipes.StatusUnreachable, Message: "cannot reach"}
+	}))
 	tests := []struct {
 		method, path string
 		status       int
@@ -602,8 +609,8 @@ func TestAPINotFoundAndMethods(t *testing.T) {
 		{"GET", "/v1/", 404, "route_not_found", ""},
 		{"GET", "/v1/agents/bot/keys", 404, "route_not_found", ""},
 		{"GET", "/v1/agents/", 404, "route_not_found", ""},
-		{"DELETE", "/v1/agents/bot", 405, "method_not_allowed", "GET, HEAD"},
-		{"POST", "/v1/agents", 405, "method_not_allowed", "GET, HEAD"},
+		{"PUT", "/v1/agents/bot", 405, "method_not_allowed", "DELETE, GET, HEAD, PATCH"},
+		{"PUT", "/v1/agents", 405, "method_not_allowed", "GET, HEAD, POST"},
 		{"GET", "/v1/approvals/x/approve", 405, "method_not_allowed", "POST"},
 		{"PUT", "/v1/openapi.json", 405, "method_not_allowed", "GET, HEAD"},
 	}
@@ -621,40 +628,25 @@ func TestAPINotFoundAndMethods(t *testing.T) {
 			}
 		})
 	}
-	// A key check that cannot run is the server's failure: 503, logged.
-	if r := as.call("POST", "/v1/connections/web/check", as.ci, ""); r.status != http.StatusServiceUnavailable {
-		t.Errorf("failing key check: %d; want 503", r.status)
-	} else if code, _ := r.errCode(t); code != "unavailable" {
-		t.Errorf("failing key check code %q; want unavailable", code)
-	}
 }
 
-// TestAPIKeyCheck: without Config.CheckKey the route answers 501; with it,
-// the answer carries the result and the connection as recorded.
+// TestAPIKeyCheck: the answer carries the check's result and the
+// connection as recorded, whatever the result.
 func TestAPIKeyCheck(t *testing.T) {
-	as := newAPISite(t, nil)
-	r := as.call("POST", "/v1/connections/web/check", as.ci, "")
-	if code, _ := r.errCode(t); r.status != http.StatusNotImplemented || code != "not_implemented" {
-		t.Errorf("without CheckKey: %d %s; want 501 not_implemented", r.status, code)
-	}
-
 	var checked []string
-	as = newAPISite(t, func(c *Config) {
-		c.CheckKey = func(ctx context.Context, alias string) (recipes.Result, error) {
-			checked = append(checked, alias)
-			if _, err := c.Store.SetKeyStatus(ctx, alias, store.KeyRejected, "Permission denied (publickey)"); err != nil {
-				return recipes.Result{}, err
-			}
-			return recipes.Result{Status: recipes.StatusRejected, Message: "Permission denied (publickey)"}, nil
-		}
-	})
+	as := newAPISite(t, withChecker(t, func(tg recipes.Target) recipes.Result {
+		checked = append(checked, tg.Name)
+		return recipes.Result{Status: recipes.StatusRejected, Message: "Permission denied (publickey)"}
+	}))
 	d := as.call("POST", "/v1/connections/"+as.web.ID+"/check", as.ci, "").data(t)
 	conn, _ := d["connection"].(map[string]any)
-	if d["status"] != "rejected" || conn["key_status"] != "rejected" || conn["key_checked_at"] == nil {
+	check, _ := d["check"].(map[string]any)
+	if check["status"] != "rejected" || conn["key_status"] != "rejected" || conn["key_checked_at"] == nil ||
+		conn["key_message"] != "Permission denied (publickey)" {
 		t.Errorf("check answer %v; want status rejected and the connection with key_status rejected and a time", d)
 	}
 	if !slices.Equal(checked, []string{"web"}) {
-		t.Errorf("CheckKey called for %v; want [web]", checked)
+		t.Errorf("checks ran for %v; want [web]", checked)
 	}
 }
 
@@ -662,11 +654,9 @@ func TestAPIKeyCheck(t *testing.T) {
 // and checks (in call, through checkNoKey) that no answer holds any part
 // of a connection's private key.
 func TestAPINeverShowsPrivateKey(t *testing.T) {
-	as := newAPISite(t, func(c *Config) {
-		c.CheckKey = func(ctx context.Context, alias string) (recipes.Result, error) {
-			return recipes.Result{Status: recipes.StatusUnknown, Message: "cannot reach 127.0.0.1:2022"}, nil
-		}
-	})
+	as := newAPISite(t, withChecker(t, func(recipes.Target) recipes.Result {
+		return recipes.Result{Status: recipes.StatusUnreachable, Message: "cannot reach 127.0.0.1:2022"}
+	}))
 	a := as.ask(as.db, "destructive", "rm -rf /srv", 1)
 	as.audit(as.db, policy.Destructive, policy.Denied, "rm -rf /srv")
 	paths := []string{"/v1/recipes", "/v1/agents", "/v1/agents/bot", "/v1/connections", "/v1/connections/web",
@@ -798,7 +788,7 @@ func TestAPITwoPersonRule(t *testing.T) {
 func TestAPITokenWithoutAdmin(t *testing.T) {
 	as := newAPISite(t, nil)
 	tok, sha := NewConsoleToken()
-	if _, err := as.st.CreateConsoleToken(context.Background(), "old", sha, as.alice); err != nil {
+	if _, err := as.st.CreateConsoleToken(context.Background(), "old", sha, as.alice, ""); err != nil {
 		t.Fatal(err)
 	}
 	db, err := sql.Open("sqlite", as.path)

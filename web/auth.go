@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/postern/postern/manage"
 	"github.com/postern/postern/store"
 )
 
@@ -40,7 +41,7 @@ func NewToken(prefix string) (token, sha string) {
 
 // NewConsoleToken returns a new console token for the REST API and the
 // hash to store: the token is shown once and never kept.
-func NewConsoleToken() (token, sha string) { return NewToken(tokenPrefix) }
+func NewConsoleToken() (token, sha string) { return manage.NewTokenValue() }
 
 func hashToken(token string) string {
 	sum := sha256.Sum256([]byte(token))

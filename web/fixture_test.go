@@ -5,8 +5,11 @@ import (
 	"path/filepath"
 	"testing"
 
+	"golang.org/x/crypto/ssh"
+
 	"github.com/postern/postern/internal/fakeclock"
 	"github.com/postern/postern/internal/testkey"
+	"github.com/postern/postern/manage"
 	"github.com/postern/postern/policy"
 	"github.com/postern/postern/recipes"
 	"github.com/postern/postern/store"
@@ -65,4 +68,23 @@ func addTestConnection(t testing.TB, st *store.Store, alias string, env store.En
 		t.Fatalf("CreateConnection(%s): %v", alias, err)
 	}
 	return c, key.PrivatePEM
+}
+
+// fakeChecker answers key checks without dialing: check gets the target
+// (its Name is the connection's alias).
+type fakeChecker func(t recipes.Target) recipes.Result
+
+func (f fakeChecker) Check(_ context.Context, t recipes.Target, _ ssh.Signer, _ *recipes.Recipe) recipes.Result {
+	return f(t)
+}
+
+// withChecker is a Config edit whose manager answers key checks with check.
+func withChecker(t testing.TB, check fakeChecker) func(*Config) {
+	return func(c *Config) {
+		m, err := manage.New(manage.Config{Store: c.Store, Catalog: c.Catalog, Checker: check})
+		if err != nil {
+			t.Fatalf("manage.New: %v", err)
+		}
+		c.Manager = m
+	}
 }

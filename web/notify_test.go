@@ -329,7 +329,7 @@ func TestNotificationsAPI(t *testing.T) {
 	}
 
 	body := `{"name": "ops", "url": "` + hook.url() + `", "format": "json", "secret": "` + hookSecret + `", "events": ["pending"]}`
-	r, data := as.notifyCall("POST", "/v1/notifications", as.ci, body)
+	r, data := as.notifyCall("POST", "/v1/notifications", as.root, body)
 	check("POST /v1/notifications", r)
 	if r.status != http.StatusCreated || data["name"] != "ops" || data["secret_set"] != true ||
 		data["url"] != "http://"+hook.srv.Listener.Addr().String()+"/…" || data["last_delivery_at"] != nil {
@@ -340,7 +340,7 @@ func TestNotificationsAPI(t *testing.T) {
 		t.Errorf("events = %v; want [pending]", data["events"])
 	}
 
-	r, _ = as.notifyCall("POST", "/v1/notifications", as.ci, body)
+	r, _ = as.notifyCall("POST", "/v1/notifications", as.root, body)
 	check("POST /v1/notifications", r)
 	if code, field := r.errCode(t); r.status != http.StatusConflict || code != "already_exists" || field != "name" {
 		t.Errorf("second add: %d %s %s; want 409 already_exists on name", r.status, code, field)
@@ -352,7 +352,7 @@ func TestNotificationsAPI(t *testing.T) {
 		{`{"name": "x", "url": "https://h/", "format": "slack", "secret": "s"}`, "secret"},
 		{`{"name": "x", "url": "https://h/", "colour": "red"}`, "colour"},
 	} {
-		r, _ := as.notifyCall("POST", "/v1/notifications", as.ci, tt.body)
+		r, _ := as.notifyCall("POST", "/v1/notifications", as.root, tt.body)
 		check("POST /v1/notifications", r)
 		if code, field := r.errCode(t); r.status != http.StatusBadRequest || field != tt.field {
 			t.Errorf("add %s: %d %s on %q; want 400 on %s", tt.body, r.status, code, field, tt.field)
@@ -389,7 +389,7 @@ func TestNotificationsAPI(t *testing.T) {
 		t.Errorf("receiver got %d messages; want the two tests", len(got))
 	}
 
-	r = as.call("DELETE", "/v1/notifications/ops", as.ci, "")
+	r = as.call("DELETE", "/v1/notifications/ops", as.root, "")
 	check("DELETE /v1/notifications/{id}", r)
 	if r.status != http.StatusOK || r.data(t)["id"] != id {
 		t.Errorf("remove: %d %s; want the removed channel", r.status, r.body)
@@ -397,7 +397,7 @@ func TestNotificationsAPI(t *testing.T) {
 	for _, c := range []struct{ method, path string }{
 		{"GET", "/v1/notifications/ops"}, {"DELETE", "/v1/notifications/ops"}, {"POST", "/v1/notifications/ops/test"},
 	} {
-		r := as.call(c.method, c.path, as.ci, "")
+		r := as.call(c.method, c.path, as.root, "")
 		check(c.method+" "+strings.Replace(c.path, "/ops", "/{id}", 1), r)
 		if r.status != http.StatusNotFound {
 			t.Errorf("%s %s after removal: %d; want 404", c.method, c.path, r.status)
@@ -411,8 +411,9 @@ func TestNotificationsAPI(t *testing.T) {
 // admin can list channels but not change or test them.
 func TestNotificationsAPIChangesNeedAnAdminToken(t *testing.T) {
 	as := newAPISite(t, withNotifier(&lockedLog{}))
+	// Scope admin, so that what refuses it is its lack of an owner.
 	tok, sha := NewConsoleToken()
-	if _, err := as.st.CreateConsoleToken(context.Background(), "old", sha, as.alice); err != nil {
+	if _, err := as.st.CreateConsoleToken(context.Background(), "old", sha, as.alice, store.ScopeAdmin); err != nil {
 		t.Fatal(err)
 	}
 	db, err := sql.Open("sqlite", as.path)

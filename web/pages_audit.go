@@ -80,8 +80,8 @@ func (s *Server) auditPage(w http.ResponseWriter, r *http.Request) {
 	d := auditData{
 		Filters:   f,
 		Classes:   []string{string(policy.Read), string(policy.Write), string(policy.Destructive)},
-		Kinds:     []string{string(policy.Exec), string(policy.SFTP)},
-		Decisions: []string{string(policy.Allowed), string(policy.Approved), string(policy.Denied), string(policy.Expired), string(policy.Asked), string(policy.Failed)},
+		Kinds:     []string{string(policy.Exec), string(policy.SFTP), string(policy.Admin)},
+		Decisions: []string{string(policy.Allowed), string(policy.Approved), string(policy.Denied), string(policy.Expired), string(policy.Asked), string(policy.Failed), string(policy.Changed)},
 	}
 	more := len(list) > auditPageSize
 	if more {

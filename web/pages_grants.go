@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/postern/postern/manage"
 	"github.com/postern/postern/policy"
 	"github.com/postern/postern/store"
 )
@@ -76,12 +77,10 @@ func (s *Server) grantsPage(w http.ResponseWriter, r *http.Request) {
 // transaction as the write; a refusal is shown to the admin, not a 500.
 func (s *Server) grantForm(w http.ResponseWriter, r *http.Request) {
 	agent, alias := strings.TrimSpace(r.PostFormValue("agent")), strings.TrimSpace(r.PostFormValue("alias"))
-	rules := store.Rules{
-		Read:        store.Rule(r.PostFormValue("read")),
-		Write:       store.Rule(r.PostFormValue("write")),
-		Destructive: store.Rule(r.PostFormValue("destructive")),
-	}
-	g, err := s.cfg.Store.SetGrant(r.Context(), agent, alias, rules)
+	read, write, destructive := store.Rule(r.PostFormValue("read")), store.Rule(r.PostFormValue("write")),
+		store.Rule(r.PostFormValue("destructive"))
+	g, err := s.cfg.Manager.SetGrant(r.Context(), webActor(r), agent, alias,
+		manage.RulesChange{Read: &read, Write: &write, Destructive: &destructive})
 	if err != nil {
 		if msg, ok := userMessage(err); ok {
 			s.redirectFlash(w, r, "/grants", flashError, "Grant of "+agent+" on "+alias+" not saved: "+msg)
@@ -122,7 +121,7 @@ func (s *Server) revokeScopeForm(w http.ResponseWriter, r *http.Request) {
 // revokeForm deletes one grant: the agent can no longer see the connection.
 func (s *Server) revokeForm(w http.ResponseWriter, r *http.Request) {
 	agent, alias := strings.TrimSpace(r.PostFormValue("agent")), strings.TrimSpace(r.PostFormValue("alias"))
-	if err := s.cfg.Store.RevokeGrant(r.Context(), agent, alias); err != nil {
+	if _, err := s.cfg.Manager.RevokeGrant(r.Context(), webActor(r), agent, alias); err != nil {
 		if msg, ok := userMessage(err); ok {
 			s.redirectFlash(w, r, "/grants", flashError, "Grant of "+agent+" on "+alias+" not revoked: "+msg)
 			return

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/postern/postern/model"
 	"github.com/postern/postern/notify"
 	"github.com/postern/postern/policy"
 	"github.com/postern/postern/store"
@@ -58,7 +59,7 @@ func (s *Server) notificationsPage(w http.ResponseWriter, r *http.Request) {
 		Formats: store.NotifyFormats}
 	for _, c := range chs {
 		d.Channels = append(d.Channels, notifyRow{NotifyChannel: c,
-			EventsText: strings.Join(notify.ChannelView(c).Events, ", "),
+			EventsText: strings.Join(model.ChannelOf(c).Events, ", "),
 			Secret:     map[bool]string{true: "set", false: "not set"}[c.HasSecret],
 			LastError:  policy.VisibleLine(c.LastError)})
 	}
@@ -88,7 +89,7 @@ func (s *Server) addNotificationForm(w http.ResponseWriter, r *http.Request) {
 	}
 	var ch *store.NotifyChannel
 	if err == nil {
-		ch, err = s.cfg.Store.CreateNotifyChannel(r.Context(), nc)
+		ch, err = s.cfg.Manager.AddChannel(r.Context(), webActor(r), nc)
 	}
 	if err != nil {
 		if msg, ok := userMessage(err); ok {
@@ -109,7 +110,7 @@ func (s *Server) addNotificationForm(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) removeNotificationForm(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	ch, err := s.cfg.Store.RemoveNotifyChannel(r.Context(), name)
+	ch, err := s.cfg.Manager.RemoveChannel(r.Context(), webActor(r), name)
 	if err != nil {
 		if msg, ok := userMessage(err); ok {
 			s.redirectFlash(w, r, "/notifications", flashError, "Channel "+name+" not removed: "+msg)

@@ -558,7 +558,7 @@ func TestLoginLimit(t *testing.T) {
 // and send anyone else to the login page.
 func pagePaths(approvalID string) []string {
 	return []string{"/approvals", "/approvals?all=1", "/approvals/" + approvalID, "/approvals/list",
-		"/connections", "/agents", "/grants", "/audit", "/recipes", "/recipes?q=cisco"}
+		"/connections", "/agents", "/grants", "/audit", "/recipes", "/recipes?q=cisco", "/tokens", "/notifications"}
 }
 
 func TestPagesNeedLogin(t *testing.T) {
@@ -592,12 +592,10 @@ func TestPagesNeedLogin(t *testing.T) {
 }
 
 func TestPostsNeedCSRFToken(t *testing.T) {
-	ps := newPageSite(t, func(c *Config) {
-		c.CheckKey = func(ctx context.Context, alias string) (recipes.Result, error) {
-			t.Errorf("CheckKey(%s) ran for a post without its CSRF token", alias)
-			return recipes.Result{}, nil
-		}
-	})
+	ps := newPageSite(t, withChecker(t, func(tg recipes.Target) recipes.Result {
+		t.Errorf("a key check of %s ran for a post without its CSRF token", tg.Name)
+		return recipes.Result{}
+	}))
 	pc := ps.admin("alice")
 	a := ps.ask(ps.conn, "write", "touch /srv/x", 1)
 	posts := []struct {
@@ -680,11 +678,9 @@ func TestPagesHaveNoInlineScriptOrStyle(t *testing.T) {
 }
 
 func TestNoPageShowsPrivateKey(t *testing.T) {
-	ps := newPageSite(t, func(c *Config) {
-		c.CheckKey = func(ctx context.Context, alias string) (recipes.Result, error) {
-			return recipes.Result{Status: recipes.StatusOK, Message: "accepted"}, nil
-		}
-	})
+	ps := newPageSite(t, withChecker(t, func(recipes.Target) recipes.Result {
+		return recipes.Result{Status: recipes.StatusOK, Message: "accepted"}
+	}))
 	pc := ps.admin("alice")
 	a := ps.ask(ps.conn, "write", "touch /srv/x", 1)
 	_, h, _ := pc.post("/connections/web1/check", pc.form())
@@ -731,34 +727,32 @@ func TestNoPageShowsPrivateKey(t *testing.T) {
 func TestConnectionsPageRecheck(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
-		check     func(ctx context.Context, alias string) (recipes.Result, error)
-		wantForm  bool
+		check     fakeChecker
 		wantFlash string
 		wantKind  string
 	}{
-		{"no checker", nil, false, "", ""},
-		{"ok", func(ctx context.Context, alias string) (recipes.Result, error) {
-			return recipes.Result{Status: recipes.StatusOK, Message: "exit status 0"}, nil
-		}, true, "Key check of web1: ok — exit status 0", "ok"},
-		{"rejected", func(ctx context.Context, alias string) (recipes.Result, error) {
-			return recipes.Result{Status: recipes.StatusRejected, Message: "Permission denied (publickey)"}, nil
-		}, true, "Key check of web1: rejected — Permission denied (publickey)", "error"},
+		{"ok", func(recipes.Target) recipes.Result {
+			return recipes.Result{Status: recipes.StatusOK, Message: "exit status 0"}
+		}, "Key check of web1: ok — exit status 0", "ok"},
+		{"rejected", func(recipes.Target) recipes.Result {
+			return recipes.Result{Status: recipes.StatusRejected, Message: "Permission denied (publickey)"}
+		}, "Key check of web1: rejected — Permission denied (publickey)", "error"},
+		{"unreachable", func(recipes.Target) recipes.Result {
+			return recipes.Result{Status: recipes.StatusUnreachable, Message: "cannot reach 127.0.0.1:2022"}
+		}, "Key check of web1: unreachable — cannot reach 127.0.0.1:2022", "error"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ps := newPageSite(t, func(c *Config) { c.CheckKey = tc.check })
+			ps := newPageSite(t, withChecker(t, tc.check))
 			ps.addAdmin("alice")
 			pc := ps.client()
 			pc.loginAs("alice")
 			_, _, body := pc.get("/connections")
-			if !strings.Contains(body, `<tr id="conn-web1">`) || !strings.Contains(body, "127.0.0.1:2022") {
+			if !strings.Contains(body, `<tr id="conn-web1" `) || !strings.Contains(body, "127.0.0.1:2022") {
 				t.Errorf("/connections lacks row conn-web1 with its address")
 			}
 			form := `<form class="recheck" method="post" action="/connections/web1/check">`
-			if got := strings.Contains(body, form); got != tc.wantForm {
-				t.Errorf("Re-check form shown: %v; want %v", got, tc.wantForm)
-			}
-			if !tc.wantForm {
-				return
+			if !strings.Contains(body, form) {
+				t.Errorf("Re-check form not shown")
 			}
 			_, h, _ := pc.post("/connections/web1/check", pc.form())
 			after := pc.follow(h)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/postern/postern/manage"
 	"github.com/postern/postern/notify"
 	"github.com/postern/postern/policy"
 	"github.com/postern/postern/recipes"
@@ -59,10 +60,10 @@ type Config struct {
 	Store   *store.Store     // required
 	Engine  *policy.Engine   // required: approvals are decided through it
 	Catalog *recipes.Catalog // required: the recipe catalog pages and /v1/recipes show
-	// CheckKey runs a connection's key check and records its result (the
-	// Re-check button, POST /v1/connections/{id}/check); nil hides the
-	// button and answers 501.
-	CheckKey func(ctx context.Context, alias string) (recipes.Result, error)
+	// Manager makes admins' changes (the forms, the API's writes) and key
+	// checks (the Re-check button, POST /v1/connections/{id}/check); nil
+	// builds one over Store and Catalog with the default key checker.
+	Manager *manage.Manager
 	// Notifier sends the notification pages' test messages (the Test
 	// button, POST /v1/notifications/{id}/test); nil answers those 501.
 	// Channels are listed, added and removed through Store without it.
@@ -97,6 +98,13 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.Manager == nil {
+		m, err := manage.New(manage.Config{Store: cfg.Store, Catalog: cfg.Catalog})
+		if err != nil {
+			return nil, fmt.Errorf("web: %w", err)
+		}
+		cfg.Manager = m
 	}
 	if cfg.SessionLifetime <= 0 {
 		cfg.SessionLifetime = DefaultSessionLifetime

@@ -10,6 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/postern/postern/manage"
+	"github.com/postern/postern/model"
 	"github.com/postern/postern/store"
 	"github.com/postern/postern/web"
 )
@@ -52,8 +54,8 @@ argon2id hash.`,
 		if err := store.ValidateName("admin", name); err != nil {
 			return storeErr(err)
 		}
-		return storePassword(cmd, data, passwordFile, func(ctx context.Context, s *store.Store, hash string) (*store.Admin, error) {
-			return s.CreateAdmin(ctx, name, hash)
+		return storePassword(cmd, data, passwordFile, func(ctx context.Context, m *manage.Manager, hash string) (*store.Admin, error) {
+			return m.AddAdmin(ctx, cliActor("cli"), name, hash)
 		}, func(a *store.Admin) string { return fmt.Sprintf("added admin %s (%s)", a.Name, a.ID) })
 	}
 	return cmd
@@ -71,8 +73,8 @@ every browser.`,
 	}
 	addPasswordFileFlag(cmd, &passwordFile)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		return storePassword(cmd, data, passwordFile, func(ctx context.Context, s *store.Store, hash string) (*store.Admin, error) {
-			return s.SetAdminPassword(ctx, args[0], hash)
+		return storePassword(cmd, data, passwordFile, func(ctx context.Context, m *manage.Manager, hash string) (*store.Admin, error) {
+			return m.SetAdminPassword(ctx, cliActor("cli"), args[0], hash)
 		}, func(a *store.Admin) string {
 			return "changed the password of admin " + a.Name + "; the admin's web sessions were ended"
 		})
@@ -84,7 +86,7 @@ every browser.`,
 // with save, prints what it did (done) and prints a generated password
 // once.
 func storePassword(cmd *cobra.Command, data *dataFlag, passwordFile string,
-	save func(ctx context.Context, s *store.Store, hash string) (*store.Admin, error), done func(*store.Admin) string) error {
+	save func(ctx context.Context, m *manage.Manager, hash string) (*store.Admin, error), done func(*store.Admin) string) error {
 	pw, generated, err := adminPassword(cmd, passwordFile)
 	if err != nil {
 		return err
@@ -93,14 +95,14 @@ func storePassword(cmd *cobra.Command, data *dataFlag, passwordFile string,
 	if err != nil {
 		return err
 	}
-	s, err := data.open(cmd.Context())
+	var a *store.Admin
+	err = withManager(cmd.Context(), data, func(m *manage.Manager) error {
+		var err error
+		a, err = save(cmd.Context(), m, hash)
+		return err
+	})
 	if err != nil {
-		return storeErr(err)
-	}
-	defer s.Close()
-	a, err := save(cmd.Context(), s, hash)
-	if err != nil {
-		return storeErr(err)
+		return manageErr(err)
 	}
 	w := cmd.OutOrStdout()
 	fmt.Fprintln(w, done(a))
@@ -110,24 +112,11 @@ func storePassword(cmd *cobra.Command, data *dataFlag, passwordFile string,
 	return nil
 }
 
-// adminJSON is an admin in `admin list -o json`. It has no field for the
-// password hash.
-type adminJSON struct {
-	ID         string `json:"id"`
-	Name       string `json:"name"`
-	Disabled   bool   `json:"disabled"`
-	CreatedAt  string `json:"created_at"`
-	ModifiedAt string `json:"modified_at"`
-}
-
 func newAdminListCmd(data *dataFlag) *cobra.Command {
 	return newListCmd(data, listSpec[store.Admin]{
-		short: "List admins (never their password hashes)",
-		read:  (*store.Store).ListAdmins,
-		json: func(a store.Admin) any {
-			return adminJSON{ID: a.ID, Name: a.Name, Disabled: a.Disabled,
-				CreatedAt: timeJSON(a.CreatedAt), ModifiedAt: timeJSON(a.ModifiedAt)}
-		},
+		short:  "List admins (never their password hashes)",
+		read:   (*store.Store).ListAdmins,
+		json:   func(a store.Admin) any { return model.AdminOf(a) },
 		empty:  "no admins; add one with: postern admin add NAME",
 		header: []string{"NAME", "ID", "STATUS", "CREATED", "PASSWORD SET"},
 		rows: func(a store.Admin) [][]string {

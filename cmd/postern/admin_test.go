@@ -13,6 +13,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/postern/postern/internal/testsshd"
+	"github.com/postern/postern/model"
 )
 
 // keyFiles is an ed25519 key pair written as id and id.pub.
@@ -145,7 +146,7 @@ func TestAgentCommands(t *testing.T) {
 	k3 := writeKeyFiles(t, "other", "")
 	c.ok("", "agent", "add", "other", "--key", k3.pub)
 
-	var agents []agentJSON
+	var agents []model.Agent
 	if err := json.Unmarshal([]byte(c.ok("", "agent", "list", "-o", "json")), &agents); err != nil {
 		t.Fatal(err)
 	}
@@ -185,16 +186,16 @@ func TestConnCommands(t *testing.T) {
 	c.ok(string(k.privPEM), "conn", "add", "--no-check", "dev-db", "--host", "db", "--user", "u", "--key-file", "-", "--host-key", hostLine(t, "db"))
 
 	raw := c.ok("", "conn", "list", "-o", "json")
-	var conns []connJSON
+	var conns []model.Connection
 	if err := json.Unmarshal([]byte(raw), &conns); err != nil {
 		t.Fatal(err)
 	}
 	if len(conns) != 2 || conns[1].Alias != "prod-web" || conns[1].Port != 2222 || conns[1].Env != "production" ||
-		conns[1].Recipe != "linux" || conns[1].KeyStatus != "unknown" || len(conns[1].HostKeyFPs) != 1 || conns[0].Env != "dev" {
+		conns[1].Recipe != "linux" || conns[1].KeyStatus != "unchecked" || len(conns[1].HostKeys) != 1 || conns[0].Env != "dev" {
 		t.Errorf("conn list -o json: got %+v", conns)
 	}
 	text := c.ok("", "conn", "list")
-	for _, want := range []string{"ALIAS", "prod-web", "deploy@10.0.0.5:2222", "production", "unknown", "LAST CHECK"} {
+	for _, want := range []string{"ALIAS", "prod-web", "deploy@10.0.0.5:2222", "production", "never checked", "LAST CHECK"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("conn list lacks %q:\n%s", want, text)
 		}
@@ -232,11 +233,11 @@ func TestGrantCommands(t *testing.T) {
 		t.Errorf("partial update: %q", out)
 	}
 	c.ok("", "grant", "bot", "production-web", "--destructive", "ask")
-	var grants []grantJSON
+	var grants []model.Grant
 	if err := json.Unmarshal([]byte(c.ok("", "grant", "list", "-o", "json")), &grants); err != nil {
 		t.Fatal(err)
 	}
-	if len(grants) != 2 || grants[1].Alias != "production-web" || grants[1].Env != "production" || grants[1].Destructive != "ask" || grants[1].Read != "allow" {
+	if len(grants) != 2 || grants[1].Connection != "production-web" || grants[1].Env != "production" || grants[1].Destructive != "ask" || grants[1].Read != "allow" {
 		t.Errorf("grant list -o json: got %+v", grants)
 	}
 	if text := c.ok("", "grant", "list"); !strings.Contains(text, "DESTRUCTIVE") || !strings.Contains(text, "production-web") {
@@ -340,22 +341,22 @@ func TestConnAddAcceptNewHostKey(t *testing.T) {
 	if !strings.Contains(out, want) || !strings.Contains(out, "ssh-ed25519") {
 		t.Errorf("conn add output %q; want the host key fingerprint %s", out, want)
 	}
-	var conns []connJSON
+	var conns []model.Connection
 	if err := json.Unmarshal([]byte(c.ok("", "conn", "list", "-o", "json")), &conns); err != nil {
 		t.Fatal(err)
 	}
-	if len(conns) != 1 || len(conns[0].HostKeyFPs) != 1 || conns[0].HostKeyFPs[0] != want {
+	if len(conns) != 1 || len(conns[0].HostKeys) != 1 || conns[0].HostKeys[0].Fingerprint != want {
 		t.Fatalf("pinned: got %+v; want %s", conns, want)
 	}
-	if wantLine := strings.TrimSpace(sshd.KnownHostsLine); conns[0].HostKeys[0] != wantLine {
-		t.Errorf("pinned line: got %q; want %q", conns[0].HostKeys[0], wantLine)
+	if wantLine := strings.TrimSpace(sshd.KnownHostsLine); conns[0].HostKeys[0].Line != wantLine {
+		t.Errorf("pinned line: got %q; want %q", conns[0].HostKeys[0].Line, wantLine)
 	}
 
 	// Nothing listening: a clear error and nothing stored.
 	sshd.Stop()
 	r := c.run("", "conn", "add", "--no-check", "gone", "--host", sshd.Host, "--port", itoa(sshd.Port), "--user", sshd.User,
-		"--key-file", keyFile, "--accept-new-host-key", "--scan-timeout", "2s")
-	if r.code == 0 || !strings.Contains(r.stderr, "fetch host key") {
+		"--key-file", keyFile, "--accept-new-host-key", "--timeout", "2s")
+	if r.code == 0 || !strings.Contains(r.stderr, "fetch the host key") {
 		t.Errorf("scan of a stopped sshd: exit %d, stderr %q; want a fetch host key error", r.code, r.stderr)
 	}
 	if strings.Contains(c.ok("", "conn", "list"), "gone") {

@@ -6,6 +6,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/postern/postern/manage"
+	"github.com/postern/postern/model"
 	"github.com/postern/postern/store"
 )
 
@@ -69,19 +71,18 @@ stdin). With --add-key it gives an existing agent another key instead.`,
 
 // addAgentKey creates agent name with key, or (existing) adds key to it.
 func addAgentKey(cmd *cobra.Command, data *dataFlag, name, key string, existing bool) error {
-	s, err := data.open(cmd.Context())
-	if err != nil {
-		return storeErr(err)
-	}
-	defer s.Close()
 	var a *store.Agent
-	if existing {
-		a, err = s.AddAgentKey(cmd.Context(), name, key)
-	} else {
-		a, err = s.CreateAgent(cmd.Context(), name, key)
-	}
+	err := withManager(cmd.Context(), data, func(m *manage.Manager) error {
+		var err error
+		if existing {
+			a, err = m.AddAgentKey(cmd.Context(), cliActor("cli"), name, key)
+		} else {
+			a, err = m.AddAgent(cmd.Context(), cliActor("cli"), name, []string{key})
+		}
+		return err
+	})
 	if err != nil {
-		return storeErr(err)
+		return manageErr(err)
 	}
 	k := a.Keys[len(a.Keys)-1]
 	if existing {
@@ -119,14 +120,14 @@ func newAgentKeyCmd(data *dataFlag) *cobra.Command {
 		Short: "Remove one key (SHA256:... as shown by agent list) from an agent",
 		Args:  exactArgs(2, "the agent NAME and the key's SHA256 FINGERPRINT"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := data.open(cmd.Context())
+			var a *store.Agent
+			err := withManager(cmd.Context(), data, func(m *manage.Manager) error {
+				var err error
+				a, err = m.RemoveAgentKey(cmd.Context(), cliActor("cli"), args[0], args[1])
+				return err
+			})
 			if err != nil {
-				return storeErr(err)
-			}
-			defer s.Close()
-			a, err := s.RemoveAgentKey(cmd.Context(), args[0], args[1])
-			if err != nil {
-				return storeErr(err)
+				return manageErr(err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "removed key %s from agent %s (%d left)\n", args[1], a.Name, len(a.Keys))
 			return nil
@@ -136,34 +137,11 @@ func newAgentKeyCmd(data *dataFlag) *cobra.Command {
 	return cmd
 }
 
-// agentJSON is an agent in `agent list -o json`.
-type agentJSON struct {
-	ID         string         `json:"id"`
-	Name       string         `json:"name"`
-	Disabled   bool           `json:"disabled"`
-	Keys       []agentKeyJSON `json:"keys"`
-	CreatedAt  string         `json:"created_at"`
-	ModifiedAt string         `json:"modified_at"`
-}
-
-type agentKeyJSON struct {
-	Fingerprint   string `json:"fingerprint"`
-	AuthorizedKey string `json:"authorized_key"`
-	CreatedAt     string `json:"created_at"`
-}
-
 func newAgentListCmd(data *dataFlag) *cobra.Command {
 	return newListCmd(data, listSpec[store.Agent]{
-		short: "List agents and their key fingerprints",
-		read:  (*store.Store).ListAgents,
-		json: func(a store.Agent) any {
-			j := agentJSON{ID: a.ID, Name: a.Name, Disabled: a.Disabled, Keys: []agentKeyJSON{},
-				CreatedAt: timeJSON(a.CreatedAt), ModifiedAt: timeJSON(a.ModifiedAt)}
-			for _, k := range a.Keys {
-				j.Keys = append(j.Keys, agentKeyJSON{Fingerprint: k.Fingerprint, AuthorizedKey: k.AuthorizedKey, CreatedAt: timeJSON(k.CreatedAt)})
-			}
-			return j
-		},
+		short:  "List agents and their key fingerprints",
+		read:   (*store.Store).ListAgents,
+		json:   func(a store.Agent) any { return model.AgentOf(a) },
 		empty:  "no agents; add one with: postern agent add NAME --key FILE",
 		header: []string{"NAME", "STATUS", "KEY", "CREATED"},
 		rows: func(a store.Agent) [][]string {
@@ -207,13 +185,12 @@ func newAgentDisableCmd(data *dataFlag, disable bool) *cobra.Command {
 		Short: short,
 		Args:  exactArgs(1, "the agent NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := data.open(cmd.Context())
+			err := withManager(cmd.Context(), data, func(m *manage.Manager) error {
+				_, err := m.SetAgentDisabled(cmd.Context(), cliActor("cli"), args[0], disable)
+				return err
+			})
 			if err != nil {
-				return storeErr(err)
-			}
-			defer s.Close()
-			if _, err := s.SetAgentDisabled(cmd.Context(), args[0], disable); err != nil {
-				return storeErr(err)
+				return manageErr(err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s agent %s\n", done, args[0])
 			return nil
@@ -227,13 +204,12 @@ func newAgentRemoveCmd(data *dataFlag) *cobra.Command {
 		Short: "Delete an agent with its keys and grants (audit rows stay)",
 		Args:  exactArgs(1, "the agent NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := data.open(cmd.Context())
+			err := withManager(cmd.Context(), data, func(m *manage.Manager) error {
+				_, err := m.RemoveAgent(cmd.Context(), cliActor("cli"), args[0])
+				return err
+			})
 			if err != nil {
-				return storeErr(err)
-			}
-			defer s.Close()
-			if err := s.RemoveAgent(cmd.Context(), args[0]); err != nil {
-				return storeErr(err)
+				return manageErr(err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "removed agent %s\n", args[0])
 			return nil

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/postern/postern/model"
 	"github.com/postern/postern/policy"
 	"github.com/postern/postern/store"
 )
@@ -110,11 +111,7 @@ func newApprovalsListCmd(data *dataFlag) *cobra.Command {
 				return err
 			}
 			if asJSON {
-				rows := make([]approvalJSON, 0, len(list))
-				for _, a := range list {
-					rows = append(rows, toApprovalJSON(a))
-				}
-				return writeJSON(cmd.OutOrStdout(), rows)
+				return writeJSON(cmd.OutOrStdout(), approvalsJSON(list, time.Now()))
 			}
 			return printApprovals(cmd.OutOrStdout(), list, time.Now())
 		})
@@ -122,61 +119,13 @@ func newApprovalsListCmd(data *dataFlag) *cobra.Command {
 	return cmd
 }
 
-// approvalJSON is the -o json form of an approval request. Times are RFC
-// 3339 in UTC; a time that has not happened is omitted.
-type approvalJSON struct {
-	ID              string   `json:"id"`
-	Status          string   `json:"status"`
-	Agent           string   `json:"agent"`
-	AgentID         string   `json:"agent_id"`
-	Connection      string   `json:"connection"`
-	ConnectionID    string   `json:"connection_id"`
-	Class           string   `json:"class"`
-	Kind            string   `json:"kind"`
-	Operation       string   `json:"operation"`
-	OperationSHA256 string   `json:"operation_sha256"`
-	ApprovalsNeeded int      `json:"approvals_needed"`
-	Approvers       []string `json:"approvers,omitempty"`
-	DecidedBy       string   `json:"decided_by,omitempty"`
-	Reason          string   `json:"reason,omitempty"`
-	CreatedAt       string   `json:"created_at"`
-	ExpiresAt       string   `json:"expires_at"`
-	DecidedAt       string   `json:"decided_at,omitempty"`
-	ConsumedAt      string   `json:"consumed_at,omitempty"`
-	AgentReason     string   `json:"agent_reason,omitempty"`
-	SourceAddr      string   `json:"source_addr,omitempty"`
-	Scope           string   `json:"scope"`
-	ScopeExpiresAt  string   `json:"scope_expires_at,omitempty"`
-	ScopeRevokedAt  string   `json:"scope_revoked_at,omitempty"`
-	ScopeRevokedBy  string   `json:"scope_revoked_by,omitempty"`
-}
-
-func jsonTime(t time.Time) string {
-	if t.IsZero() {
-		return ""
+// approvalsJSON is a list of approvals in the shared JSON shape.
+func approvalsJSON(list []policy.Approval, now time.Time) []model.Approval {
+	out := make([]model.Approval, 0, len(list))
+	for _, a := range list {
+		out = append(out, model.ApprovalOf(a, now))
 	}
-	return t.UTC().Format(time.RFC3339Nano)
-}
-
-func toApprovalJSON(a policy.Approval) approvalJSON {
-	j := approvalJSON{
-		ID: a.ID, Status: a.Status, Agent: a.AgentName, AgentID: a.AgentID,
-		Connection: a.ConnectionAlias, ConnectionID: a.ConnectionID, Class: a.Class, Kind: a.Kind,
-		Operation: a.Operation, OperationSHA256: a.OperationSHA256, ApprovalsNeeded: a.ApprovalsNeeded,
-		Reason: a.Reason, CreatedAt: jsonTime(a.CreatedAt), ExpiresAt: jsonTime(a.ExpiresAt),
-		DecidedAt: jsonTime(a.DecidedAt), ConsumedAt: jsonTime(a.ConsumedAt),
-		AgentReason: a.AgentReason, SourceAddr: a.SourceAddr, Scope: string(a.Scope),
-		ScopeExpiresAt: jsonTime(a.ScopeExpiresAt), ScopeRevokedAt: jsonTime(a.ScopeRevokedAt), ScopeRevokedBy: a.ScopeRevokedBy,
-	}
-	if a.Status == store.ApprovalDenied {
-		j.DecidedBy = a.DecidedBy
-		if a.FirstApprover != "" {
-			j.Approvers = []string{a.FirstApprover}
-		}
-	} else {
-		j.Approvers = a.Deciders()
-	}
-	return j
+	return out
 }
 
 func printApprovals(w io.Writer, list []policy.Approval, now time.Time) error {
@@ -291,11 +240,7 @@ func newScopesCmd(data *dataFlag, _ string) *cobra.Command {
 				return storeErr(err)
 			}
 			if asJSON {
-				rows := make([]approvalJSON, 0, len(list))
-				for _, a := range list {
-					rows = append(rows, toApprovalJSON(a))
-				}
-				return writeJSON(cmd.OutOrStdout(), rows)
+				return writeJSON(cmd.OutOrStdout(), approvalsJSON(list, time.Now()))
 			}
 			return printScopes(cmd.OutOrStdout(), list, time.Now())
 		})

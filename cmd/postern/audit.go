@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/hex"
 	"fmt"
 	"io"
 	"strconv"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/postern/postern/model"
 	"github.com/postern/postern/policy"
 	"github.com/postern/postern/store"
 )
@@ -58,9 +58,9 @@ duration meaning that long ago (24h, 90m).`,
 			return err
 		}
 		if asJSON {
-			js := make([]auditJSON, 0, len(rows))
+			js := make([]model.AuditRow, 0, len(rows))
 			for _, r := range rows {
-				js = append(js, toAuditJSON(r))
+				js = append(js, model.AuditRowOf(r))
 			}
 			return writeJSON(cmd.OutOrStdout(), js)
 		}
@@ -84,42 +84,6 @@ func parseSince(s string, now time.Time) (time.Time, error) {
 	return time.Time{}, fmt.Errorf("--since %q: want an RFC 3339 time, a date (2006-01-02) or a duration (24h)", s)
 }
 
-// auditJSON is the -o json form of an audit row.
-type auditJSON struct {
-	Seq          int64    `json:"seq"`
-	Time         string   `json:"time"`
-	Agent        string   `json:"agent"`
-	AgentID      string   `json:"agent_id"`
-	Connection   string   `json:"connection"`
-	ConnectionID string   `json:"connection_id"`
-	Class        string   `json:"class"`
-	Kind         string   `json:"kind"`
-	Decision     string   `json:"decision"`
-	Reason       string   `json:"reason,omitempty"`
-	ApprovalID   string   `json:"approval_id,omitempty"`
-	Deciders     []string `json:"deciders,omitempty"`
-	Operation    string   `json:"operation"`
-	ExitStatus   *int     `json:"exit_status"`
-	DurationMS   float64  `json:"duration_ms"`
-	BytesIn      int64    `json:"bytes_in"`
-	BytesOut     int64    `json:"bytes_out"`
-	AgentReason  string   `json:"agent_reason,omitempty"`
-	SourceAddr   string   `json:"source_addr,omitempty"`
-	Hash         string   `json:"hash"`
-}
-
-func toAuditJSON(r store.AuditRow) auditJSON {
-	return auditJSON{
-		Seq: r.Seq, Time: jsonTime(r.Time), Agent: r.AgentName, AgentID: r.AgentID,
-		Connection: r.ConnectionAlias, ConnectionID: r.ConnectionID, Class: r.Class, Kind: r.Kind,
-		Decision: r.Decision, Reason: r.Reason, ApprovalID: r.ApprovalID, Deciders: r.Deciders,
-		Operation: r.Operation, ExitStatus: r.ExitStatus,
-		DurationMS: float64(r.Duration) / float64(time.Millisecond),
-		BytesIn:    r.BytesIn, BytesOut: r.BytesOut, Hash: hex.EncodeToString(r.Hash),
-		AgentReason: r.AgentReason, SourceAddr: r.SourceAddr,
-	}
-}
-
 func printAudit(w io.Writer, rows []store.AuditRow) error {
 	if len(rows) == 0 {
 		_, err := fmt.Fprintln(w, "no audit rows")
@@ -137,8 +101,8 @@ func printAudit(w io.Writer, rows []store.AuditRow) error {
 			by = "-"
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\n",
-			r.Seq, r.Time.Local().Format("2006-01-02 15:04:05"), r.AgentName, r.ConnectionAlias,
-			r.Class, r.Decision, by, exit, r.Duration.Round(time.Millisecond), r.BytesIn, r.BytesOut,
+			r.Seq, r.Time.Local().Format("2006-01-02 15:04:05"), orDash(r.AgentName), orDash(r.ConnectionAlias),
+			orDash(r.Class), r.Decision, by, exit, r.Duration.Round(time.Millisecond), r.BytesIn, r.BytesOut,
 			r.Kind+": "+policy.VisibleLine(r.Operation))
 	}
 	return tw.Flush()
@@ -168,4 +132,12 @@ func newAuditVerifyCmd(data *dataFlag) *cobra.Command {
 			return err
 		},
 	}
+}
+
+// orDash is s, or "-" for a table cell with nothing in it.
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

@@ -76,6 +76,8 @@ type webRig struct {
 	scratch string // a directory on the target (the same machine) for the commands to touch
 	admin   string
 	pw      string // never logged
+	sshd    *testsshd.Server
+	tlsFP   string // the web certificate's SHA-256 as logged
 }
 
 func startWebRig(t *testing.T) *webRig {
@@ -83,7 +85,7 @@ func startWebRig(t *testing.T) *webRig {
 	requireSSHClient(t)
 	sshd := testsshd.Start(t, testsshd.Options{})
 	c := newCLI(t)
-	r := &webRig{t: t, cli: c, admin: "alice", pw: newPassword(), scratch: t.TempDir()}
+	r := &webRig{t: t, cli: c, admin: "alice", pw: newPassword(), scratch: t.TempDir(), sshd: sshd}
 
 	targetKey := filepath.Join(t.TempDir(), "target_key")
 	if err := os.WriteFile(targetKey, sshd.UserKeyPEM, 0o600); err != nil {
@@ -105,6 +107,7 @@ func startWebRig(t *testing.T) *webRig {
 	sshAddr, _ := r.p.waitLog("postern serving")["addr"].(string)
 	m := r.p.waitLog("web page serving")
 	r.base, _ = m["url"].(string)
+	r.tlsFP, _ = m["tls_fingerprint"].(string)
 	host, port, err := net.SplitHostPort(sshAddr)
 	if err != nil || r.base == "" {
 		t.Fatalf("start logs: got ssh address %q, web URL %q; want both", sshAddr, r.base)

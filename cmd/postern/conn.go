@@ -1,18 +1,18 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
-	"net"
-	"strconv"
+	"io"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/crypto/ssh"
-	"golang.org/x/crypto/ssh/knownhosts"
 
-	"github.com/postern/postern/internal/hostkeyscan"
+	"github.com/postern/postern/manage"
+	"github.com/postern/postern/model"
 	"github.com/postern/postern/recipes"
 	"github.com/postern/postern/store"
 )
@@ -28,42 +28,170 @@ func newConnCmd() *cobra.Command {
 	cmd.AddCommand(
 		newConnAddCmd(data),
 		newConnListCmd(data),
-		newConnRemoveCmd(data),
+		newConnUpdateCmd(data),
+		newConnPinCmd(data),
+		newConnRotateKeyCmd(data),
 		newConnCheckCmd(data),
+		newConnRemoveCmd(data),
 	)
 	return cmd
 }
 
+// checkFlags are the flags of every command that runs a key check before
+// storing a change.
+type checkFlags struct {
+	allowUnverified bool
+	noCheck         bool
+	timeout         time.Duration
+	out             *outputFlag
+}
+
+func addCheckFlags(cmd *cobra.Command) *checkFlags {
+	f := &checkFlags{}
+	fl := cmd.Flags()
+	fl.BoolVar(&f.allowUnverified, "allow-unverified", false,
+		"keep the change when the key check is rejected, unreachable or unproved (a target not ready yet); never on a host key mismatch")
+	fl.BoolVar(&f.noCheck, "no-check", false, "store without connecting to the target (the status becomes unchecked)")
+	fl.DurationVar(&f.timeout, "timeout", recipes.DefaultCheckTimeout, "bound on the key check (and on fetching a host key)")
+	f.out = addOutputFlag(cmd)
+	return f
+}
+
+func (f *checkFlags) options(cmd *cobra.Command) (manage.CheckOptions, error) {
+	if f.timeout <= 0 {
+		return manage.CheckOptions{}, usagef("%s: --timeout must be positive", cmdPath(cmd))
+	}
+	return manage.CheckOptions{AllowUnverified: f.allowUnverified, NoCheck: f.noCheck, Timeout: f.timeout}, nil
+}
+
+// errNotProved makes a command exit 1 after its answer is printed, for a
+// key check that did not prove the key, so that scripts can tell it from
+// ok.
+var errNotProved = errors.New("the key was not proved to work")
+
+// reportConnection prints what a change or check of a connection did (as
+// text, or with -o json as model.ConnectionResult) and returns the error
+// the command exits with: the refusal when nothing was stored, errNotProved
+// when the change was kept with a key not proved and unverified changes
+// were not allowed, nil otherwise.
+func reportConnection(cmd *cobra.Command, res manage.ConnectionResult, err error, f *checkFlags) error {
+	var ns *manage.NotStoredError
+	if err != nil && !errors.As(err, &ns) {
+		return manageErr(err)
+	}
+	asJSON, jerr := f.out.json()
+	if jerr != nil {
+		return jerr
+	}
+	w := cmd.OutOrStdout()
+	if asJSON {
+		if werr := writeJSON(w, res.Model()); werr != nil {
+			return werr
+		}
+	} else {
+		printConnectionResult(w, res)
+	}
+	switch {
+	case err != nil:
+		return manageErr(err)
+	case res.Checked && res.Check.Status != recipes.StatusOK && res.Stored:
+		fmt.Fprintf(cmd.ErrOrStderr(), "postern: warning: %s is stored but its key is not proved: %s\n",
+			res.Conn.Alias, model.StatusText(string(manage.KeyStatusOf(res.Check.Status)), res.Check.Message, false))
+		if res.Generated {
+			fmt.Fprintf(cmd.ErrOrStderr(), "postern: add the public key above to %s's authorized_keys on %s, then run: postern conn check %s\n",
+				res.Conn.User, res.Conn.Host, res.Conn.Alias)
+		}
+		if !f.allowUnverified {
+			return errNotProved
+		}
+	case f.noCheck && res.Stored:
+		fmt.Fprintf(cmd.ErrOrStderr(), "postern: warning: %s was not checked (--no-check); run: postern conn check %s\n",
+			res.Conn.Alias, res.Conn.Alias)
+	}
+	return nil
+}
+
+// printConnectionResult tells a person what happened, one fact a line.
+func printConnectionResult(w io.Writer, res manage.ConnectionResult) {
+	if k := res.ScannedHostKey; k != nil {
+		fmt.Fprintf(w, "host key presented now: %s %s (compare it with the target's own)\n", k.Type(), ssh.FingerprintSHA256(k))
+	}
+	if p, c := res.Previous, res.Conn; p != nil && c != nil && res.Stored {
+		if old, now := fingerprints(p), fingerprints(c); old != now {
+			fmt.Fprintf(w, "host key: %s -> %s\n", old, now)
+		}
+	}
+	if res.Generated && res.PublicKey != nil {
+		alias := ""
+		if res.Conn != nil {
+			alias = res.Conn.Alias
+		}
+		fmt.Fprintf(w, "public key, for the target's authorized_keys (the private half is sealed and never shown):\n  %s\n",
+			model.AuthorizedKeyLine(res.PublicKey, alias))
+	}
+	if res.Checked {
+		fmt.Fprintf(w, "key check: %s\n", model.StatusText(string(manage.KeyStatusOf(res.Check.Status)), res.Check.Message, false))
+	}
+	c := res.Conn
+	switch {
+	case c == nil:
+		fmt.Fprintln(w, "nothing was stored")
+	case !res.Stored:
+		fmt.Fprintf(w, "connection %s was not changed\n", c.Alias)
+	case res.Previous == nil:
+		fmt.Fprintf(w, "added connection %s (%s): %s@%s, env %s, pinned %s, key %s\n",
+			c.Alias, c.ID, c.User, c.Addr(), c.Env, fingerprints(c), ssh.FingerprintSHA256(res.PublicKey))
+		fmt.Fprintf(w, "next: postern grant AGENT %s\n", c.Alias)
+	default:
+		fmt.Fprintf(w, "updated connection %s (%s): %s@%s, env %s, pinned %s, key %s; its grants stay\n",
+			c.Alias, c.ID, c.User, c.Addr(), c.Env, fingerprints(c), ssh.FingerprintSHA256(res.PublicKey))
+	}
+}
+
+// fingerprints lists a connection's pinned host keys by fingerprint.
+func fingerprints(c *store.Connection) string {
+	return strings.Join(hostKeyFPs(c), ", ")
+}
+
 // connAddFlags are the flags of conn add.
 type connAddFlags struct {
-	host        string
-	port        int
-	user        string
-	keyFile     string
-	hostKeys    []string
-	acceptNew   bool
-	env         string
-	recipe      string
-	scanTimeout time.Duration
-	noCheck     bool
+	host      string
+	port      int
+	user      string
+	keyFile   string
+	generate  bool
+	hostKeys  []string
+	acceptNew bool
+	env       string
+	recipe    string
+	check     *checkFlags
 }
 
 func newConnAddCmd(data *dataFlag) *cobra.Command {
 	var f connAddFlags
 	cmd := &cobra.Command{
-		Use:   "add ALIAS --host H --user U --key-file FILE (--host-key LINE | --accept-new-host-key)",
-		Short: "Register a target: its address, user, private key and pinned host key",
+		Use:   "add ALIAS --host H --user U (--key-file FILE | --generate-key) (--host-key LINE | --accept-new-host-key)",
+		Short: "Register a target: its address, user, key and pinned host key, proved by a key check",
 		Long: `add registers a connection that agents reach as ALIAS. The private key
 (--key-file, - for stdin) is sealed with the master key and never shown
-again; it must not need a passphrase. The target's host key is pinned from
---host-key (a known_hosts line or a bare public key; repeat for several
-keys) or, with --accept-new-host-key, fetched from the target now and
-printed so that you can compare its fingerprint.
+again; it must not need a passphrase. With --generate-key postern makes an
+ed25519 key pair itself, seals the private half and prints the public line
+for the target's authorized_keys: no person ever holds the private key.
 
-After adding it, postern proves the key: it connects with the sealed key
-and the pinned host key and runs the recipe's harmless read (see
-postern conn check), recording ok or rejected. --no-check skips that, for
-a target not reachable yet.`,
+The target's host key is pinned from --host-key (a known_hosts line or a
+bare public key; repeat for several keys) or, with --accept-new-host-key,
+fetched from the target now and printed so that you can compare its
+fingerprint.
+
+Before anything is stored, postern proves the key: it connects with the
+key and the pinned host key and runs the recipe's harmless read (see
+postern conn check). ok stores the connection. A host key mismatch stores
+nothing. Rejected, unreachable or unproved store nothing either, and exit
+1, unless --allow-unverified (a target not set up yet: stored with the
+status, a warning, exit 0). A generated key is stored whatever the target
+says but a host key mismatch, since its public half must be installed
+first; add exits 1 until the check passes unless --allow-unverified.
+--no-check stores without connecting.`,
 		Args: exactArgs(1, "the connection ALIAS"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runConnAdd(cmd, data, args[0], f)
@@ -73,23 +201,17 @@ a target not reachable yet.`,
 	fl.StringVar(&f.host, "host", "", "target host name or address (required)")
 	fl.IntVar(&f.port, "port", store.DefaultSSHPort, "target SSH port")
 	fl.StringVar(&f.user, "user", "", "user on the target (required)")
-	fl.StringVar(&f.keyFile, "key-file", "", "private key file for the target, - for stdin (required)")
+	fl.StringVar(&f.keyFile, "key-file", "", "private key file for the target, - for stdin")
+	fl.BoolVar(&f.generate, "generate-key", false, "make an ed25519 key pair here and print its public line")
 	fl.StringArrayVar(&f.hostKeys, "host-key", nil, "pinned host key: a known_hosts line or public key (repeatable)")
 	fl.BoolVar(&f.acceptNew, "accept-new-host-key", false, "fetch the target's host key now and pin it")
 	fl.StringVar(&f.env, "env", string(store.EnvDev), "environment: dev, test, staging or production")
 	fl.StringVar(&f.recipe, "recipe", "", "recipe key; empty lets the host pick the recipe when the bastion connects")
-	fl.DurationVar(&f.scanTimeout, "scan-timeout", hostkeyscan.DefaultTimeout, "how long --accept-new-host-key waits for the target")
-	fl.BoolVar(&f.noCheck, "no-check", false, "do not connect to prove the key after adding the connection")
+	f.check = addCheckFlags(cmd)
 	return cmd
 }
 
 func runConnAdd(cmd *cobra.Command, data *dataFlag, alias string, f connAddFlags) error {
-	ctx := cmd.Context()
-	// Check everything that can be checked before dialing the target, so
-	// that a typo costs no network round trip and nothing is half done.
-	if err := store.ValidateName("connection", alias); err != nil {
-		return storeErr(err)
-	}
 	if f.host == "" {
 		return usagef("conn add: --host is required")
 	}
@@ -99,143 +221,274 @@ func runConnAdd(cmd *cobra.Command, data *dataFlag, alias string, f connAddFlags
 	if f.port < 1 || f.port > 65535 {
 		return usagef("conn add: --port %d is out of range 1-65535", f.port)
 	}
-	env, err := store.ParseEnv(f.env)
-	if err != nil {
-		return storeErr(err)
-	}
-	cat, err := recipes.Load()
-	if err != nil {
-		return err
-	}
-	if f.recipe != "" && cat.Get(f.recipe) == nil {
-		return usagef("conn add: unknown recipe %q; see postern recipes list", f.recipe)
-	}
 	switch {
 	case len(f.hostKeys) > 0 && f.acceptNew:
 		return usagef("conn add: give --host-key or --accept-new-host-key, not both")
 	case len(f.hostKeys) == 0 && !f.acceptNew:
 		return usagef("conn add: the target's host key must be pinned: give --host-key 'KNOWN_HOSTS LINE' or --accept-new-host-key")
+	case f.keyFile != "" && f.generate:
+		return usagef("conn add: give --key-file or --generate-key, not both")
+	case f.keyFile == "" && !f.generate:
+		return usagef("conn add: give the target's private key with --key-file FILE, or --generate-key")
 	}
-	for _, l := range f.hostKeys {
-		if _, _, err := store.ParseHostKeyLine(l); err != nil {
-			return storeErr(err)
-		}
-	}
-	key, err := readInput(cmd, f.keyFile, "private key file (--key-file)")
+	opts, err := f.check.options(cmd)
 	if err != nil {
 		return err
 	}
-	defer clear(key)
-	if err := store.CheckPrivateKey(key); err != nil {
-		return storeErr(err)
+	if _, err := f.check.out.json(); err != nil {
+		return err
 	}
-
-	s, err := data.open(ctx)
+	env, err := store.ParseEnv(f.env)
 	if err != nil {
 		return storeErr(err)
 	}
-	defer s.Close()
-	if err := s.CheckMasterKey(); err != nil {
-		return err
-	}
-	if _, err := s.ConnectionByAlias(ctx, alias); err == nil {
-		return storeErr(&store.ConflictError{Kind: "connection", Value: alias})
-	} else if !errors.Is(err, store.ErrNotFound) {
-		return err
-	}
-
-	addr := net.JoinHostPort(f.host, strconv.Itoa(f.port))
-	hostKeys := f.hostKeys
-	if f.acceptNew {
-		pub, err := hostkeyscan.Scan(ctx, addr, hostkeyscan.Options{Timeout: f.scanTimeout})
-		if err != nil {
-			return fmt.Errorf("conn add: fetch host key: %w", err)
+	spec := manage.ConnectionSpec{Alias: alias, Host: f.host, Port: f.port, User: f.user, Env: env, Recipe: f.recipe,
+		HostKeys: f.hostKeys, AcceptNewHostKey: f.acceptNew, GenerateKey: f.generate}
+	if f.keyFile != "" {
+		if spec.PrivateKey, err = readInput(cmd, f.keyFile, "private key file (--key-file)"); err != nil {
+			return err
 		}
-		hostKeys = []string{knownhosts.Line([]string{knownhosts.Normalize(addr)}, pub)}
-		fmt.Fprintf(cmd.OutOrStdout(), "host key of %s: %s %s\n", addr, pub.Type(), ssh.FingerprintSHA256(pub))
+		defer clear(spec.PrivateKey)
 	}
-
-	c, err := s.CreateConnection(ctx, store.NewConnection{
-		Alias: alias, Host: f.host, Port: f.port, User: f.user, PrivateKey: key,
-		HostKeys: hostKeys, Recipe: f.recipe, Env: env,
+	return withManager(cmd.Context(), data, func(m *manage.Manager) error {
+		res, err := m.AddConnection(cmd.Context(), cliActor("cli"), spec, opts)
+		if err != nil && !res.Checked {
+			return manageErr(err)
+		}
+		return reportConnection(cmd, res, err, f.check)
 	})
+}
+
+// connUpdateFlags are the flags of conn update.
+type connUpdateFlags struct {
+	host, user, env, recipe string
+	port                    int
+	check                   *checkFlags
+}
+
+func newConnUpdateCmd(data *dataFlag) *cobra.Command {
+	var f connUpdateFlags
+	cmd := &cobra.Command{
+		Use:   "update ALIAS [--host H] [--port P] [--user U] [--env E] [--recipe R]",
+		Short: "Move or relabel a connection, keeping its id, key, pins and grants",
+		Long: `update changes a connection in place: its id, sealed key, pinned host keys,
+grants and approvals stay. A new host, port, user or recipe re-runs the key
+check against the connection as changed, and is stored as conn add's
+rules say (a host key mismatch stores nothing: the new address presents
+another host key, so re-pin with postern conn pin). A new --env alone is
+stored without connecting; moving to production is refused while a grant
+allows destructive operations. The change is audited.`,
+		Args: exactArgs(1, "the connection ALIAS"),
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.host, "host", "", "new target host name or address")
+	fl.IntVar(&f.port, "port", 0, "new target SSH port")
+	fl.StringVar(&f.user, "user", "", "new user on the target")
+	fl.StringVar(&f.env, "env", "", "new environment: dev, test, staging or production")
+	fl.StringVar(&f.recipe, "recipe", "", `new recipe key ("" with --recipe= for none)`)
+	f.check = addCheckFlags(cmd)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		var e manage.ConnectionEdit
+		changed := cmd.Flags().Changed
+		if changed("host") {
+			e.Host = &f.host
+		}
+		if changed("port") {
+			e.Port = &f.port
+		}
+		if changed("user") {
+			e.User = &f.user
+		}
+		if changed("env") {
+			env, err := store.ParseEnv(f.env)
+			if err != nil {
+				return storeErr(err)
+			}
+			e.Env = &env
+		}
+		if changed("recipe") {
+			e.Recipe = &f.recipe
+		}
+		if e.Host == nil && e.Port == nil && e.User == nil && e.Env == nil && e.Recipe == nil {
+			return usagef("conn update: nothing to change: give --host, --port, --user, --env or --recipe")
+		}
+		return runConnEdit(cmd, data, args[0], e, f.check)
+	}
+	return cmd
+}
+
+func newConnPinCmd(data *dataFlag) *cobra.Command {
+	var hostKeys []string
+	var acceptNew bool
+	cmd := &cobra.Command{
+		Use:   "pin ALIAS (--host-key LINE | --accept-new-host-key)",
+		Short: "Re-pin a connection's host key (a rebuilt target), showing the old and new fingerprints",
+		Long: `pin replaces the pinned host keys of a connection: with --host-key (a
+known_hosts line or a bare public key, repeatable) or with
+--accept-new-host-key, which fetches the key the target presents now and
+prints its fingerprint to compare with the target's own. The key check then
+runs against the new pin; the connection's id, key and grants stay, and the
+change (old and new fingerprints) is audited.`,
+		Args: exactArgs(1, "the connection ALIAS"),
+	}
+	cmd.Flags().StringArrayVar(&hostKeys, "host-key", nil, "pinned host key: a known_hosts line or public key (repeatable)")
+	cmd.Flags().BoolVar(&acceptNew, "accept-new-host-key", false, "fetch the target's host key now and pin it")
+	check := addCheckFlags(cmd)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		switch {
+		case len(hostKeys) > 0 && acceptNew:
+			return usagef("conn pin: give --host-key or --accept-new-host-key, not both")
+		case len(hostKeys) == 0 && !acceptNew:
+			return usagef("conn pin: give --host-key 'KNOWN_HOSTS LINE' or --accept-new-host-key")
+		}
+		return runConnEdit(cmd, data, args[0], manage.ConnectionEdit{HostKeys: hostKeys, AcceptNewHostKey: acceptNew}, check)
+	}
+	return cmd
+}
+
+func newConnRotateKeyCmd(data *dataFlag) *cobra.Command {
+	var keyFile string
+	var generate bool
+	cmd := &cobra.Command{
+		Use:   "rotate-key ALIAS (--key-file FILE | --generate)",
+		Short: "Replace a connection's key, keeping its id, pins and grants",
+		Long: `rotate-key replaces the key postern authenticates to the target with: a key
+file (- for stdin), checked against the target before it replaces the old
+key (install its public half on the target first), or --generate, which
+makes an ed25519 key pair here and prints the public line for the target's
+authorized_keys. A generated key replaces the old one at once, as only its
+public half is known; until the line is installed the key check says
+rejected and agents' commands fail, so rotate-key exits 1 unless
+--allow-unverified. The change (old and new fingerprints) is audited.`,
+		Args: exactArgs(1, "the connection ALIAS"),
+	}
+	cmd.Flags().StringVar(&keyFile, "key-file", "", "the new private key file, - for stdin")
+	cmd.Flags().BoolVar(&generate, "generate", false, "make an ed25519 key pair here and print its public line")
+	check := addCheckFlags(cmd)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		switch {
+		case keyFile != "" && generate:
+			return usagef("conn rotate-key: give --key-file or --generate, not both")
+		case keyFile == "" && !generate:
+			return usagef("conn rotate-key: give --key-file FILE or --generate")
+		}
+		e := manage.ConnectionEdit{GenerateKey: generate}
+		if keyFile != "" {
+			key, err := readInput(cmd, keyFile, "private key file (--key-file)")
+			if err != nil {
+				return err
+			}
+			defer clear(key)
+			e.PrivateKey = key
+		}
+		return runConnEdit(cmd, data, args[0], e, check)
+	}
+	return cmd
+}
+
+// runConnEdit makes an edit of conn update, pin or rotate-key and reports it.
+func runConnEdit(cmd *cobra.Command, data *dataFlag, alias string, e manage.ConnectionEdit, f *checkFlags) error {
+	opts, err := f.options(cmd)
 	if err != nil {
-		return storeErr(err)
+		return err
 	}
-	pins, _ := c.PinnedKeys()
-	var fps []string
-	for _, p := range pins {
-		fps = append(fps, ssh.FingerprintSHA256(p))
+	if _, err := f.out.json(); err != nil {
+		return err
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "added connection %s (%s): %s@%s, env %s, pinned %s\n",
-		c.Alias, c.ID, c.User, c.Addr(), c.Env, strings.Join(fps, ", "))
-	if !f.noCheck {
-		checkNewConnection(cmd, s, cat, c)
-	}
-	fmt.Fprintf(cmd.OutOrStdout(), "next: postern grant AGENT %s\n", c.Alias)
-	return nil
+	return withManager(cmd.Context(), data, func(m *manage.Manager) error {
+		res, err := m.UpdateConnection(cmd.Context(), cliActor("cli"), alias, e, opts)
+		if err != nil && !res.Checked {
+			return manageErr(err)
+		}
+		return reportConnection(cmd, res, err, f)
+	})
 }
 
-// checkNewConnection proves a new connection's key and records the result.
-// The connection stays added whatever the check says: a rejected key is
-// marked rejected with the target's message, and a result that proves
-// nothing (unreachable, timeout) changes nothing.
-func checkNewConnection(cmd *cobra.Command, s *store.Store, cat *recipes.Catalog, c *store.Connection) {
-	kc, err := checkConnectionKey(cmd.Context(), s, cat, c.Alias, 0)
-	switch {
-	case err != nil && kc.Result.Status == "":
-		fmt.Fprintf(cmd.OutOrStdout(), "key check: skipped: %v\n", err)
-	case err != nil:
-		fmt.Fprintf(cmd.OutOrStdout(), "%v\n", err)
-	default:
-		fmt.Fprintf(cmd.OutOrStdout(), "key check: %s: %s\n", kc.Result.Status, kc.Result.Message)
+func newConnCheckCmd(data *dataFlag) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "check ALIAS",
+		Short: "Prove a connection's key works: connect and run its recipe's harmless read",
+		Long: `check connects to the target with the sealed key, accepting only the pinned
+host key, and runs the recipe's harmless read (for git hosting, only
+authenticates). The recipe is the connection's own, or else the one whose
+host pattern claims the host; without one, check runs true.
+
+The outcome is recorded and shown by conn list: ok, rejected (in the
+target's words), unreachable, host key mismatch (with both fingerprints)
+or unproved (the key was accepted but the read failed). check exits 0 only
+for ok.`,
+		Args: exactArgs(1, "the connection ALIAS"),
 	}
+	var timeout time.Duration
+	cmd.Flags().DurationVar(&timeout, "timeout", recipes.DefaultCheckTimeout, "bound on the whole check")
+	out := addOutputFlag(cmd)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if _, err := out.json(); err != nil {
+			return err
+		}
+		if timeout <= 0 {
+			return usagef("conn check: --timeout must be positive")
+		}
+		return withManager(cmd.Context(), data, func(m *manage.Manager) error {
+			if err := m.Store().CheckMasterKey(); err != nil {
+				return err
+			}
+			res, err := m.CheckConnection(cmd.Context(), args[0], timeout)
+			if err != nil {
+				return manageErr(err)
+			}
+			if asJSON, _ := out.json(); asJSON {
+				if err := writeJSON(cmd.OutOrStdout(), res.Model()); err != nil {
+					return err
+				}
+			} else {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: %s\n", res.Conn.Alias,
+					model.StatusText(string(manage.KeyStatusOf(res.Check.Status)), res.Check.Message, false))
+			}
+			if res.Check.Status != recipes.StatusOK {
+				return errNotProved
+			}
+			return nil
+		})
+	}
+	return cmd
 }
 
-// connJSON is a connection in `conn list -o json`. It has no field for the
-// private key, sealed or not.
-type connJSON struct {
-	ID           string   `json:"id"`
-	Alias        string   `json:"alias"`
-	Host         string   `json:"host"`
-	Port         int      `json:"port"`
-	User         string   `json:"user"`
-	Env          string   `json:"env"`
-	Recipe       string   `json:"recipe"`
-	HostKeys     []string `json:"host_keys"`
-	HostKeyFPs   []string `json:"host_key_fingerprints"`
-	KeyStatus    string   `json:"key_status"`
-	KeyMessage   string   `json:"key_message"`
-	KeyCheckedAt string   `json:"key_checked_at"`
-	CreatedAt    string   `json:"created_at"`
-	ModifiedAt   string   `json:"modified_at"`
+// connRow is a connection with the public half of its key, for lists.
+type connRow struct {
+	store.Connection
+	pub ssh.PublicKey // nil when the key cannot be opened (no master key)
+}
+
+// listConnections reads the connections with their public keys.
+func listConnections(s *store.Store, ctx context.Context) ([]connRow, error) {
+	cs, err := s.ListConnections(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rows := make([]connRow, 0, len(cs))
+	for _, c := range cs {
+		pub, _ := s.ConnectionPublicKey(ctx, c.ID)
+		rows = append(rows, connRow{Connection: c, pub: pub})
+	}
+	return rows, nil
 }
 
 func newConnListCmd(data *dataFlag) *cobra.Command {
-	return newListCmd(data, listSpec[store.Connection]{
-		short: "List connections with their key status and last check",
-		read:  (*store.Store).ListConnections,
-		json: func(c store.Connection) any {
-			return connJSON{
-				ID: c.ID, Alias: c.Alias, Host: c.Host, Port: c.Port, User: c.User,
-				Env: string(c.Env), Recipe: c.Recipe, HostKeys: c.HostKeys, HostKeyFPs: hostKeyFPs(&c),
-				KeyStatus: string(c.KeyStatus), KeyMessage: c.KeyMessage, KeyCheckedAt: timeJSON(c.KeyCheckedAt),
-				CreatedAt: timeJSON(c.CreatedAt), ModifiedAt: timeJSON(c.ModifiedAt),
-			}
-		},
+	return newListCmd(data, listSpec[connRow]{
+		short:  "List connections with their key status and last check",
+		read:   listConnections,
+		json:   func(c connRow) any { return model.ConnectionOf(c.Connection, c.pub) },
 		empty:  "no connections; add one with: postern conn add ALIAS --host H --user U --key-file FILE --accept-new-host-key",
 		header: []string{"ALIAS", "TARGET", "ENV", "RECIPE", "KEY", "LAST CHECK", "HOST KEY"},
-		rows: func(c store.Connection) [][]string {
+		rows: func(c connRow) [][]string {
 			recipe := c.Recipe
 			if recipe == "" {
 				recipe = "-"
 			}
-			status := string(c.KeyStatus)
-			if c.KeyMessage != "" {
-				status += " (" + oneLineText(c.KeyMessage, 40) + ")"
-			}
 			return [][]string{{c.Alias, c.User + "@" + c.Addr(), string(c.Env), recipe,
-				status, timeText(c.KeyCheckedAt), strings.Join(hostKeyFPs(&c), ",")}}
+				model.StatusText(string(c.KeyStatus), c.KeyMessage, true), timeText(c.KeyCheckedAt),
+				strings.Join(hostKeyFPs(&c.Connection), ",")}}
 		},
 	})
 }
@@ -253,31 +506,19 @@ func hostKeyFPs(c *store.Connection) []string {
 	return fps
 }
 
-// oneLineText folds whitespace and cuts s to n runes for a table cell.
-func oneLineText(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > n {
-		return string(r[:n-1]) + "…"
-	}
-	return s
-}
-
 func newConnRemoveCmd(data *dataFlag) *cobra.Command {
 	return &cobra.Command{
 		Use:   "remove ALIAS",
 		Short: "Delete a connection with its sealed key and grants (audit rows stay)",
 		Args:  exactArgs(1, "the connection ALIAS"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := data.open(cmd.Context())
-			if err != nil {
-				return storeErr(err)
-			}
-			defer s.Close()
-			if err := s.RemoveConnection(cmd.Context(), args[0]); err != nil {
-				return storeErr(err)
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "removed connection %s\n", args[0])
-			return nil
+			return withManager(cmd.Context(), data, func(m *manage.Manager) error {
+				if _, err := m.RemoveConnection(cmd.Context(), cliActor("cli"), args[0]); err != nil {
+					return manageErr(err)
+				}
+				_, err := fmt.Fprintf(cmd.OutOrStdout(), "removed connection %s\n", args[0])
+				return err
+			})
 		},
 	}
 }

@@ -9,11 +9,12 @@ import (
 	"testing"
 
 	"github.com/postern/postern/internal/testsshd"
+	"github.com/postern/postern/model"
 )
 
 // TestConnCheck runs conn check against a real sshd: an accepted key is
 // recorded ok, a refused one rejected with the target's words, and an
-// unreachable target leaves the recorded status as it was.
+// unreachable target unreachable; only ok exits 0.
 func TestConnCheck(t *testing.T) {
 	sshd := testsshd.Start(t, testsshd.Options{})
 	c := newCLI(t)
@@ -43,38 +44,39 @@ func TestConnCheck(t *testing.T) {
 	tests := []struct {
 		alias, status, msg string
 		code               int
-		recorded           bool
 	}{
-		{"good", "ok", "accepted the key", 0, true},
-		{"bad", "rejected", "unable to authenticate", 1, true},
-		{"gone", "unknown", "cannot reach", 1, false},
+		{"good", "ok", "accepted the key", 0},
+		{"bad", "rejected", "unable to authenticate", 1},
+		{"gone", "unreachable", "cannot reach", 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.alias, func(t *testing.T) {
 			r := c.run("", "conn", "check", tt.alias, "-o", "json", "--timeout", "5s")
-			var got connCheckJSON
+			var got model.ConnectionResult
 			if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
 				t.Fatalf("conn check %s: %v\nstdout: %s\nstderr: %s", tt.alias, err, r.stdout, r.stderr)
 			}
-			if r.code != tt.code || got.Status != tt.status || got.Recorded != tt.recorded || !strings.Contains(got.Message, tt.msg) {
-				t.Errorf("conn check %s: got exit %d, %+v; want exit %d, %s (recorded %v) with %q",
-					tt.alias, r.code, got, tt.code, tt.status, tt.recorded, tt.msg)
+			if r.code != tt.code || got.Check == nil || got.Check.Status != tt.status || !got.Stored ||
+				!strings.Contains(got.Check.Message, tt.msg) || got.Connection == nil || got.Connection.KeyStatus != tt.status {
+				t.Errorf("conn check %s: got exit %d, %+v; want exit %d, %s recorded, with %q",
+					tt.alias, r.code, got, tt.code, tt.status, tt.msg)
 			}
 		})
 	}
 
-	var conns []connJSON
+	var conns []model.Connection
 	if err := json.Unmarshal([]byte(c.ok("", "conn", "list", "-o", "json")), &conns); err != nil {
 		t.Fatal(err)
 	}
-	byAlias := map[string]connJSON{}
+	byAlias := map[string]model.Connection{}
 	for _, cj := range conns {
 		byAlias[cj.Alias] = cj
 	}
-	for alias, want := range map[string]string{"good": "ok", "bad": "rejected", "gone": "unknown"} {
+	for alias, want := range map[string]string{"good": "ok", "bad": "rejected", "gone": "unreachable"} {
 		got := byAlias[alias]
-		if got.KeyStatus != want || (want == "unknown") != (got.KeyCheckedAt == "") {
-			t.Errorf("conn list %s: got status %q checked %q; want %q (checked only if recorded)", alias, got.KeyStatus, got.KeyCheckedAt, want)
+		if got.KeyStatus != want || got.KeyCheckedAt.IsZero() {
+			t.Errorf("conn list %s: got status %q checked %v; want %q with the time of the check", alias, got.KeyStatus,
+				got.KeyCheckedAt, want)
 		}
 	}
 	if !strings.Contains(byAlias["bad"].KeyMessage, "unable to authenticate") {

@@ -179,14 +179,6 @@ func timeText(t time.Time) string {
 	return t.UTC().Format("2006-01-02 15:04:05Z")
 }
 
-// timeJSON is a time in JSON output: RFC 3339 UTC, "" if zero.
-func timeJSON(t time.Time) string {
-	if t.IsZero() {
-		return ""
-	}
-	return t.UTC().Format(time.RFC3339Nano)
-}
-
 // outputFlag is -o/--output for list commands: "text" (default) or "json".
 type outputFlag struct {
 	format string

@@ -92,6 +92,7 @@ are not used.`,
 			Web:         wflags,
 			PublicURL:   publicURL,
 			ApprovalTTL: flags.approvalTTL,
+			Limits:      flags.limits,
 			Out:         cmd.OutOrStdout(),
 			Logger:      log,
 			Self:        selfCommand(),
@@ -107,6 +108,7 @@ type demoParams struct {
 	Web         *webFlags // the web page's flags; its listen "" serves none
 	PublicURL   string    // checked --public-url, "" to follow the listener
 	ApprovalTTL time.Duration
+	Limits      limitFlags
 	Out         io.Writer // where the instructions go
 	Logger      zerolog.Logger
 	Self        string // how to run postern again, for the approve line
@@ -117,8 +119,27 @@ type demoParams struct {
 // demo target, then the store.
 func runDemo(ctx context.Context, p demoParams) error {
 	log := p.Logger
-	// Listen first: a port in use (often an earlier demo still running)
-	// fails at once, before anything is set up.
+	// The data directory's lock first, when the directory exists: an
+	// earlier demo (or a serve) still running on it is named by its pid
+	// before its ports are tried. A directory that does not exist has no
+	// holder: listening comes first then, so that a port in use fails
+	// before anything is created.
+	d := store.Dir{Path: p.Dir}
+	var lock *store.DirLock
+	takeLock := func() error {
+		l, err := d.Lock()
+		if err != nil {
+			return lockErr("demo", d, err)
+		}
+		lock = l
+		return nil
+	}
+	if _, err := os.Stat(p.Dir); err == nil {
+		if err := takeLock(); err != nil {
+			return err
+		}
+	}
+	defer func() { lock.Unlock() }()
 	ln, err := net.Listen("tcp", p.Listen)
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
@@ -138,7 +159,14 @@ func runDemo(ctx context.Context, p demoParams) error {
 			return fmt.Errorf("demo: web: %w", err)
 		}
 	}
-	d := store.Dir{Path: p.Dir}
+	if lock == nil {
+		if err := os.MkdirAll(p.Dir, 0o700); err != nil {
+			return fmt.Errorf("demo: %w", err)
+		}
+		if err := takeLock(); err != nil {
+			return err
+		}
+	}
 	if _, err := d.Init(ctx, store.Options{}); err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
@@ -260,6 +288,7 @@ func runDemo(ctx context.Context, p demoParams) error {
 		Logger:      log,
 		DataDir:     p.Dir,
 		Database:    filepath.Join(p.Dir, store.DatabaseFile),
+		Limits:      p.Limits,
 	})
 }
 

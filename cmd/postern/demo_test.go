@@ -163,12 +163,12 @@ func TestDemoSetup(t *testing.T) {
 		Port                   int
 	}
 	json.Unmarshal([]byte(c.ok("", "conn", "list", "-o", "json")), &conns)
-	var grants []struct{ Agent, Alias, Read, Write, Destructive string }
+	var grants []struct{ Agent, Connection, Read, Write, Destructive string }
 	json.Unmarshal([]byte(c.ok("", "grant", "list", "-o", "json")), &grants)
 	if len(conns) != 1 || conns[0].Alias != "demo" || conns[0].Host != "127.0.0.1" || conns[0].Env != "dev" || conns[0].User == "" {
 		t.Errorf("connections: got %+v; want demo on 127.0.0.1, dev", conns)
 	}
-	if len(grants) != 1 || grants[0] != (struct{ Agent, Alias, Read, Write, Destructive string }{"demo-agent", "demo", "allow", "ask", "ask"}) {
+	if len(grants) != 1 || grants[0] != (struct{ Agent, Connection, Read, Write, Destructive string }{"demo-agent", "demo", "allow", "ask", "ask"}) {
 		t.Errorf("grants: got %+v; want demo-agent on demo allow/ask/ask", grants)
 	}
 	firstTargetPort := conns[0].Port

@@ -23,6 +23,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/postern/postern/model"
 	"github.com/postern/postern/store"
 )
 
@@ -295,13 +296,13 @@ func apiCall(ctx context.Context, c *webClient, token, method, path, body string
 
 // approvals lists approval requests with the CLI (all of them, decided
 // ones too, with all).
-func (c *cli) approvals(all bool) []approvalJSON {
+func (c *cli) approvals(all bool) []model.Approval {
 	c.t.Helper()
 	args := []string{"approvals", "list", "-o", "json"}
 	if all {
 		args = append(args, "--all")
 	}
-	var list []approvalJSON
+	var list []model.Approval
 	if err := json.Unmarshal([]byte(c.ok("", args...)), &list); err != nil {
 		c.t.Fatalf("approvals list -o json: %v", err)
 	}
@@ -310,7 +311,7 @@ func (c *cli) approvals(all bool) []approvalJSON {
 
 // waitPending polls the CLI until a pending request whose operation
 // contains text is listed, and returns it.
-func (c *cli) waitPending(text string) approvalJSON {
+func (c *cli) waitPending(text string) model.Approval {
 	c.t.Helper()
 	deadline := time.Now().Add(pendingTimeout)
 	for {
@@ -327,9 +328,9 @@ func (c *cli) waitPending(text string) approvalJSON {
 }
 
 // auditRows is the whole audit log through the CLI.
-func (c *cli) auditRows() []auditJSON {
+func (c *cli) auditRows() []model.AuditRow {
 	c.t.Helper()
-	var rows []auditJSON
+	var rows []model.AuditRow
 	if err := json.Unmarshal([]byte(c.ok("", "audit", "-o", "json")), &rows); err != nil {
 		c.t.Fatalf("audit -o json: %v", err)
 	}

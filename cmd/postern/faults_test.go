@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/postern/postern/internal/testsshd"
+	"github.com/postern/postern/model"
 )
 
 // TestKilledWithPendingRequests kills postern serve with SIGKILL while two
@@ -162,13 +163,13 @@ func TestKilledWithPendingRequests(t *testing.T) {
 	}
 
 	// Each approval was consumed, once.
-	byID := map[string]approvalJSON{}
+	byID := map[string]model.Approval{}
 	for _, a := range c.approvals(true) {
 		byID[a.ID] = a
 	}
 	for _, id := range []string{reqA.ID, reqB.ID} {
-		if a := byID[id]; a.Status != "approved" || a.ConsumedAt == "" {
-			t.Errorf("approval %s after the retry: got status %q, consumed at %q; want approved and consumed", id, a.Status, a.ConsumedAt)
+		if a := byID[id]; a.Status != "approved" || a.ConsumedAt.IsZero() {
+			t.Errorf("approval %s after the retry: got status %q, consumed at %v; want approved and consumed", id, a.Status, a.ConsumedAt)
 		}
 	}
 	again := agent.ssh(t, p.sshAddr, "target", cmdA)
@@ -223,7 +224,7 @@ func tokenFromOutput(t *testing.T, out string) string {
 	return lines[1]
 }
 
-func approvalIDs(list []approvalJSON) []string {
+func approvalIDs(list []model.Approval) []string {
 	ids := make([]string, 0, len(list))
 	for _, a := range list {
 		ids = append(ids, a.ID)
@@ -234,7 +235,7 @@ func approvalIDs(list []approvalJSON) []string {
 
 // countRows counts the audit rows of operation op with that decision and
 // exit status.
-func countRows(rows []auditJSON, op, decision string, exit int) int {
+func countRows(rows []model.AuditRow, op, decision string, exit int) int {
 	n := 0
 	for _, r := range rows {
 		if r.Operation == op && r.Decision == decision && r.ExitStatus != nil && *r.ExitStatus == exit {
@@ -245,7 +246,7 @@ func countRows(rows []auditJSON, op, decision string, exit int) int {
 }
 
 // rowsText is the audit rows for a failure message.
-func rowsText(rows []auditJSON) string {
+func rowsText(rows []model.AuditRow) string {
 	b, _ := json.MarshalIndent(rows, "", "  ")
 	return string(b)
 }

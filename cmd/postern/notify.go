@@ -8,6 +8,8 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
+	"github.com/postern/postern/manage"
+	"github.com/postern/postern/model"
 	"github.com/postern/postern/notify"
 	"github.com/postern/postern/policy"
 	"github.com/postern/postern/store"
@@ -70,17 +72,17 @@ ignored.`,
 				}
 				nc.Secret = []byte(strings.TrimSpace(string(b)))
 			}
-			s, err := data.open(cmd.Context())
+			var c *store.NotifyChannel
+			err = withManager(cmd.Context(), data, func(m *manage.Manager) error {
+				var err error
+				c, err = m.AddChannel(cmd.Context(), cliActor("cli"), nc)
+				return err
+			})
 			if err != nil {
-				return storeErr(err)
-			}
-			defer s.Close()
-			c, err := s.CreateNotifyChannel(cmd.Context(), nc)
-			if err != nil {
-				return storeErr(err)
+				return manageErr(err)
 			}
 			w := cmd.OutOrStdout()
-			v := notify.ChannelView(*c)
+			v := model.ChannelOf(*c)
 			fmt.Fprintf(w, "added notification channel %s (%s): %s to %s, events %s, secret %s\n",
 				c.Name, c.ID, c.Format, c.URLShown, strings.Join(v.Events, ","), setText(c.HasSecret))
 			if warn := notify.PlainHTTPWarning(nc.URL); warn != "" {
@@ -127,7 +129,7 @@ func newNotifyListCmd(data *dataFlag) *cobra.Command {
 	return newListCmd(data, listSpec[store.NotifyChannel]{
 		short: "List notification channels with their last delivery and failure (never a URL's path or a secret)",
 		read:  (*store.Store).ListNotifyChannels,
-		json:  func(c store.NotifyChannel) any { return notify.ChannelView(c) },
+		json:  func(c store.NotifyChannel) any { return model.ChannelOf(c) },
 		empty: "no notification channels; add one with: postern notify add NAME --url URL",
 		header: []string{"NAME", "FORMAT", "URL", "EVENTS", "SECRET", "QUEUED", "LAST DELIVERY", "LAST FAILURE",
 			"ERROR"},
@@ -136,7 +138,7 @@ func newNotifyListCmd(data *dataFlag) *cobra.Command {
 			if c.LastError != "" {
 				errText = policy.VisibleLine(c.LastError)
 			}
-			return [][]string{{c.Name, string(c.Format), c.URLShown, strings.Join(notify.ChannelView(c).Events, ","),
+			return [][]string{{c.Name, string(c.Format), c.URLShown, strings.Join(model.ChannelOf(c).Events, ","),
 				setText(c.HasSecret), fmt.Sprint(c.Queued), timeText(c.LastDeliveryAt), timeText(c.LastFailureAt), errText}}
 		},
 	})
@@ -148,17 +150,14 @@ func newNotifyRemoveCmd(data *dataFlag) *cobra.Command {
 		Short: "Remove a notification channel; nothing more is sent to it",
 		Args:  exactArgs(1, "the channel NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := data.open(cmd.Context())
-			if err != nil {
-				return storeErr(err)
-			}
-			defer s.Close()
-			c, err := s.RemoveNotifyChannel(cmd.Context(), args[0])
-			if err != nil {
-				return storeErr(err)
-			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "removed notification channel %s\n", c.Name)
-			return err
+			return withManager(cmd.Context(), data, func(m *manage.Manager) error {
+				c, err := m.RemoveChannel(cmd.Context(), cliActor("cli"), args[0])
+				if err != nil {
+					return manageErr(err)
+				}
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "removed notification channel %s\n", c.Name)
+				return err
+			})
 		},
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/postern/postern/model"
 	"github.com/postern/postern/notify"
 )
 
@@ -146,12 +147,12 @@ func TestNotifyCommands(t *testing.T) {
 		}
 	}
 	js := run("", "notify", "list", "-o", "json")
-	var list []notify.ChannelJSON
+	var list []model.Channel
 	if err := json.Unmarshal([]byte(js.stdout), &list); err != nil {
 		t.Fatalf("notify list -o json: %v\n%s", err, js.stdout)
 	}
 	if len(list) != 2 || list[0].Name != "chat" || list[1].Name != "ops" || !list[1].SecretSet || list[1].URL != shown ||
-		strings.Join(list[1].Events, ",") != "pending,decided" || list[1].LastDeliveryAt != nil {
+		strings.Join(list[1].Events, ",") != "pending,decided" || !list[1].LastDeliveryAt.IsZero() {
 		t.Errorf("notify list -o json = %+v; want chat and ops with ops's facts", list)
 	}
 
@@ -173,7 +174,7 @@ func TestNotifyCommands(t *testing.T) {
 	if err := json.Unmarshal([]byte(run("", "notify", "list", "-o", "json").stdout), &list); err != nil {
 		t.Fatal(err)
 	}
-	if list[1].LastDeliveryAt == nil || list[1].LastFailureAt == nil || !strings.Contains(list[1].LastError, "401") {
+	if list[1].LastDeliveryAt.IsZero() || list[1].LastFailureAt.IsZero() || !strings.Contains(list[1].LastError, "401") {
 		t.Errorf("ops after two tests = %+v; want a delivery, a failure and its error", list[1])
 	}
 
@@ -253,9 +254,9 @@ func TestNotifyEndToEnd(t *testing.T) {
 	if _, err := os.Stat(target); err != nil {
 		t.Errorf("the approved touch did not run: %v", err)
 	}
-	var list []notify.ChannelJSON
+	var list []model.Channel
 	if err := json.Unmarshal([]byte(r.cli.ok("", "notify", "list", "-o", "json")), &list); err != nil || len(list) != 1 ||
-		list[0].LastDeliveryAt == nil || list[0].Queued != 0 {
+		list[0].LastDeliveryAt.IsZero() || list[0].Queued != 0 {
 		t.Errorf("notify list after both deliveries = %+v, %v; want a last delivery and nothing queued", list, err)
 	}
 	if code := r.p.stop(); code != 0 {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/postern/postern/internal/testhaproxy"
 	"github.com/postern/postern/internal/testsshd"
+	"github.com/postern/postern/model"
 	"github.com/postern/postern/policy"
 	"github.com/postern/postern/store"
 )
@@ -231,8 +232,8 @@ func TestReplicasBehindHAProxy(t *testing.T) {
 		t.Errorf("audit holds %d rows; want %d (one per completed command and the interrupted one)\nrows: %s", len(rows), len(completed)+1, rowsText(rows))
 	}
 	for _, ap := range c.approvals(true) {
-		if ap.Status != "approved" || ap.ConsumedAt == "" {
-			t.Errorf("approval %s (%s): status %s, consumed %q; want approved and consumed", ap.ID, ap.Operation, ap.Status, ap.ConsumedAt)
+		if ap.Status != "approved" || ap.ConsumedAt.IsZero() {
+			t.Errorf("approval %s (%s): status %s, consumed %v; want approved and consumed", ap.ID, ap.Operation, ap.Status, time.Time(ap.ConsumedAt))
 		}
 	}
 	verify := c.run("", "audit", "verify")
@@ -245,7 +246,7 @@ func TestReplicasBehindHAProxy(t *testing.T) {
 }
 
 // countDecision counts the audit rows of op with that decision.
-func countDecision(rows []auditJSON, op, decision string) int {
+func countDecision(rows []model.AuditRow, op, decision string) int {
 	n := 0
 	for _, r := range rows {
 		if r.Operation == op && r.Decision == decision {

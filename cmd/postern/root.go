@@ -15,7 +15,10 @@ func newRootCmd() *cobra.Command {
 		Short:         "An SSH and SFTP bastion for AI agents",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       readBuildVersion().Version,
 	}
+	// --version prints what `postern version` does.
+	root.SetVersionTemplate(readBuildVersion().text())
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return usageError{err}
 	})
@@ -34,6 +37,10 @@ func newRootCmd() *cobra.Command {
 		newTokenCmd(),
 		newNotifyCmd(),
 		newMigrateCmd(),
+		newVersionCmd(),
+		newBackupCmd(),
+		newApplyCmd(),
+		newExportCmd(),
 	)
 	return root
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/postern/postern/internal/testsshd"
+	"github.com/postern/postern/model"
 )
 
 // TestApprovalScopesEndToEnd drives approval scopes with the real ssh client
@@ -82,7 +83,7 @@ func TestApprovalScopesEndToEnd(t *testing.T) {
 	if run("web", "touch "+file("c2")) {
 		t.Error("a write inside the class scope asked")
 	}
-	var grants []grantJSON
+	var grants []model.Grant
 	if err := json.Unmarshal([]byte(c.ok("", "grant", "list", "-o", "json")), &grants); err != nil {
 		t.Fatal(err)
 	}
@@ -141,13 +142,13 @@ func TestApprovalScopesEndToEnd(t *testing.T) {
 	}
 }
 
-func grantHasScope(grants []grantJSON, alias, approvalID string) bool {
+func grantHasScope(grants []model.Grant, alias, approvalID string) bool {
 	for _, g := range grants {
-		if g.Alias != alias {
+		if g.Connection != alias {
 			continue
 		}
 		for _, s := range g.Scopes {
-			if s.ApprovalID == approvalID && s.Scope == "class" {
+			if s.ID == approvalID && s.Scope == "class" {
 				return true
 			}
 		}

@@ -265,10 +265,14 @@ func TestSecretsNeverLeak(t *testing.T) {
 		t.Skip("sftp not found; install the Debian package openssh-client (POSTERN_E2E=1 makes this fail instead)")
 	}
 	target, stale := newCanaryKey(t, "target"), newCanaryKey(t, "stale")
+	// Keys given over the API, the page's form and a config file.
+	viaAPI, viaForm, viaApply := newCanaryKey(t, "api"), newCanaryKey(t, "form"), newCanaryKey(t, "apply")
 	sshd := testsshd.Start(t, testsshd.Options{AuthorizedKeys: []ssh.PublicKey{target.signer.PublicKey()}})
 	c := newCLI(t)
 	h := &leakHunt{t: t}
-	h.secrets = append(append(h.secrets, target.secrets...), stale.secrets...)
+	for _, k := range []canaryKey{target, stale, viaAPI, viaForm, viaApply} {
+		h.secrets = append(h.secrets, k.secrets...)
+	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -284,6 +288,29 @@ func TestSecretsNeverLeak(t *testing.T) {
 	token := tokenFromOutput(t, tokenOut.stdout)
 	h.secrets = append(h.secrets, textSecrets("console token", token)...)
 	h.secrets = append(h.secrets, textSecrets("console token body", strings.TrimPrefix(token, "pst_"))...)
+	// A token of scope admin, for the API's changes.
+	adminOut := c.run("", "token", "add", "automation", "--admin", "alice", "--scope", "admin")
+	if adminOut.code != 0 {
+		t.Fatalf("token add --scope admin: got exit %d; want 0\nstderr: %s", adminOut.code, adminOut.stderr)
+	}
+	adminToken := tokenFromOutput(t, adminOut.stdout)
+	h.secrets = append(h.secrets, textSecrets("admin token", adminToken)...)
+
+	// A notification channel's URL (its path is a token) and secret.
+	hookToken := "hook-path-token-" + newPassword()
+	hookSecret := "hook-signing-secret-" + newPassword()
+	h.secrets = append(h.secrets, textSecrets("notification URL token", hookToken)...)
+	h.secrets = append(h.secrets, textSecrets("notification secret", hookSecret)...)
+	hookDir := t.TempDir()
+	urlFile := filepath.Join(hookDir, "url")
+	secretFile := filepath.Join(hookDir, "secret")
+	if err := os.WriteFile(urlFile, []byte("https://hooks.example.com/services/"+hookToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(secretFile, []byte(hookSecret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h.cli(c, 0, "notify", "add", "ops", "--url-file", urlFile, "--secret-file", secretFile)
 
 	// The scanner finds what it looks for: the key files and the one
 	// output meant to show the token hold their needles.
@@ -327,6 +354,20 @@ func TestSecretsNeverLeak(t *testing.T) {
 	h.cli(c, 1, "conn", "check", "stale", "--timeout", "20s")
 	h.cli(c, 1, "conn", "check", "stale", "-o", "json", "--timeout", "20s")
 	h.cli(c, 0, "conn", "check", "target", "--timeout", "20s")
+	// The lifecycle commands that read a key or print a connection.
+	h.cli(c, 1, "conn", "rotate-key", "stale", "--key-file", stale.file, "--timeout", "20s")
+	h.cli(c, 1, "conn", "rotate-key", "stale", "--key-file", stale.file, "-o", "json", "--timeout", "20s")
+	h.cli(c, 0, "conn", "pin", "target", "--host-key", hostKey, "-o", "json")
+	h.cli(c, 0, "conn", "update", "target", "--env", "staging")
+	// Config as code: a file naming a key file, applied, and the export.
+	conf := filepath.Join(t.TempDir(), "postern.toml")
+	if err := os.WriteFile(conf, []byte(fmt.Sprintf("[[connection]]\nalias = \"applied\"\nhost = %q\nport = %d\nuser = %q\n"+
+		"host_keys = [%q]\nkey_file = %q\nallow_unverified = true\n", sshd.Host, sshd.Port, sshd.User, hostKey, viaApply.file)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h.cli(c, 0, "apply", "-f", conf, "--timeout", "20s")
+	h.cli(c, 0, "apply", "-f", conf)
+	h.cli(c, 0, "export")
 
 	p := startServe(t, c.data, "--log-level", "debug", "--approval-ttl", "10m")
 	wc := p.web(t)
@@ -423,6 +464,37 @@ func TestSecretsNeverLeak(t *testing.T) {
 		h.http(ctx, wc, e.token, e.method, e.path, e.body, e.want)
 	}
 
+	// The API's changes, with keys in their bodies: a connection added, a
+	// key rotated, both refused and accepted, and a channel changed.
+	keyJSON := func(k canaryKey) string { b, _ := json.Marshal(string(k.pemText)); return string(b) }
+	addBody := fmt.Sprintf(`{"alias": "viaapi", "host": %q, "port": %d, "user": %q, "host_keys": [%q], "private_key": %s`,
+		sshd.Host, sshd.Port, sshd.User, hostKey, keyJSON(viaAPI))
+	h.http(ctx, wc, adminToken, http.MethodPost, "/v1/connections", addBody+"}", http.StatusUnprocessableEntity)
+	h.http(ctx, wc, adminToken, http.MethodPost, "/v1/connections", addBody+`, "allow_unverified": true}`, http.StatusCreated)
+	h.http(ctx, wc, token, http.MethodPost, "/v1/connections", addBody+"}", http.StatusForbidden)
+	h.http(ctx, wc, adminToken, http.MethodPost, "/v1/connections/viaapi/rotate-key",
+		`{"private_key": `+keyJSON(stale)+`}`, http.StatusUnprocessableEntity)
+	h.http(ctx, wc, adminToken, http.MethodPost, "/v1/connections/viaapi/rotate-key",
+		`{"private_key": `+keyJSON(stale)+`, "allow_unverified": true}`, http.StatusOK)
+	h.http(ctx, wc, adminToken, http.MethodPost, "/v1/connections/viaapi/rotate-key", `{"private_key": "not a key"}`, http.StatusBadRequest)
+	h.http(ctx, wc, adminToken, http.MethodPatch, "/v1/notifications/ops", `{"events": ["pending"]}`, http.StatusOK)
+	for _, path := range []string{"/v1/notifications", "/v1/notifications/ops", "/v1/tokens", "/v1/admins"} {
+		h.http(ctx, wc, adminToken, http.MethodGet, path, "", http.StatusOK)
+	}
+	// A token made over the API is in that one answer and nowhere else.
+	code, made := apiCall(ctx, wc, adminToken, http.MethodPost, "/v1/tokens", `{"name": "made", "scope": "read"}`)
+	var madeToken struct {
+		Data struct{ Value string } `json:"data"`
+	}
+	if err := json.Unmarshal([]byte(made), &madeToken); err != nil || code != http.StatusCreated || madeToken.Data.Value == "" {
+		t.Fatalf("POST /v1/tokens: %d, %v", code, err)
+	}
+	h.secrets = append(h.secrets, textSecrets("token made over the API", madeToken.Data.Value)...)
+	if len(h.hits([]byte(made))) == 0 {
+		t.Fatal("self-check: the answer that shows the new token does not hit its needle")
+	}
+	h.http(ctx, wc, madeToken.Data.Value, http.MethodGet, "/v1/tokens", "", http.StatusOK)
+
 	// The web page: failed logins (a wrong password; the right password
 	// with a wrong name), a login, every page, a failed Re-check.
 	if code := h.login(ctx, p.web(t), "alice", "Not-The-Password-At-All"); code != http.StatusUnauthorized {
@@ -434,9 +506,19 @@ func TestSecretsNeverLeak(t *testing.T) {
 	if code := h.login(ctx, wc, "alice", password); code != http.StatusSeeOther {
 		t.Fatalf("login: got status %d; want 303", code)
 	}
+	// A connection added on the page with a pasted key, refused then kept.
+	pasted := url.Values{"alias": {"viaform"}, "host": {sshd.Host}, "port": {port}, "user": {sshd.User},
+		"host_keys": {hostKey}, "private_key": {string(viaForm.pemText)}}
+	if code := h.form(ctx, wc, "/connections", "/connections", pasted); code != http.StatusSeeOther {
+		t.Errorf("add with a pasted key: got status %d; want 303", code)
+	}
+	pasted.Set("allow_unverified", "1")
+	if code := h.form(ctx, wc, "/connections", "/connections", pasted); code != http.StatusSeeOther {
+		t.Errorf("add with a pasted key, kept unverified: got status %d; want 303", code)
+	}
 	for _, path := range []string{"/", "/approvals", "/approvals/list", "/approvals/" + req.ID, "/approvals/" + putReq.ID,
 		"/connections", "/agents", "/grants", "/audit", "/audit?decision=denied", "/recipes", "/approvals/apr_nosuch",
-		"/audit?decision=bogus", "/audit?since=yesterday"} {
+		"/audit?decision=bogus", "/audit?since=yesterday", "/tokens", "/notifications"} {
 		code, page := wc.get(ctx, path)
 		h.addString("page "+path, page)
 		if code >= 500 {
@@ -465,6 +547,13 @@ func TestSecretsNeverLeak(t *testing.T) {
 	}
 	h.cli(c, 2, "approvals", "approve", "apr_nosuch", "--as", "alice")
 	h.cli(c, 1, "approvals", "approve", req.ID, "--as", "alice")
+	h.cli(c, 0, "notify", "list", "-o", "json")
+	h.cli(c, 0, "export")
+
+	// A backup taken while serve runs: its files hold the keys sealed.
+	backup := filepath.Join(t.TempDir(), "backup")
+	h.cli(c, 0, "backup", backup)
+	addDataDir(t, h, backup, "backup")
 
 	// The database while postern runs (the WAL holds the newest pages),
 	// then postern's whole output and the data directory after it stopped.
@@ -482,7 +571,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 	for _, r := range rows {
 		decisions[r.Kind+" "+r.Decision]++
 	}
-	for _, want := range []string{"exec allowed", "exec approved", "exec denied", "sftp allowed", "sftp approved", "sftp denied"} {
+	for _, want := range []string{"exec allowed", "exec approved", "exec denied", "sftp allowed", "sftp approved", "sftp denied", "admin changed"} {
 		if decisions[want] == 0 {
 			t.Errorf("audit: no %s row; want the scenario to have made one (got %v)", want, decisions)
 		}

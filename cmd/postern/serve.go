@@ -17,6 +17,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/postern/postern/bastion"
+	"github.com/postern/postern/config"
 	"github.com/postern/postern/notify"
 	"github.com/postern/postern/policy"
 	"github.com/postern/postern/store"
@@ -34,17 +35,113 @@ type serveFlags struct {
 	listen      string
 	approvalTTL time.Duration
 	logLevel    string
+	limits      limitFlags
+}
+
+// limitFlags are the bastion's and the API's limits that an admin may
+// tune; zero keeps each one's default (SECURITY.md, Defaults).
+type limitFlags struct {
+	commandRate      float64
+	commandBurst     int
+	maxSessions      int
+	handshakeTimeout time.Duration
+	apiRate          float64
+	apiBurst         int
+	sessionLifetime  time.Duration
 }
 
 func addServeFlags(cmd *cobra.Command) *serveFlags {
 	f := &serveFlags{}
-	cmd.Flags().StringVar(&f.listen, "ssh-listen", defaultSSHListen,
+	fl := cmd.Flags()
+	fl.StringVar(&f.listen, "ssh-listen", defaultSSHListen,
 		"address agents connect to (port 0 picks a free port)")
-	cmd.Flags().DurationVar(&f.approvalTTL, "approval-ttl", policy.DefaultApprovalLifetime,
+	fl.DurationVar(&f.approvalTTL, "approval-ttl", policy.DefaultApprovalLifetime,
 		"how long an approval request waits for an admin before it expires")
-	cmd.Flags().StringVar(&f.logLevel, "log-level", defaultLogLevel,
+	fl.StringVar(&f.logLevel, "log-level", defaultLogLevel,
 		"log level: debug, info, warn or error")
+	l := &f.limits
+	fl.Float64Var(&l.commandRate, "command-rate", 0,
+		fmt.Sprintf("commands one agent may start a second (default %v; negative: no limit)", float64(bastion.DefaultCommandRate)))
+	fl.IntVar(&l.commandBurst, "command-burst", 0, fmt.Sprintf("commands one agent may start at once (default %d)", bastion.DefaultCommandBurst))
+	fl.IntVar(&l.maxSessions, "max-sessions-per-conn", 0,
+		fmt.Sprintf("sessions on one agent connection (default %d)", bastion.DefaultMaxSessionsPerConn))
+	fl.DurationVar(&l.handshakeTimeout, "handshake-timeout", 0,
+		fmt.Sprintf("bound from an agent's TCP connect to its authentication (default %v)", bastion.DefaultHandshakeTimeout))
+	fl.Float64Var(&l.apiRate, "api-rate", 0, fmt.Sprintf("API requests a second per console token (default %d)", web.DefaultAPIRate))
+	fl.IntVar(&l.apiBurst, "api-burst", 0, fmt.Sprintf("API requests at once per console token (default %d)", web.DefaultAPIBurst))
+	fl.DurationVar(&l.sessionLifetime, "session-lifetime", 0,
+		fmt.Sprintf("how long an admin stays logged in to the web page (default %v)", web.DefaultSessionLifetime))
 	return f
+}
+
+// addConfigFlag registers --config FILE: the [serve] table of a config
+// file (docs/config.md) sets what the command line does not.
+func addConfigFlag(cmd *cobra.Command) *string {
+	var path string
+	cmd.Flags().StringVar(&path, "config", "", "a config file whose [serve] table gives the settings the flags do not (docs/config.md)")
+	return &path
+}
+
+// applyServeConfig reads the config file's [serve] table and sets each
+// flag the command line left alone (and the data directory, unless
+// --data or `+envData+` gives one): flags override the file, and the
+// file overrides the defaults.
+func applyServeConfig(cmd *cobra.Command, path string, data *dataFlag, f *serveFlags, w *webFlags) error {
+	if path == "" {
+		return nil
+	}
+	file, err := config.Load(path)
+	if err != nil {
+		return usageError{err}
+	}
+	c := file.Serve
+	if c == nil {
+		return nil
+	}
+	set := func(name string, apply func()) {
+		if !cmd.Flags().Changed(name) {
+			apply()
+		}
+	}
+	str := func(name string, dst *string, v string) {
+		if v != "" {
+			set(name, func() { *dst = v })
+		}
+	}
+	dur := func(name string, dst *time.Duration, v config.Duration) {
+		if v != 0 {
+			set(name, func() { *dst = time.Duration(v) })
+		}
+	}
+	if c.Data != "" && data != nil && !cmd.Flags().Changed("data") && os.Getenv(envData) == "" {
+		data.dir = c.Data
+	}
+	str("ssh-listen", &f.listen, c.SSHListen)
+	str("log-level", &f.logLevel, c.LogLevel)
+	dur("approval-ttl", &f.approvalTTL, c.ApprovalTTL)
+	str("http-listen", &w.listen, c.HTTPListen)
+	str("tls-cert", &w.certFile, c.TLSCert)
+	str("tls-key", &w.keyFile, c.TLSKey)
+	str("public-url", &w.publicURL, c.PublicURL)
+	l := &f.limits
+	if c.CommandRate != 0 {
+		set("command-rate", func() { l.commandRate = c.CommandRate })
+	}
+	if c.CommandBurst != 0 {
+		set("command-burst", func() { l.commandBurst = c.CommandBurst })
+	}
+	if c.MaxSessionsPerConn != 0 {
+		set("max-sessions-per-conn", func() { l.maxSessions = c.MaxSessionsPerConn })
+	}
+	dur("handshake-timeout", &l.handshakeTimeout, c.HandshakeTimeout)
+	if c.APIRate != 0 {
+		set("api-rate", func() { l.apiRate = c.APIRate })
+	}
+	if c.APIBurst != 0 {
+		set("api-burst", func() { l.apiBurst = c.APIBurst })
+	}
+	dur("session-lifetime", &l.sessionLifetime, c.SessionLifetime)
+	return nil
 }
 
 // check validates the flags that cobra cannot, as usage errors (exit 2),
@@ -52,6 +149,10 @@ func addServeFlags(cmd *cobra.Command) *serveFlags {
 func (f *serveFlags) check(cmd *cobra.Command) (zerolog.Logger, error) {
 	if f.approvalTTL <= 0 {
 		return zerolog.Logger{}, usagef("%s: --approval-ttl must be positive, got %s", cmdPath(cmd), f.approvalTTL)
+	}
+	l := f.limits
+	if l.commandBurst < 0 || l.maxSessions < 0 || l.handshakeTimeout < 0 || l.apiRate < 0 || l.apiBurst < 0 || l.sessionLifetime < 0 {
+		return zerolog.Logger{}, usagef("%s: a limit is negative (only --command-rate may be, for no limit)", cmdPath(cmd))
 	}
 	if _, _, err := net.SplitHostPort(f.listen); err != nil {
 		return zerolog.Logger{}, usagef("%s: --ssh-listen %q: want HOST:PORT", cmdPath(cmd), f.listen)
@@ -119,7 +220,11 @@ for up to ` + bastion.DefaultShutdownGrace.String() + `; a second signal stops a
 	hostKeyFile := addHostKeyFileFlag(cmd)
 	lease := cmd.Flags().Duration("replica-lease", policy.DefaultReplicaLease,
 		"with several serve on one PostgreSQL database: how long a replica that stopped renewing its registration is taken to be still running its operations; after that another replica audits them as interrupted")
+	configPath := addConfigFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if err := applyServeConfig(cmd, *configPath, data, flags, wflags); err != nil {
+			return err
+		}
 		log, err := flags.check(cmd)
 		if err != nil {
 			return err
@@ -142,6 +247,17 @@ for up to ` + bastion.DefaultShutdownGrace.String() + `; a second signal stops a
 		hostKey, err := d.HostKey()
 		if err != nil {
 			return storeErr(err)
+		}
+		// One serve per SQLite data directory: a second one would audit
+		// the first one's running operations as interrupted. Replicas on
+		// PostgreSQL may share a directory (the master key and host key):
+		// their journal rows name their replica (policy/replica.go).
+		if d.DatabaseURL == "" {
+			lock, err := d.Lock()
+			if err != nil {
+				return lockErr("serve", d, err)
+			}
+			defer lock.Unlock()
 		}
 		st, err := data.open(ctx)
 		if err != nil {
@@ -183,9 +299,24 @@ for up to ` + bastion.DefaultShutdownGrace.String() + `; a second signal stops a
 			DataDir:      d.Path,
 			Database:     d.Database(),
 			ReplicaLease: *lease,
+			Limits:       flags.limits,
 		})
 	}
 	return cmd
+}
+
+// lockErr says that the data directory is taken, naming the holder's pid.
+func lockErr(cmd string, d store.Dir, err error) error {
+	var le *store.LockedError
+	if !errors.As(err, &le) {
+		return fmt.Errorf("%s: %w", cmd, err)
+	}
+	holder := "another process"
+	if le.PID > 0 {
+		holder = fmt.Sprintf("process %d", le.PID)
+	}
+	return fmt.Errorf("%s: the data directory %s is in use by %s (a postern serve or demo; it holds %s): one runs per data directory",
+		cmd, d.Path, holder, le.Path)
 }
 
 // closeStore closes st at the end of serve or demo, logging a failure: by
@@ -205,8 +336,9 @@ type bastionParams struct {
 	ApprovalTTL time.Duration
 	ApproveHint func(id string) string // the bastion's default if nil
 	Logger      zerolog.Logger
-	DataDir     string // for the start log line
-	Database    string // the same, without a password
+	DataDir     string     // for the start log line
+	Database    string     // the same, without a password
+	Limits      limitFlags // zero fields keep the defaults
 	// ReplicaLease is the lease of this process's registration as a
 	// replica of the database (policy.DefaultReplicaLease if zero).
 	ReplicaLease time.Duration
@@ -263,11 +395,15 @@ func runBastion(ctx context.Context, p bastionParams) error {
 	}
 	st := p.Store
 	srv, err := bastion.New(bastion.Config{
-		Store:       st,
-		Policy:      eng,
-		HostKey:     p.HostKey,
-		Logger:      log,
-		ApproveHint: p.ApproveHint,
+		Store:              st,
+		Policy:             eng,
+		HostKey:            p.HostKey,
+		Logger:             log,
+		ApproveHint:        p.ApproveHint,
+		CommandRate:        p.Limits.commandRate,
+		CommandBurst:       p.Limits.commandBurst,
+		MaxSessionsPerConn: p.Limits.maxSessions,
+		HandshakeTimeout:   p.Limits.handshakeTimeout,
 		Upstream: bastion.PoolOptions{
 			Signer: func(ctx context.Context, c *store.Connection) (ssh.Signer, error) {
 				return st.ConnectionSigner(ctx, c.ID)
@@ -293,12 +429,14 @@ func runBastion(ctx context.Context, p bastionParams) error {
 	var ws *web.Server
 	if p.Web != nil {
 		ws, err = web.New(web.Config{
-			Store:    st,
-			Engine:   eng,
-			Catalog:  p.Web.Catalog,
-			CheckKey: keyChecker(st, p.Web.Catalog),
-			Notifier: notifier,
-			Logger:   log,
+			Store:           st,
+			Engine:          eng,
+			Catalog:         p.Web.Catalog,
+			Notifier:        notifier,
+			Logger:          log,
+			APIRate:         p.Limits.apiRate,
+			APIBurst:        p.Limits.apiBurst,
+			SessionLifetime: p.Limits.sessionLifetime,
 		})
 		if err != nil {
 			closeListeners()

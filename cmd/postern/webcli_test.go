@@ -19,6 +19,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/postern/postern/model"
 	"github.com/postern/postern/store"
 )
 
@@ -166,7 +167,7 @@ func TestAdminCommands(t *testing.T) {
 	}
 	c.ok(pw+"\n", "admin", "add", "carol", "--password-file", "-")
 
-	var admins []adminJSON
+	var admins []model.Admin
 	raw := c.ok("", "admin", "list", "-o", "json")
 	if err := json.Unmarshal([]byte(raw), &admins); err != nil {
 		t.Fatal(err)
@@ -234,11 +235,11 @@ func TestTokenCommands(t *testing.T) {
 	}
 
 	raw := c.ok("", "token", "list", "-o", "json")
-	var list []tokenJSON
+	var list []model.Token
 	if err := json.Unmarshal([]byte(raw), &list); err != nil {
 		t.Fatal(err)
 	}
-	if len(list) != 2 || list[0].Name != "ci" || list[1].Name != "deploy" || list[0].LastUsedAt != "" ||
+	if len(list) != 2 || list[0].Name != "ci" || list[1].Name != "deploy" || !list[0].LastUsedAt.IsZero() ||
 		list[0].Admin != "alice" || list[1].Admin != "alice" {
 		t.Errorf("token list -o json: got %+v; want ci, deploy, never used, both alice's (deploy added --admin ALICE)", list)
 	}
@@ -309,7 +310,7 @@ func TestWebCommandsBadInput(t *testing.T) {
 			}
 		})
 	}
-	var admins []adminJSON
+	var admins []model.Admin
 	json.Unmarshal([]byte(c.ok("", "admin", "list", "-o", "json")), &admins)
 	if len(admins) != 1 {
 		t.Errorf("after the failures: got %d admins; want 1", len(admins))

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"net"
 	"net/url"
@@ -12,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/postern/postern/recipes"
-	"github.com/postern/postern/store"
 	"github.com/postern/postern/web"
 )
 
@@ -114,15 +112,6 @@ func webApproveHint(baseURL string) func(id string) string {
 
 // cliApproveHint is the bastion's waiting line without the web page.
 func cliApproveHint(id string) string { return "an admin decides it with postern approvals" }
-
-// keyChecker is web.Config.CheckKey over st: the same check and record as
-// `postern conn check`.
-func keyChecker(st *store.Store, cat *recipes.Catalog) func(ctx context.Context, alias string) (recipes.Result, error) {
-	return func(ctx context.Context, alias string) (recipes.Result, error) {
-		kc, err := checkConnectionKey(ctx, st, cat, alias, 0)
-		return kc.Result, err
-	}
-}
 
 // errWebStopped is serving's error when the web page stopped on its own.
 var errWebStopped = errors.New("web: stopped without being asked to")

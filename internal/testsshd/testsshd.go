@@ -331,6 +331,24 @@ func (s *Server) NewHostKey(t testing.TB) {
 	s.setKnownHostsLine()
 }
 
+// Authorize appends line (an authorized_keys line) to the server's
+// authorized_keys, as an admin installs a key on a target; sshd reads the
+// file at each login, so it takes effect at once.
+func (s *Server) Authorize(t testing.TB, line string) {
+	t.Helper()
+	f, err := os.OpenFile(filepath.Join(s.Dir, "authorized_keys"), os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		t.Fatalf("testsshd: authorize: %v", err)
+	}
+	_, err = f.WriteString(strings.TrimSpace(line) + "\n")
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatalf("testsshd: authorize: %v", err)
+	}
+}
+
 // descendants lists the processes below pid, read from /proc (Linux); it
 // returns nil where /proc is absent.
 func descendants(pid int) []int {

@@ -1,6 +1,6 @@
--- PostgreSQL's form of migrations/0008_replicas.sql (the same step; store/migrate.go).
+-- PostgreSQL's form of migrations/0009_replicas.sql (the same step; store/migrate.go).
 --
--- 0008: several `postern serve` on one database (issue 16).
+-- 0009: several `postern serve` on one database (issue 16).
 --
 -- Each running `postern serve` is a replica, registered here at start with a
 -- random id and kept alive by a heartbeat that moves expires_at forward (its

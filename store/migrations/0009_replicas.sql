@@ -1,4 +1,4 @@
--- 0008: several `postern serve` on one database (issue 16).
+-- 0009: several `postern serve` on one database (issue 16).
 --
 -- Each running `postern serve` is a replica, registered here at start with a
 -- random id and kept alive by a heartbeat that moves expires_at forward (its

@@ -1,0 +1,190 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/postern/postern/internal/testsshd"
+)
+
+// Config as code (issue 15): apply and export against a real sshd.
+
+// writeFile writes content to name in dir and returns its path.
+func writeFile(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestApplyExportRoundTrip: a file declares an agent, a connection (its key
+// in a file beside it), a grant and a notification channel; apply creates
+// them, key-checked and audited, and a second apply changes nothing.
+// export writes the same state without a secret, applying the export
+// changes nothing, and the export plus the secrets' files recreates the
+// same state in an empty data directory.
+func TestApplyExportRoundTrip(t *testing.T) {
+	sshd := testsshd.Start(t, testsshd.Options{})
+	c := newCLI(t)
+	dir := t.TempDir()
+	writeFile(t, dir, "web.key", string(sshd.UserKeyPEM))
+	const hookURL = "https://hooks.example.com/services/T0/B0/hook-token-4711"
+	const hookSecret = "hook-signing-secret-0815"
+	writeFile(t, dir, "ops.url", hookURL+"\n")
+	writeFile(t, dir, "ops.secret", hookSecret+"\n")
+	bot := writeKeyFiles(t, "bot", "")
+	conf := fmt.Sprintf(`# what postern serves
+[[agent]]
+name = "bot"
+keys = [%q]
+
+[[connection]]
+alias = "web"
+host = %q
+port = %d
+user = %q
+env = "staging"
+recipe = "linux"
+host_keys = [%q]
+key_file = "web.key"
+
+[[grant]]
+agent = "bot"
+connection = "web"
+write = "ask"
+
+[[notify]]
+name = "ops"
+url_file = "ops.url"
+secret_file = "ops.secret"
+events = ["pending"]
+`, bot.pubLine, sshd.Host, sshd.Port, sshd.User, bareKey(sshd.HostKey))
+	file := writeFile(t, dir, "postern.toml", conf)
+
+	dry := c.ok("", "apply", "-f", file, "--dry-run")
+	if !strings.Contains(dry, "+ connection web") || !strings.Contains(dry, "dry run, nothing changed") || len(c.conns()) != 0 {
+		t.Fatalf("apply --dry-run: %q, %d connections; want the plan and nothing changed", dry, len(c.conns()))
+	}
+	out := c.ok("", "apply", "-f", file)
+	for _, want := range []string{"+ agent bot", "+ connection web: " + sshd.User + "@" + sshd.Host, "key check: ok",
+		"+ grant bot web: read=allow write=ask destructive=deny", "+ notify ops: json to https://hooks.example.com/…",
+		"4 to change, 4 done, 0 failed"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("apply output lacks %q:\n%s", want, out)
+		}
+	}
+	if again := c.ok("", "apply", "-f", file); !strings.Contains(again, "nothing to change") || !strings.Contains(again, "4 unchanged") {
+		t.Errorf("second apply: %q; want nothing to change", again)
+	}
+	if x := c.conns()["web"]; x.KeyStatus != "ok" || x.Env != "staging" || x.Recipe != "linux" {
+		t.Errorf("applied connection: %+v; want ok, staging, linux", x)
+	}
+	for _, r := range adminRows(c.auditRows()) {
+		if !strings.Contains(r.Reason, "via apply") {
+			t.Errorf("audit row %d %q: reason %q; want via apply", r.Seq, r.Operation, r.Reason)
+		}
+	}
+
+	exported := c.ok("", "export")
+	for _, secret := range []string{"hook-token-4711", hookSecret, "PRIVATE KEY", strings.Split(string(sshd.UserKeyPEM), "\n")[1]} {
+		if strings.Contains(exported, secret) {
+			t.Errorf("export contains a secret (%.20q...):\n%s", secret, exported)
+		}
+	}
+	expFile := writeFile(t, dir, "exported.toml", exported)
+	if same := c.ok("", "apply", "-f", expFile); !strings.Contains(same, "nothing to change") {
+		t.Errorf("applying the export: %q; want nothing to change", same)
+	}
+
+	// An empty data directory: the export alone lacks the secrets, and
+	// says what is missing without changing anything.
+	fresh := newCLI(t)
+	r := fresh.run("", "apply", "-f", expFile)
+	if r.code != 2 || !strings.Contains(r.stderr, "needs key_file or generate_key") || !strings.Contains(r.stderr, "needs url_file") {
+		t.Fatalf("applying the bare export to an empty directory: exit %d, %q; want 2 naming the missing key and URL", r.code, r.stderr)
+	}
+	if len(fresh.conns()) != 0 || strings.Contains(fresh.ok("", "agent", "list"), "bot") {
+		t.Error("a refused apply changed the empty directory")
+	}
+	withSecrets := strings.Replace(exported, "alias = 'web'", "alias = 'web'\nkey_file = 'web.key'", 1)
+	withSecrets = strings.Replace(withSecrets, "name = 'ops'", "name = 'ops'\nurl_file = 'ops.url'\nsecret_file = 'ops.secret'", 1)
+	if withSecrets == exported {
+		t.Fatalf("the export's format changed; the test cannot add the secrets' files:\n%s", exported)
+	}
+	fresh.ok("", "apply", "-f", writeFile(t, dir, "restore.toml", withSecrets))
+	if got := fresh.ok("", "export"); got != exported {
+		t.Errorf("export of the recreated directory differs:\n%s\nwant:\n%s", got, exported)
+	}
+}
+
+// TestApplyPruneAndChanges: apply changes what differs (a rule, an
+// agent's key, a connection's port), keeps what the file does not name,
+// and --prune removes it; a file with a mistake changes nothing and says
+// where the mistake is.
+func TestApplyPruneAndChanges(t *testing.T) {
+	c := newCLI(t)
+	dir := t.TempDir()
+	k1, k2 := writeKeyFiles(t, "k1", ""), writeKeyFiles(t, "k2", "")
+	target := writeKeyFiles(t, "target", "")
+	host := hostLine(t, "127.0.0.1")
+	c.ok("", "agent", "add", "old", "--key", k2.pub)
+	base := func(rule, port string) string {
+		return fmt.Sprintf(`[[agent]]
+name = "bot"
+keys = [%q]
+
+[[connection]]
+alias = "web"
+host = "127.0.0.1"
+port = %s
+user = "deploy"
+host_keys = [%q]
+key_file = %q
+allow_unverified = true
+
+[[grant]]
+agent = "bot"
+connection = "web"
+write = %q
+`, k1.pubLine, port, host, target.priv, rule)
+	}
+	port := itoa(closedPort(t))
+	f := writeFile(t, dir, "a.toml", base("ask", port))
+	out := c.ok("", "apply", "-f", f, "--timeout", "5s")
+	if !strings.Contains(out, "stored unverified") || !strings.Contains(out, "old (not in the file; kept") {
+		t.Errorf("first apply: %q; want the unverified connection stored and agent old kept", out)
+	}
+	other := itoa(closedPort(t))
+	f = writeFile(t, dir, "b.toml", base("deny", other))
+	out = c.ok("", "apply", "-f", f, "--timeout", "5s")
+	for _, want := range []string{"~ connection web: port " + port + " -> " + other,
+		"~ grant bot web: read=allow write=deny destructive=deny (was read=allow write=ask destructive=deny)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("second apply lacks %q:\n%s", want, out)
+		}
+	}
+	out = c.ok("", "apply", "-f", f, "--prune")
+	if !strings.Contains(out, "- agent old") || strings.Contains(c.ok("", "agent", "list"), "old") {
+		t.Errorf("apply --prune: %q; want agent old removed", out)
+	}
+
+	bad := writeFile(t, dir, "bad.toml", base("sometimes", port)+"\n[[agent]]\nname = \"x\"\nkeys = []\ncolour = \"red\"\n")
+	r := c.run("", "apply", "-f", bad)
+	if r.code != 2 || !strings.Contains(r.stderr, "unknown key") || !strings.Contains(r.stderr, "line ") {
+		t.Errorf("apply of a file with an unknown key: exit %d, %q; want 2 naming the line", r.code, r.stderr)
+	}
+	bad = writeFile(t, dir, "bad2.toml", base("sometimes", port))
+	before := c.snapshot()
+	r = c.run("", "apply", "-f", bad)
+	if r.code != 2 || !strings.Contains(r.stderr, `write: "sometimes"`) || !strings.Contains(r.stderr, "nothing was changed") {
+		t.Errorf("apply of a bad rule: exit %d, %q; want 2 naming the rule", r.code, r.stderr)
+	}
+	if c.snapshot() != before {
+		t.Error("a refused apply changed the data")
+	}
+}

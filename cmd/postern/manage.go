@@ -1,0 +1,66 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/postern/postern/manage"
+	"github.com/postern/postern/policy"
+	"github.com/postern/postern/recipes"
+)
+
+// cliActor is who the admin CLI's changes are audited as: the OS user
+// running it. The CLI asks for no password: whoever can read the data
+// directory (the database and the master key) can do anything anyway
+// (SECURITY.md), so the audit row says which account it was.
+func cliActor(via string) policy.Actor {
+	name := osUserName()
+	if name == "" {
+		name = "unknown"
+	}
+	return policy.Actor{Name: "cli:" + name, Via: via}
+}
+
+// withManager opens the store and a manager of admin changes over it for
+// one command, and closes the store after fn.
+func withManager(ctx context.Context, data *dataFlag, fn func(*manage.Manager) error) error {
+	s, err := data.open(ctx)
+	if err != nil {
+		return storeErr(err)
+	}
+	defer s.Close()
+	cat, err := recipes.Load()
+	if err != nil {
+		return err
+	}
+	m, err := manage.New(manage.Config{Store: s, Catalog: cat})
+	if err != nil {
+		return err
+	}
+	return fn(m)
+}
+
+// manageErr is storeErr for the manager's errors: input the admin got wrong
+// exits 2, a change refused after its key check exits 1 with its reason.
+func manageErr(err error) error {
+	var ns *manage.NotStoredError
+	if errors.As(err, &ns) {
+		return errNotStored{ns}
+	}
+	return storeErr(err)
+}
+
+// errNotStored is a change refused after its key check, said without the
+// package prefix.
+type errNotStored struct{ e *manage.NotStoredError }
+
+func (e errNotStored) Error() string {
+	msg := strings.TrimPrefix(e.e.Error(), "manage: ")
+	if !e.e.Mismatch() {
+		msg += " (--allow-unverified keeps a connection whose target is not ready yet)"
+	}
+	return msg
+}
+
+func (e errNotStored) Unwrap() error { return e.e }

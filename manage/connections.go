@@ -1,0 +1,571 @@
+package manage
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/knownhosts"
+
+	"github.com/postern/postern/model"
+	"github.com/postern/postern/policy"
+	"github.com/postern/postern/recipes"
+	"github.com/postern/postern/store"
+)
+
+// ConnectionSpec describes a connection to add.
+type ConnectionSpec struct {
+	Alias  string
+	Host   string
+	Port   int // store.DefaultSSHPort if zero
+	User   string
+	Env    store.Env // dev if empty
+	Recipe string    // "" lets the host pick one when the bastion connects
+	// The target's host key: HostKeys (known_hosts lines or public keys),
+	// or AcceptNewHostKey to fetch and pin the one it presents now.
+	HostKeys         []string
+	AcceptNewHostKey bool
+	// The key postern authenticates with: PrivateKey (an unencrypted key
+	// file), or GenerateKey to make an ed25519 key pair whose private half
+	// exists only sealed in the database.
+	PrivateKey  []byte
+	GenerateKey bool
+}
+
+// ConnectionEdit is a change to a connection: nil fields (and empty
+// HostKeys and PrivateKey) keep what is stored.
+type ConnectionEdit struct {
+	Host             *string
+	Port             *int
+	User             *string
+	Env              *store.Env
+	Recipe           *string
+	HostKeys         []string // re-pin
+	AcceptNewHostKey bool     // re-pin to what the target presents now
+	PrivateKey       []byte   // re-key
+	GenerateKey      bool     // re-key with a key pair made here
+}
+
+// CheckOptions say what becomes of a change whose key check does not prove
+// the key.
+type CheckOptions struct {
+	// AllowUnverified stores a change whose check was rejected,
+	// unreachable or unproved (never a host key mismatch).
+	AllowUnverified bool
+	// NoCheck stores without dialing the target; the status becomes
+	// unchecked.
+	NoCheck bool
+	// Timeout bounds the check (and a host key scan); the Checker's if zero.
+	Timeout time.Duration
+}
+
+// ConnectionResult is what a change or a check of a connection did.
+type ConnectionResult struct {
+	Conn     *store.Connection // as it now stands; nil when an add stored nothing
+	Previous *store.Connection // before an edit; nil for an add
+	Stored   bool              // the change was made
+	Checked  bool              // a key check ran; Check and Recipe hold it
+	Check    recipes.Result
+	Recipe   string // the recipe whose read the check ran, "" for none
+	// PublicKey is the public half of the key the connection uses (or
+	// would have used): the line for the target's authorized_keys.
+	PublicKey ssh.PublicKey
+	// PreviousPublicKey is the public half of the key before an edit.
+	PreviousPublicKey ssh.PublicKey
+	Generated         bool // the key was made by GenerateKey
+	// ScannedHostKey is the host key AcceptNewHostKey fetched, nil if none.
+	ScannedHostKey ssh.PublicKey
+}
+
+// NotStoredError says that a change was refused after its key check: a
+// host key mismatch, or a key not proved without AllowUnverified.
+type NotStoredError struct {
+	Alias  string
+	Result recipes.Result
+}
+
+func (e *NotStoredError) Error() string {
+	return fmt.Sprintf("manage: connection %s: %s; nothing was stored",
+		e.Alias, model.StatusText(string(KeyStatusOf(e.Result.Status)), e.Result.Message, false))
+}
+
+// HostKeyScanError says that the host key to accept could not be fetched:
+// the target did not answer, or did not speak SSH.
+type HostKeyScanError struct {
+	Addr string
+	Err  error
+}
+
+func (e *HostKeyScanError) Error() string {
+	return fmt.Sprintf("manage: fetch the host key of %s: %v", e.Addr, e.Err)
+}
+
+func (e *HostKeyScanError) Unwrap() error { return e.Err }
+
+// Mismatch reports whether the refusal was for a host key mismatch, which
+// no option overrides.
+func (e *NotStoredError) Mismatch() bool { return e.Result.Status == recipes.StatusHostKeyMismatch }
+
+// KeyStatusOf maps a check's outcome to the status stored with the
+// connection.
+func KeyStatusOf(s recipes.Status) store.KeyStatus {
+	switch s {
+	case recipes.StatusOK:
+		return store.KeyOK
+	case recipes.StatusRejected:
+		return store.KeyRejected
+	case recipes.StatusHostKeyMismatch:
+		return store.KeyHostKeyMismatch
+	case recipes.StatusUnproved:
+		return store.KeyUnproved
+	}
+	return store.KeyUnreachable
+}
+
+// candidate is a connection as a change would make it, before anything is
+// stored.
+type candidate struct {
+	alias, host, user, recipe string
+	port                      int
+	pins                      []string
+	key                       []byte // a new key file, nil to keep the stored key
+	signer                    ssh.Signer
+}
+
+func (c *candidate) addr() string { return net.JoinHostPort(c.host, strconv.Itoa(c.port)) }
+
+// AddConnection registers a connection: it pins the host key, proves the key
+// with a check (unless opts.NoCheck) and stores it according to the
+// package's rules. A refusal after the check is a *NotStoredError, with the
+// result filled in.
+func (m *Manager) AddConnection(ctx context.Context, by policy.Actor, spec ConnectionSpec, opts CheckOptions) (ConnectionResult, error) {
+	var res ConnectionResult
+	if err := store.ValidateName("connection", spec.Alias); err != nil {
+		return res, err
+	}
+	if spec.Port == 0 {
+		spec.Port = store.DefaultSSHPort
+	}
+	if spec.Env == "" {
+		spec.Env = store.EnvDev
+	}
+	if _, err := store.ParseEnv(string(spec.Env)); err != nil {
+		return res, err
+	}
+	if err := m.checkRecipe(spec.Recipe); err != nil {
+		return res, err
+	}
+	if err := store.ValidateTarget(spec.Alias, spec.Host, spec.Port, spec.User); err != nil {
+		return res, err
+	}
+	switch {
+	case len(spec.HostKeys) > 0 && spec.AcceptNewHostKey:
+		return res, store.Invalidf("connection %s: give pinned host keys or accept the new one, not both", spec.Alias)
+	case len(spec.HostKeys) == 0 && !spec.AcceptNewHostKey:
+		return res, store.Invalidf("connection %s: the target's host key must be pinned: give a known_hosts line, or accept the one it presents now", spec.Alias)
+	case len(spec.PrivateKey) > 0 && spec.GenerateKey:
+		return res, store.Invalidf("connection %s: give a private key or generate one, not both", spec.Alias)
+	case len(spec.PrivateKey) == 0 && !spec.GenerateKey:
+		return res, store.Invalidf("connection %s: give a private key, or generate one", spec.Alias)
+	}
+	for _, l := range spec.HostKeys {
+		if _, _, err := store.ParseHostKeyLine(l); err != nil {
+			return res, err
+		}
+	}
+	if err := m.st.CheckMasterKey(); err != nil {
+		return res, err
+	}
+	if _, err := m.st.ConnectionByAlias(ctx, spec.Alias); err == nil {
+		return res, &store.ConflictError{Kind: "connection", Value: spec.Alias}
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return res, err
+	}
+	c := candidate{alias: spec.Alias, host: spec.Host, port: spec.Port, user: spec.User, recipe: spec.Recipe,
+		pins: spec.HostKeys, key: spec.PrivateKey}
+	if err := m.prepareKey(&c, &res, spec.GenerateKey); err != nil {
+		return res, err
+	}
+	if spec.AcceptNewHostKey {
+		if err := m.acceptNew(ctx, &c, &res, opts); err != nil {
+			return res, err
+		}
+	}
+	check, err := m.decide(ctx, &c, &res, opts, true)
+	if err != nil {
+		return res, err
+	}
+	what := fmt.Sprintf("conn add %s: %s@%s, env %s, recipe %s, host key %s, key %s",
+		spec.Alias, spec.User, c.addr(), spec.Env, orNone(spec.Recipe), pinsText(c.pins), keyText(res.PublicKey, res.Generated))
+	actx, p := audited(ctx, policy.Change{Actor: by, ConnectionAlias: spec.Alias, What: what, Result: resultText(res)})
+	conn, err := m.st.CreateConnection(actx, store.NewConnection{
+		Alias: spec.Alias, Host: spec.Host, Port: spec.Port, User: spec.User, PrivateKey: c.key,
+		HostKeys: c.pins, Recipe: spec.Recipe, Env: spec.Env, Check: check,
+	})
+	if err != nil {
+		return res, err
+	}
+	res.Conn, res.Stored = conn, true
+	return res, checkAudited(p, "conn add")
+}
+
+// UpdateConnection changes a connection in place (its id, grants and
+// approvals stay). A change to anything the key check depends on (host,
+// port, user, recipe, pinned host keys, the key) re-runs the check against
+// the connection as changed, and is stored according to the package's
+// rules; a change of the environment alone is stored without dialing.
+func (m *Manager) UpdateConnection(ctx context.Context, by policy.Actor, alias string, e ConnectionEdit, opts CheckOptions) (ConnectionResult, error) {
+	var res ConnectionResult
+	cur, err := m.st.ConnectionByAlias(ctx, alias)
+	if err != nil {
+		return res, err
+	}
+	res.Previous, res.Conn = cur, cur
+	switch {
+	case len(e.HostKeys) > 0 && e.AcceptNewHostKey:
+		return res, store.Invalidf("connection %s: give pinned host keys or accept the new one, not both", alias)
+	case len(e.PrivateKey) > 0 && e.GenerateKey:
+		return res, store.Invalidf("connection %s: give a private key or generate one, not both", alias)
+	}
+	if e.Env != nil {
+		if _, err := store.ParseEnv(string(*e.Env)); err != nil {
+			return res, err
+		}
+	}
+	if e.Recipe != nil {
+		if err := m.checkRecipe(*e.Recipe); err != nil {
+			return res, err
+		}
+	}
+	for _, l := range e.HostKeys {
+		if _, _, err := store.ParseHostKeyLine(l); err != nil {
+			return res, err
+		}
+	}
+	if err := m.st.CheckMasterKey(); err != nil {
+		return res, err
+	}
+	c := candidate{alias: alias, host: cur.Host, port: cur.Port, user: cur.User, recipe: cur.Recipe,
+		pins: cur.HostKeys, key: e.PrivateKey}
+	var changes []string
+	change := func(what, from, to string) {
+		if from != to {
+			changes = append(changes, what+" "+from+" -> "+to)
+		}
+	}
+	if e.Host != nil {
+		change("host", c.host, *e.Host)
+		c.host = *e.Host
+	}
+	if e.Port != nil {
+		change("port", strconv.Itoa(c.port), strconv.Itoa(*e.Port))
+		c.port = *e.Port
+	}
+	if e.User != nil {
+		change("user", c.user, *e.User)
+		c.user = *e.User
+	}
+	if e.Recipe != nil {
+		change("recipe", orNone(c.recipe), orNone(*e.Recipe))
+		c.recipe = *e.Recipe
+	}
+	if err := store.ValidateTarget(alias, c.host, c.port, c.user); err != nil {
+		return res, err
+	}
+	dialed := len(changes) > 0 // what the check depends on changed
+	if e.Env != nil {
+		change("env", string(cur.Env), string(*e.Env))
+	}
+	oldPub, err := m.st.ConnectionPublicKey(ctx, cur.ID)
+	if err != nil {
+		return res, err
+	}
+	res.PreviousPublicKey = oldPub
+	if len(e.PrivateKey) > 0 || e.GenerateKey {
+		if err := m.prepareKey(&c, &res, e.GenerateKey); err != nil {
+			return res, err
+		}
+		change("key", ssh.FingerprintSHA256(oldPub), keyText(res.PublicKey, res.Generated))
+		dialed = true
+	} else {
+		res.PublicKey = oldPub
+		if !opts.NoCheck {
+			if c.signer, err = m.st.ConnectionSigner(ctx, cur.ID); err != nil {
+				return res, err
+			}
+		}
+	}
+	if len(e.HostKeys) > 0 {
+		c.pins = e.HostKeys
+	}
+	if e.AcceptNewHostKey {
+		if err := m.acceptNew(ctx, &c, &res, opts); err != nil {
+			return res, err
+		}
+	}
+	if len(e.HostKeys) > 0 || e.AcceptNewHostKey {
+		change("host key", pinsText(cur.HostKeys), pinsText(c.pins))
+		dialed = true
+	}
+	if len(changes) == 0 && !dialed {
+		return res, store.Invalidf("connection %s: nothing to change", alias)
+	}
+	if len(changes) == 0 {
+		changes = append(changes, "unchanged")
+	}
+	var check *store.KeyCheck
+	if dialed {
+		if check, err = m.decide(ctx, &c, &res, opts, false); err != nil {
+			return res, err
+		}
+	}
+	ch := store.ConnectionChange{Host: e.Host, Port: e.Port, User: e.User, Env: e.Env, Recipe: e.Recipe,
+		PrivateKey: c.key, Check: check}
+	if len(e.HostKeys) > 0 || e.AcceptNewHostKey {
+		ch.HostKeys = c.pins
+	}
+	what := "conn update " + alias + ": " + strings.Join(changes, ", ")
+	actx, p := audited(ctx, policy.Change{Actor: by, ConnectionID: cur.ID, ConnectionAlias: cur.Alias,
+		What: what, Result: resultText(res)})
+	conn, err := m.st.UpdateConnection(actx, alias, ch)
+	if err != nil {
+		return res, err
+	}
+	res.Conn, res.Stored = conn, true
+	return res, checkAudited(p, "conn update")
+}
+
+// CheckConnection proves a stored connection's key with its recipe's read
+// and records the outcome, whatever it is. It changes nothing else and is
+// not audited: it observes.
+func (m *Manager) CheckConnection(ctx context.Context, alias string, timeout time.Duration) (ConnectionResult, error) {
+	var res ConnectionResult
+	cur, err := m.st.ConnectionByAlias(ctx, alias)
+	if err != nil {
+		return res, err
+	}
+	res.Conn = cur
+	signer, err := m.st.ConnectionSigner(ctx, cur.ID)
+	if err != nil {
+		return res, err
+	}
+	res.PublicKey = signer.PublicKey()
+	c := candidate{alias: cur.Alias, host: cur.Host, port: cur.Port, user: cur.User, recipe: cur.Recipe,
+		pins: cur.HostKeys, signer: signer}
+	if err := m.runCheck(ctx, &c, &res, timeout); err != nil {
+		return res, err
+	}
+	conn, err := m.st.SetKeyStatus(ctx, alias, KeyStatusOf(res.Check.Status), res.Check.Message)
+	if err != nil {
+		return res, fmt.Errorf("manage: key check of %s: %s, not recorded: %w", alias, res.Check.Status, err)
+	}
+	res.Conn, res.Stored = conn, true
+	return res, nil
+}
+
+// RemoveConnection deletes a connection with its sealed key and grants.
+func (m *Manager) RemoveConnection(ctx context.Context, by policy.Actor, alias string) (*store.Connection, error) {
+	cur, err := m.st.ConnectionByAlias(ctx, alias)
+	if err != nil {
+		return nil, err
+	}
+	what := fmt.Sprintf("conn remove %s: %s@%s, host key %s", alias, cur.User, cur.Addr(), pinsText(cur.HostKeys))
+	actx, p := audited(ctx, policy.Change{Actor: by, ConnectionID: cur.ID, ConnectionAlias: cur.Alias, What: what})
+	if err := m.st.RemoveConnection(actx, alias); err != nil {
+		return nil, err
+	}
+	return cur, checkAudited(p, "conn remove")
+}
+
+// checkRecipe refuses a recipe the catalog does not have.
+func (m *Manager) checkRecipe(key string) error {
+	if key != "" && m.cat.Get(key) == nil {
+		return store.Invalidf("unknown recipe %q; see postern recipes list", key)
+	}
+	return nil
+}
+
+// prepareKey reads or makes the candidate's key.
+func (m *Manager) prepareKey(c *candidate, res *ConnectionResult, generate bool) error {
+	if generate {
+		key, signer, err := generateKey(c.alias)
+		if err != nil {
+			return err
+		}
+		c.key, c.signer, res.Generated = key, signer, true
+		res.PublicKey = signer.PublicKey()
+		return nil
+	}
+	if err := store.CheckPrivateKey(c.key); err != nil {
+		return err
+	}
+	signer, err := ssh.ParsePrivateKey(c.key)
+	if err != nil {
+		return store.Invalidf("private key does not parse")
+	}
+	c.signer = signer
+	res.PublicKey = signer.PublicKey()
+	return nil
+}
+
+// generateKey makes an ed25519 key pair for a connection: the OpenSSH
+// private key file (to seal) and its signer.
+func generateKey(alias string) ([]byte, ssh.Signer, error) {
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, nil, fmt.Errorf("manage: generate key: %w", err)
+	}
+	block, err := ssh.MarshalPrivateKey(priv, "postern:"+alias)
+	if err != nil {
+		return nil, nil, fmt.Errorf("manage: generate key: %w", err)
+	}
+	signer, err := ssh.NewSignerFromKey(priv)
+	if err != nil {
+		return nil, nil, fmt.Errorf("manage: generate key: %w", err)
+	}
+	return pem.EncodeToMemory(block), signer, nil
+}
+
+// acceptNew fetches the host key the target presents now and pins it.
+func (m *Manager) acceptNew(ctx context.Context, c *candidate, res *ConnectionResult, opts CheckOptions) error {
+	if opts.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, opts.Timeout)
+		defer cancel()
+	}
+	pub, err := m.scan(ctx, c.addr())
+	if err != nil {
+		return &HostKeyScanError{Addr: c.addr(), Err: err}
+	}
+	c.pins = []string{knownhosts.Line([]string{knownhosts.Normalize(c.addr())}, pub)}
+	res.ScannedHostKey = pub
+	return nil
+}
+
+// decide runs the check of a change (unless opts.NoCheck) and applies the
+// package's rules: the check to store with it, or a *NotStoredError.
+func (m *Manager) decide(ctx context.Context, c *candidate, res *ConnectionResult, opts CheckOptions, adding bool) (*store.KeyCheck, error) {
+	if opts.NoCheck {
+		msg := "not checked: added without a check"
+		if !adding {
+			msg = "not checked since the last change"
+		}
+		return &store.KeyCheck{Status: store.KeyUnchecked, Message: msg}, nil
+	}
+	if err := m.runCheck(ctx, c, res, opts.Timeout); err != nil {
+		return nil, err
+	}
+	r := res.Check
+	keep := r.Status == recipes.StatusOK ||
+		r.Status != recipes.StatusHostKeyMismatch && (opts.AllowUnverified || res.Generated)
+	if !keep {
+		return nil, &NotStoredError{Alias: c.alias, Result: r}
+	}
+	return &store.KeyCheck{Status: KeyStatusOf(r.Status), Message: r.Message}, nil
+}
+
+// runCheck proves c's key with its recipe's read, accepting only c's pins.
+func (m *Manager) runCheck(ctx context.Context, c *candidate, res *ConnectionResult, timeout time.Duration) error {
+	r, err := m.cat.ForConnection(c.recipe, c.host)
+	if err != nil {
+		return fmt.Errorf("manage: key check of %s: %w", c.alias, err)
+	}
+	pinned := store.Connection{Alias: c.alias, HostKeys: c.pins}
+	hostKeys, err := pinned.HostKeyCallback()
+	if err != nil {
+		return err
+	}
+	keys, _ := pinned.PinnedKeys()
+	var fps []string
+	for _, k := range keys {
+		fps = append(fps, ssh.FingerprintSHA256(k))
+	}
+	chk := m.chk
+	if rc, ok := chk.(recipes.Checker); ok && timeout > 0 {
+		rc.Timeout = timeout
+		chk = rc
+	}
+	res.Check = chk.Check(ctx, recipes.Target{Name: c.alias, Addr: c.addr(), User: c.user, HostKeys: hostKeys, Pinned: fps},
+		c.signer, r)
+	res.Checked = true
+	if r != nil {
+		res.Recipe = r.Key
+	}
+	return nil
+}
+
+// resultText is a result's check for the audit row, "" if none ran.
+func resultText(res ConnectionResult) string {
+	if !res.Checked {
+		return ""
+	}
+	return model.StatusText(string(KeyStatusOf(res.Check.Status)), res.Check.Message, false)
+}
+
+// pinsText lists pinned keys by fingerprint.
+func pinsText(lines []string) string {
+	var fps []string
+	for _, l := range lines {
+		if _, k, err := store.ParseHostKeyLine(l); err == nil {
+			fps = append(fps, ssh.FingerprintSHA256(k))
+		} else {
+			fps = append(fps, "(unreadable)")
+		}
+	}
+	if len(fps) == 0 {
+		return "none"
+	}
+	return strings.Join(fps, ", ")
+}
+
+func keyText(pub ssh.PublicKey, generated bool) string {
+	if pub == nil {
+		return "none"
+	}
+	s := ssh.FingerprintSHA256(pub)
+	if generated {
+		s += " (generated)"
+	}
+	return s
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+// Model is res in the shared JSON shape (model.ConnectionResult), as the
+// CLI's -o json and the REST API answer it.
+func (res ConnectionResult) Model() model.ConnectionResult {
+	out := model.ConnectionResult{Stored: res.Stored}
+	if res.Checked {
+		out.Check = &model.KeyCheck{Status: string(KeyStatusOf(res.Check.Status)), Message: res.Check.Message,
+			Recipe: res.Recipe}
+		if res.Conn != nil && res.Stored {
+			out.Check.CheckedAt = model.Time(res.Conn.KeyCheckedAt)
+		}
+	}
+	if res.Conn != nil {
+		pub := res.PreviousPublicKey // what the connection still uses when nothing was stored
+		if res.Stored {
+			pub = res.PublicKey
+		}
+		v := model.ConnectionOf(*res.Conn, pub)
+		out.Connection = &v
+	}
+	if res.Previous != nil {
+		v := model.ConnectionOf(*res.Previous, res.PreviousPublicKey)
+		out.Previous = &v
+	}
+	return out
+}

@@ -1,0 +1,74 @@
+package manage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/postern/postern/policy"
+	"github.com/postern/postern/store"
+)
+
+// RulesChange is a change to a grant's rules: a nil rule keeps the grant's
+// (or a new grant's default, store.DefaultRules).
+type RulesChange struct {
+	Read, Write, Destructive *store.Rule
+}
+
+// SetGrant creates the grant of agent on alias, or changes its rules.
+func (m *Manager) SetGrant(ctx context.Context, by policy.Actor, agent, alias string, ch RulesChange) (*store.Grant, error) {
+	// The rules are checked by the store (store.ValidateGrant), against
+	// the connection's environment, in the transaction that writes them.
+	rules, was := store.DefaultRules(), "new"
+	cur, err := m.st.GrantByNames(ctx, agent, alias)
+	switch {
+	case err == nil:
+		rules, was = cur.Rules, "was "+RulesText(cur.Rules)
+	case !errors.Is(err, store.ErrNotFound):
+		return nil, err
+	}
+	if ch.Read != nil {
+		rules.Read = *ch.Read
+	}
+	if ch.Write != nil {
+		rules.Write = *ch.Write
+	}
+	if ch.Destructive != nil {
+		rules.Destructive = *ch.Destructive
+	}
+	a, err := m.st.AgentByName(ctx, agent)
+	if err != nil {
+		return nil, err
+	}
+	c, err := m.st.ConnectionByAlias(ctx, alias)
+	if err != nil {
+		return nil, err
+	}
+	actx, p := audited(ctx, policy.Change{Actor: by, AgentID: a.ID, AgentName: a.Name, ConnectionID: c.ID,
+		ConnectionAlias: c.Alias, What: fmt.Sprintf("grant %s %s: %s (%s)", agent, alias, RulesText(rules), was)})
+	g, err := m.st.SetGrant(actx, agent, alias, rules)
+	if err != nil {
+		return nil, err
+	}
+	return g, checkAudited(p, "grant")
+}
+
+// RevokeGrant takes a connection away from an agent.
+func (m *Manager) RevokeGrant(ctx context.Context, by policy.Actor, agent, alias string) (*store.Grant, error) {
+	cur, err := m.st.GrantByNames(ctx, agent, alias)
+	if err != nil {
+		return nil, err
+	}
+	actx, p := audited(ctx, policy.Change{Actor: by, AgentID: cur.AgentID, AgentName: cur.AgentName,
+		ConnectionID: cur.ConnectionID, ConnectionAlias: cur.Alias,
+		What: fmt.Sprintf("grant revoke %s %s: was %s", agent, alias, RulesText(cur.Rules))})
+	if err := m.st.RevokeGrant(actx, agent, alias); err != nil {
+		return nil, err
+	}
+	return cur, checkAudited(p, "grant revoke")
+}
+
+// RulesText is a grant's rules on one line.
+func RulesText(r store.Rules) string {
+	return fmt.Sprintf("read=%s write=%s destructive=%s", r.Read, r.Write, r.Destructive)
+}

@@ -1,0 +1,69 @@
+package web
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/postern/postern/store"
+)
+
+// The Tokens page: the console tokens of the REST API with their owners,
+// scopes and last use, a form to make one for the logged-in admin, and
+// Revoke buttons. A new token is shown once, in the answer to the form that
+// made it: it never travels in a redirect's URL, where browser history and
+// logs would keep it, and postern keeps only its SHA-256.
+
+type tokensData struct {
+	Flash  *flash
+	CSRF   string
+	Tokens []store.ConsoleToken
+	Scopes []store.TokenScope
+	// New is the token just made and its value, shown this once.
+	New      *store.ConsoleToken
+	NewValue string
+}
+
+func (s *Server) tokensData(r *http.Request) (tokensData, error) {
+	list, err := s.cfg.Store.ListConsoleTokens(r.Context())
+	return tokensData{Flash: flashFrom(r), CSRF: sessionFrom(r.Context()).CSRFToken, Tokens: list,
+		Scopes: store.TokenScopes}, err
+}
+
+func (s *Server) tokensPage(w http.ResponseWriter, r *http.Request) {
+	d, err := s.tokensData(r)
+	if err != nil {
+		s.serverError(w, r, "listing tokens", err)
+		return
+	}
+	s.render(w, r, http.StatusOK, "tokens.html", page("Tokens", "tokens", "", d))
+}
+
+// addTokenForm makes a token of the logged-in admin and shows it once.
+func (s *Server) addTokenForm(w http.ResponseWriter, r *http.Request) {
+	name := strings.TrimSpace(r.PostFormValue("name"))
+	sess := sessionFrom(r.Context())
+	value, t, err := s.cfg.Manager.AddToken(r.Context(), webActor(r), name, sess.AdminID,
+		store.TokenScope(r.PostFormValue("scope")))
+	if err != nil {
+		s.formStoreError(w, r, "/tokens", "Token "+name+" not made", err)
+		return
+	}
+	s.cfg.Logger.Info().Str("admin", sess.AdminName).Str("token", t.Name).Str("scope", string(t.Scope)).Msg("web: token added")
+	d, err := s.tokensData(r)
+	if err != nil {
+		s.serverError(w, r, "listing tokens", err)
+		return
+	}
+	d.New, d.NewValue = t, value
+	s.render(w, r, http.StatusOK, "tokens.html", page("Tokens", "tokens", "", d))
+}
+
+func (s *Server) removeTokenForm(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	if _, err := s.cfg.Manager.RemoveToken(r.Context(), webActor(r), name); err != nil {
+		s.formStoreError(w, r, "/tokens", "Token "+name+" not revoked", err)
+		return
+	}
+	s.cfg.Logger.Info().Str("admin", sessionFrom(r.Context()).AdminName).Str("token", name).Msg("web: token revoked")
+	s.redirectFlash(w, r, "/tokens", flashOK, "Revoked token "+name+": its bearer is refused from now on.")
+}
