@@ -333,59 +333,57 @@ func TestLock(t *testing.T) {
 // appending audit rows is one consistent snapshot: its rows are a gapless
 // prefix of the live log.
 func TestBackupWhileWriting(t *testing.T) {
-	forEachDB(t, func(t *testing.T) {
-		s, _, _ := openTestStore(t)
-		ctx := context.Background()
-		stop := make(chan struct{})
-		done := make(chan error, 1)
-		go func() {
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					done <- nil
-					return
-				default:
-				}
-				if _, err := s.AppendAudit(ctx, AuditRow{Kind: "exec", Operation: "op" + strconv.Itoa(i)}, testChain); err != nil {
-					done <- err
-					return
-				}
+	s, _, _ := openTestStore(t)
+	ctx := context.Background()
+	stop := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				done <- nil
+				return
+			default:
 			}
-		}()
-		// Some rows before, some during.
-		if _, err := s.AppendAudit(ctx, AuditRow{Kind: "exec", Operation: "first"}, testChain); err != nil {
-			t.Fatal(err)
+			if _, err := s.AppendAudit(ctx, AuditRow{Kind: "exec", Operation: "op" + strconv.Itoa(i)}, testChain); err != nil {
+				done <- err
+				return
+			}
 		}
-		dest := filepath.Join(t.TempDir(), "copy.db")
-		err := s.Backup(ctx, dest)
-		close(stop)
-		if werr := <-done; werr != nil {
-			t.Fatal(werr)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		copyDB, err := sql.Open("sqlite", dest)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer copyDB.Close()
-		var n, maxSeq int64
-		var check string
-		if err := copyDB.QueryRow(`SELECT COUNT(*), COALESCE(MAX(seq), 0) FROM audit`).Scan(&n, &maxSeq); err != nil {
-			t.Fatal(err)
-		}
-		if err := copyDB.QueryRow(`PRAGMA integrity_check`).Scan(&check); err != nil || check != "ok" {
-			t.Fatalf("integrity_check of the copy: %q, %v", check, err)
-		}
-		if n == 0 || n != maxSeq {
-			t.Errorf("the copy holds %d rows up to seq %d; want a gapless prefix", n, maxSeq)
-		}
-		if st, err := os.Stat(dest); err != nil || st.Mode().Perm() != 0o600 {
-			t.Errorf("copy's mode: %v %v; want 0600", st, err)
-		}
-		if err := s.Backup(ctx, dest); err == nil {
-			t.Error("a backup over an existing file succeeded; want refused")
-		}
-	})
+	}()
+	// Some rows before, some during.
+	if _, err := s.AppendAudit(ctx, AuditRow{Kind: "exec", Operation: "first"}, testChain); err != nil {
+		t.Fatal(err)
+	}
+	dest := filepath.Join(t.TempDir(), "copy.db")
+	err := s.Backup(ctx, dest)
+	close(stop)
+	if werr := <-done; werr != nil {
+		t.Fatal(werr)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	copyDB, err := sql.Open("sqlite", dest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer copyDB.Close()
+	var n, maxSeq int64
+	var check string
+	if err := copyDB.QueryRow(`SELECT COUNT(*), COALESCE(MAX(seq), 0) FROM audit`).Scan(&n, &maxSeq); err != nil {
+		t.Fatal(err)
+	}
+	if err := copyDB.QueryRow(`PRAGMA integrity_check`).Scan(&check); err != nil || check != "ok" {
+		t.Fatalf("integrity_check of the copy: %q, %v", check, err)
+	}
+	if n == 0 || n != maxSeq {
+		t.Errorf("the copy holds %d rows up to seq %d; want a gapless prefix", n, maxSeq)
+	}
+	if st, err := os.Stat(dest); err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("copy's mode: %v %v; want 0600", st, err)
+	}
+	if err := s.Backup(ctx, dest); err == nil {
+		t.Error("a backup over an existing file succeeded; want refused")
+	}
 }

@@ -4,9 +4,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"database/sql"
+	"errors"
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -492,5 +494,24 @@ func TestPostgresWriteLockAcrossStores(t *testing.T) {
 	}
 	if _, err := s.CreateAgent(ctx, "bot", newTestKeyPair(t, "").authorized); err != nil {
 		t.Errorf("write after the lock was released: %v", err)
+	}
+}
+
+// TestPostgresBackupRefused: `postern backup` copies an SQLite database; on
+// PostgreSQL it refuses, naming the tools to use, and writes nothing.
+func TestPostgresBackupRefused(t *testing.T) {
+	ctx := context.Background()
+	s, err := OpenPostgres(ctx, testPG.NewDatabase(t), Options{MasterKey: testMasterKey()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	dest := filepath.Join(t.TempDir(), "backup")
+	_, err = BackupDir(ctx, s, Dir{Path: t.TempDir()}, dest, BackupOptions{})
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "pg_dump") {
+		t.Errorf("BackupDir on PostgreSQL: got %v; want an invalid error naming pg_dump", err)
+	}
+	if _, err := os.Stat(dest); !os.IsNotExist(err) {
+		t.Errorf("BackupDir on PostgreSQL left %s: %v", dest, err)
 	}
 }
