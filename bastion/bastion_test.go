@@ -42,6 +42,12 @@ type harness struct {
 	server   func(*Server)
 	served   chan error
 	events   *harnessEvents
+	// database is the PostgreSQL URL the store runs on ("" for SQLite in
+	// dir); replicaAddrs, when set, are the addresses of every replica
+	// serving it, this one's first (addReplica).
+	database     string
+	replicaAddrs []string
+	maxConns     int // the store's connection bound, for addReplica's store too
 }
 
 // eventWait bounds a test's wait for something the bastion announces
@@ -134,6 +140,7 @@ type harnessOpts struct {
 	server   func(*Server) // adjusts the server before it serves (test hooks)
 	recipe   string        // the connection's recipe key
 	maxConns int           // the store's connection bound (store.Options.MaxConns)
+	database string        // a PostgreSQL URL to run the store on; SQLite if empty
 }
 
 func newHarness(t testing.TB, o harnessOpts) *harness {
@@ -147,7 +154,7 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 	target := testsshd.Start(t, o.target)
 	ctx := context.Background()
 	dir := t.TempDir()
-	d := store.Dir{Path: dir}
+	d := store.Dir{Path: dir, DatabaseURL: o.database}
 	if _, err := d.Init(ctx, store.Options{}); err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +199,7 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 		t.Fatal(err)
 	}
 	h := &harness{t: t, target: target, st: st, keyPath: keyPath, signer: signer, dir: dir, lifetime: o.lifetime, config: o.config, server: o.server,
-		events: newHarnessEvents()}
+		events: newHarnessEvents(), database: o.database, maxConns: o.maxConns}
 	if h.lifetime == 0 {
 		h.lifetime = 20 * time.Second
 	}

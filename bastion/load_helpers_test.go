@@ -82,6 +82,7 @@ func loadTargetOptions() testsshd.Options {
 type loadAgent struct {
 	name   string
 	signer ssh.Signer
+	index  int // its number among the run's agents; picks its replica
 }
 
 // addLoadAgents registers n agents named prefix-0 ... prefix-(n-1), each
@@ -107,7 +108,7 @@ func (h *harness) addLoadAgents(n int, prefix string, rules store.Rules) []loadA
 		if _, err := h.st.SetGrant(ctx, name, "web", rules); err != nil {
 			h.t.Fatal(err)
 		}
-		agents[i] = loadAgent{name: name, signer: signer}
+		agents[i] = loadAgent{name: name, signer: signer, index: i}
 	}
 	return agents
 }
@@ -117,6 +118,9 @@ func (h *harness) addLoadAgents(n int, prefix string, rules store.Rules) []loadA
 // every wait on them.
 type loadClients struct {
 	addr string
+	// addrs, when set, are several replicas' addresses: agent i dials
+	// addrs[i % len(addrs)], as a load balancer would spread them.
+	addrs []string
 
 	// mu guards clients and closed.
 	mu      sync.Mutex
@@ -127,13 +131,17 @@ type loadClients struct {
 // dial logs in to the bastion as a: TCP connect and handshake within
 // loadHandshakeTimeout.
 func (lc *loadClients) dial(a loadAgent) (*ssh.Client, error) {
-	conn, err := net.DialTimeout("tcp", lc.addr, loadHandshakeTimeout)
+	addr := lc.addr
+	if len(lc.addrs) > 0 {
+		addr = lc.addrs[a.index%len(lc.addrs)]
+	}
+	conn, err := net.DialTimeout("tcp", addr, loadHandshakeTimeout)
 	if err != nil {
 		return nil, err
 	}
 	conn.SetDeadline(time.Now().Add(loadHandshakeTimeout))
 	cfg := &ssh.ClientConfig{User: a.name, Auth: []ssh.AuthMethod{ssh.PublicKeys(a.signer)}, HostKeyCallback: ssh.InsecureIgnoreHostKey()}
-	c, chans, reqs, err := ssh.NewClientConn(conn, lc.addr, cfg)
+	c, chans, reqs, err := ssh.NewClientConn(conn, addr, cfg)
 	if err != nil {
 		conn.Close()
 		return nil, err
@@ -294,7 +302,7 @@ func (lr *loadRun) count(took time.Duration) {
 // commands that went wrong are in the result's failures.
 func runLoad(tb testing.TB, h *harness, jobs []loadJob) loadResult {
 	tb.Helper()
-	lr := &loadRun{h: h, clients: &loadClients{addr: h.addr}, start: make(chan struct{})}
+	lr := &loadRun{h: h, clients: &loadClients{addr: h.addr, addrs: h.replicaAddrs}, start: make(chan struct{})}
 	conn, err := h.st.ConnectionByAlias(context.Background(), "web")
 	if err != nil {
 		tb.Fatal(err)

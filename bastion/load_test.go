@@ -111,10 +111,17 @@ func mixedJobs(dir string, agents []loadAgent, n int) []loadJob {
 // commands use, in a directory it returns.
 func newMixedLoad(tb testing.TB, n int, logs *logTally) (*harness, []loadAgent, string) {
 	tb.Helper()
+	return newMixedLoadOn(tb, n, logs, "")
+}
+
+// newMixedLoadOn is newMixedLoad on the PostgreSQL database at url (SQLite
+// if "").
+func newMixedLoadOn(tb testing.TB, n int, logs *logTally, url string) (*harness, []loadAgent, string) {
+	tb.Helper()
 	// POSTERN_BENCH_DB_CONNS sets the store's connection bound for a
 	// benchmark that compares bounds (-1: none); the default otherwise.
 	maxConns, _ := strconv.Atoi(os.Getenv("POSTERN_BENCH_DB_CONNS"))
-	h := newHarness(tb, harnessOpts{rules: loadRules, target: loadTargetOptions(), config: logs.configure, maxConns: maxConns})
+	h := newHarness(tb, harnessOpts{rules: loadRules, target: loadTargetOptions(), config: logs.configure, maxConns: maxConns, database: url})
 	agents := h.addLoadAgents(n, "load", loadRules)
 	dir := tb.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "small"), []byte(smallFile), 0o644); err != nil {

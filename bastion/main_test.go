@@ -2,9 +2,13 @@ package bastion
 
 import (
 	"flag"
+	"fmt"
+	"os"
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/postern/postern/internal/testpg"
 )
 
 // defaultParallel is how many of this package's parallel tests run at once
@@ -14,6 +18,10 @@ import (
 // computing: on the 2-core machine of bench/RESULTS.md, eight at a time
 // keep both cores busy where two leave them mostly idle.
 const defaultParallel = "8"
+
+// benchPG is the PostgreSQL server of the replicas' load benchmark, started
+// by it and stopped by TestMain: durable, as a real installation runs.
+var benchPG = testpg.Shared{Options: testpg.Options{Durable: true}}
 
 // TestMain fails the package if any goroutine outlives its tests: the
 // server, the pool and the relay promise that every goroutine they start
@@ -25,7 +33,18 @@ func TestMain(m *testing.M) {
 	set := false
 	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
 	if !set {
-		flag.Set("test.parallel", defaultParallel)
+		_ = flag.Set("test.parallel", defaultParallel)
 	}
-	goleak.VerifyTestMain(m)
+	code := m.Run()
+	if err := benchPG.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = 1
+	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }

@@ -3,10 +3,13 @@ package notify
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -17,14 +20,50 @@ import (
 
 	"github.com/postern/postern/internal/fakeclock"
 	"github.com/postern/postern/internal/testkey"
+	"github.com/postern/postern/internal/testpg"
 	"github.com/postern/postern/policy"
 	"github.com/postern/postern/store"
 )
 
 // TestMain fails the package if a goroutine outlives its tests: Run's
-// workers and every attempt's connection must end.
+// workers and every attempt's connection must end. It stops the tests'
+// PostgreSQL server first.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	code := m.Run()
+	if err := testPG.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = 1
+	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// testPG is the PostgreSQL server of this package's tests, started by the
+// first test that needs it and stopped by TestMain.
+var testPG testpg.Shared
+
+// forEachDB runs fn once on each database postern supports, as the
+// subtests "sqlite" and "postgres": newRig called inside uses that
+// database. The postgres run needs PostgreSQL (internal/testpg): it is
+// skipped without it, unless POSTERN_E2E=1, which makes it fail.
+func forEachDB(t *testing.T, fn func(t *testing.T)) {
+	t.Helper()
+	for _, name := range []string{"sqlite", "postgres"} {
+		t.Run(name, fn)
+	}
+}
+
+// openRef opens the database ref names: a PostgreSQL URL or an SQLite file.
+func openRef(ctx context.Context, ref string, opts store.Options) (*store.Store, error) {
+	if store.IsPostgresURL(ref) {
+		return store.OpenPostgres(ctx, ref, opts)
+	}
+	return store.Open(ctx, ref, opts)
 }
 
 // hangBound detects a hang: far longer than anything here should take,
@@ -150,7 +189,10 @@ func newRig(t *testing.T) *rig {
 	ctx := context.Background()
 	clock := fakeclock.New()
 	path := filepath.Join(t.TempDir(), store.DatabaseFile)
-	st, err := store.Open(ctx, path, store.Options{Now: clock.Now, MasterKey: testMasterKey()})
+	if slices.Contains(strings.Split(t.Name(), "/"), "postgres") {
+		path = testPG.NewDatabase(t)
+	}
+	st, err := openRef(ctx, path, store.Options{Now: clock.Now, MasterKey: testMasterKey()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +213,7 @@ func newRig(t *testing.T) *rig {
 // secondStore opens the rig's database again, as another process would.
 func (r *rig) secondStore() *store.Store {
 	r.t.Helper()
-	st, err := store.Open(context.Background(), r.path, store.Options{Now: r.clock.Now, MasterKey: testMasterKey()})
+	st, err := openRef(context.Background(), r.path, store.Options{Now: r.clock.Now, MasterKey: testMasterKey()})
 	if err != nil {
 		r.t.Fatal(err)
 	}

@@ -146,13 +146,17 @@ const InterruptedReason = "postern stopped while the operation ran; how it ended
 // operation that a previous run of postern let through and did not see end
 // (it was killed or lost power while the operation ran), so that nothing
 // that reached a target goes unrecorded. It returns how many it recorded.
-// Only `postern serve` calls it, once, before it accepts agents: the
-// journal rows of a server that is running are not left behind.
+// `postern serve` calls it before it accepts agents. The operations of
+// replicas whose lease still runs are left alone (a replica serving the
+// same database is running them), unless ReplicaOptions.Exclusive says no
+// other can be; a replica's heartbeat recovers them once the lease runs
+// out.
 func (e *Engine) RecoverInterrupted(ctx context.Context) (int, error) {
 	if e.journal == nil {
 		return 0, nil
 	}
-	n, err := e.journal.RecoverInflight(ctx, ChainHash, InterruptedReason)
+	n, err := e.journal.RecoverInflight(ctx, ChainHash, InterruptedReason,
+		store.RecoverOptions{Self: e.replica.ID, All: e.replicaOpts.Exclusive})
 	if err != nil {
 		return n, fmt.Errorf("policy: recover interrupted operations: %w", err)
 	}
@@ -209,7 +213,7 @@ func (e *Engine) begin(ctx context.Context, auth *Authorization, op Operation) (
 	if r.Time.IsZero() {
 		r.Time = e.now()
 	}
-	id, err := e.journal.BeginInflight(ctx, auditRow(r))
+	id, err := e.journal.BeginInflight(ctx, e.replica.ID, auditRow(r))
 	if err != nil {
 		return refusalReason("the decision cannot be recorded", err), fmt.Errorf("policy: refused: %w", err)
 	}

@@ -55,9 +55,9 @@ type preparer interface {
 // audit row can be recorded, and what lets a restart record an operation
 // whose end postern did not see.
 type journal interface {
-	BeginInflight(ctx context.Context, row store.AuditRow) (string, error)
+	BeginInflight(ctx context.Context, owner string, row store.AuditRow) (string, error)
 	FinishInflight(ctx context.Context, id string, row store.AuditRow, chain store.ChainFunc) (store.AuditRow, error)
-	RecoverInflight(ctx context.Context, chain store.ChainFunc, reason string) (int, error)
+	RecoverInflight(ctx context.Context, chain store.ChainFunc, reason string, opts store.RecoverOptions) (int, error)
 }
 
 // Approval is a stored approval request.
@@ -70,6 +70,11 @@ type Options struct {
 	ApprovalLifetime time.Duration    // DefaultApprovalLifetime if zero
 	PollInterval     time.Duration    // DefaultPollInterval if zero
 	Logger           *zerolog.Logger  // no logging if nil
+	// Replica, when set, registers the engine as one replica of the
+	// database (postern serve): its operations are journaled under its id,
+	// and a heartbeat keeps its lease and recovers the operations of
+	// replicas that stopped (replica.go). Nil for the admin CLI and tests.
+	Replica *ReplicaOptions
 }
 
 // Engine makes decisions, runs approvals and writes the audit log. It is safe
@@ -91,6 +96,12 @@ type Engine struct {
 	// test's fake); finish is its FinishInflight, prepared when it can be.
 	journal journal
 	finish  func(ctx context.Context, id string, row store.AuditRow, chain store.ChainFunc) (store.AuditRow, error)
+
+	// replica is this engine's registration when Options.Replica was set
+	// (its zero value otherwise), renewed through replicas; set in New.
+	replica     store.Replica
+	replicaOpts ReplicaOptions
+	replicas    replicaStore
 
 	// healthMu guards auditErr. It is never held while calling the store.
 	healthMu sync.Mutex
@@ -162,6 +173,12 @@ func New(opts Options) (*Engine, error) {
 			e.finish = ps.FinishInflight
 		}
 	}
+	if opts.Replica != nil {
+		if err := e.joinReplicas(*opts.Replica); err != nil {
+			e.Close()
+			return nil, err
+		}
+	}
 	return e, nil
 }
 
@@ -176,6 +193,7 @@ func (e *Engine) Close() error {
 		e.mu.Unlock()
 		e.cancel()
 		e.watcherWG.Wait()
+		e.unregister()
 		if e.prepared != nil {
 			err = e.prepared.Close()
 		}

@@ -466,51 +466,53 @@ func copyDir(t *testing.T, src, dst string) {
 // the agent's grant was revoked or its class set to deny meanwhile; the
 // operation is refused, because the grant decides before any approval.
 func TestApprovalRecheckedAfterWait(t *testing.T) {
-	tests := []struct {
-		name    string
-		change  func(te *testEnv)
-		want    string
-		noGrant bool
-	}{
-		{"class set to deny", func(te *testEnv) {
-			if _, err := te.st.SetGrant(context.Background(), "bot", "web", Rules{Read: Allow, Write: Deny, Destructive: Deny}); err != nil {
-				t.Fatal(err)
-			}
-		}, "write operations on web are denied", false},
-		{"grant revoked", func(te *testEnv) {
-			if err := te.st.RevokeGrant(context.Background(), "bot", "web"); err != nil {
-				t.Fatal(err)
-			}
-		}, "no such connection", true},
-		{"still ask", func(te *testEnv) {}, "", false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			te := newTestEnv(t, nil, Options{})
-			c := te.conn("web", store.EnvDev, faultRules)
-			op := te.op(c, Write, "systemctl restart app")
-			a, done := authorizeAsync(t, context.Background(), te.eng, op)
-			tt.change(te)
-			if _, err := te.eng.Approve(context.Background(), a.ID, te.admin("alice"), Scope{}); err != nil {
-				t.Fatalf("Approve: %v", err)
-			}
-			r := result(t, done)
-			if tt.want == "" {
-				if r.err != nil || r.auth.Outcome != Approved {
-					t.Fatalf("Authorize: got %s, %v; want approved", r.auth.Outcome, r.err)
+	forEachDB(t, func(t *testing.T) {
+		tests := []struct {
+			name    string
+			change  func(te *testEnv)
+			want    string
+			noGrant bool
+		}{
+			{"class set to deny", func(te *testEnv) {
+				if _, err := te.st.SetGrant(context.Background(), "bot", "web", Rules{Read: Allow, Write: Deny, Destructive: Deny}); err != nil {
+					t.Fatal(err)
 				}
-				return
-			}
-			var de *DeniedError
-			if !errors.As(r.err, &de) || r.auth.Outcome != Denied {
-				t.Fatalf("Authorize: got %s, %v; want denied", r.auth.Outcome, r.err)
-			}
-			if !strings.Contains(de.Reason, tt.want) || !strings.Contains(de.Reason, "changed while approval") || de.NoGrant != tt.noGrant {
-				t.Errorf("got reason %q, NoGrant %v; want one saying %q, NoGrant %v", de.Reason, de.NoGrant, tt.want, tt.noGrant)
-			}
-			if rec := r.auth.Record(op); rec.Outcome != Denied || rec.ApprovalID != a.ID {
-				t.Errorf("Record: got %s for %q; want denied for %s", rec.Outcome, rec.ApprovalID, a.ID)
-			}
-		})
-	}
+			}, "write operations on web are denied", false},
+			{"grant revoked", func(te *testEnv) {
+				if err := te.st.RevokeGrant(context.Background(), "bot", "web"); err != nil {
+					t.Fatal(err)
+				}
+			}, "no such connection", true},
+			{"still ask", func(te *testEnv) {}, "", false},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				te := newTestEnv(t, nil, Options{})
+				c := te.conn("web", store.EnvDev, faultRules)
+				op := te.op(c, Write, "systemctl restart app")
+				a, done := authorizeAsync(t, context.Background(), te.eng, op)
+				tt.change(te)
+				if _, err := te.eng.Approve(context.Background(), a.ID, te.admin("alice"), Scope{}); err != nil {
+					t.Fatalf("Approve: %v", err)
+				}
+				r := result(t, done)
+				if tt.want == "" {
+					if r.err != nil || r.auth.Outcome != Approved {
+						t.Fatalf("Authorize: got %s, %v; want approved", r.auth.Outcome, r.err)
+					}
+					return
+				}
+				var de *DeniedError
+				if !errors.As(r.err, &de) || r.auth.Outcome != Denied {
+					t.Fatalf("Authorize: got %s, %v; want denied", r.auth.Outcome, r.err)
+				}
+				if !strings.Contains(de.Reason, tt.want) || !strings.Contains(de.Reason, "changed while approval") || de.NoGrant != tt.noGrant {
+					t.Errorf("got reason %q, NoGrant %v; want one saying %q, NoGrant %v", de.Reason, de.NoGrant, tt.want, tt.noGrant)
+				}
+				if rec := r.auth.Record(op); rec.Outcome != Denied || rec.ApprovalID != a.ID {
+					t.Errorf("Record: got %s for %q; want denied for %s", rec.Outcome, rec.ApprovalID, a.ID)
+				}
+			})
+		}
+	})
 }

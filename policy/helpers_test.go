@@ -8,12 +8,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
 	"github.com/postern/postern/internal/testkey"
+	"github.com/postern/postern/internal/testpg"
 	"github.com/postern/postern/store"
 )
 
@@ -51,6 +53,12 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
+	for _, pg := range []*testpg.Shared{&testPG, &benchPG} {
+		if err := pg.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			code = 1
+		}
+	}
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			fmt.Fprintln(os.Stderr, "goleak:", err)
@@ -60,10 +68,36 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// testPG is the PostgreSQL server of this package's tests, started by the
+// first test that needs it and stopped by TestMain.
+var testPG testpg.Shared
+
+// forEachDB runs fn once on each database postern supports, as the
+// subtests "sqlite" and "postgres": newTestEnv called inside uses that
+// database. The postgres run needs PostgreSQL (internal/testpg): it is
+// skipped without it, unless POSTERN_E2E=1, which makes it fail.
+func forEachDB(t *testing.T, fn func(t *testing.T)) {
+	t.Helper()
+	for _, name := range []string{"sqlite", "postgres"} {
+		t.Run(name, fn)
+	}
+}
+
+// onPostgres reports whether t runs in forEachDB's postgres subtest.
+func onPostgres(t *testing.T) bool {
+	for _, part := range strings.Split(t.Name(), "/") {
+		if part == "postgres" {
+			return true
+		}
+	}
+	return false
+}
+
 // testEnv is a data directory with a store and an engine over it.
 type testEnv struct {
 	t     *testing.T
-	dir   string // the data directory (postern.db inside)
+	db    string // the PostgreSQL URL inside forEachDB's postgres subtest; "" for SQLite
+	dir   string // the data directory (postern.db inside on SQLite)
 	now   func() time.Time
 	opts  Options
 	st    *store.Store
@@ -79,10 +113,13 @@ func newTestEnv(t *testing.T, now func() time.Time, opts Options) *testEnv {
 	if now == nil {
 		now = time.Now
 	}
-	if _, err := (store.Dir{Path: dir}).Init(context.Background(), store.Options{Now: now}); err != nil {
+	te := &testEnv{t: t, dir: dir, now: now, opts: opts}
+	if onPostgres(t) {
+		te.db = testPG.NewDatabase(t)
+	}
+	if _, err := te.storeDir().Init(context.Background(), store.Options{Now: now}); err != nil {
 		t.Fatalf("Init: %v", err)
 	}
-	te := &testEnv{t: t, dir: dir, now: now, opts: opts}
 	te.open()
 	t.Cleanup(te.close)
 	kp := newKeyPair(t)
@@ -105,7 +142,7 @@ func newTestEnv(t *testing.T, now func() time.Time, opts Options) *testEnv {
 // restart of postern.
 func (te *testEnv) open() {
 	te.t.Helper()
-	st, err := (store.Dir{Path: te.dir}).Open(context.Background(), store.Options{Now: te.now})
+	st, err := te.storeDir().Open(context.Background(), store.Options{Now: te.now})
 	if err != nil {
 		te.t.Fatalf("Open: %v", err)
 	}
@@ -154,10 +191,23 @@ func (te *testEnv) op(c *store.Connection, class Class, text string) Operation {
 	return Operation{AgentID: te.agent.ID, ConnectionID: c.ID, Class: class, Kind: Exec, Text: text}
 }
 
+// storeDir is the test's data directory, on its database.
+func (te *testEnv) storeDir() store.Dir {
+	return store.Dir{Path: te.dir, DatabaseURL: te.db}
+}
+
+// dbRef names the test's database: the SQLite file or the PostgreSQL URL.
+func (te *testEnv) dbRef() string {
+	if te.db != "" {
+		return te.db
+	}
+	return filepath.Join(te.dir, store.DatabaseFile)
+}
+
 // sql opens the database directly, for tests that tamper with it.
 func (te *testEnv) sql() *sql.DB {
 	te.t.Helper()
-	db, err := sql.Open("sqlite", filepath.Join(te.dir, store.DatabaseFile)+"?_pragma=busy_timeout(5000)")
+	db, err := store.OpenSQL(context.Background(), te.dbRef())
 	if err != nil {
 		te.t.Fatal(err)
 	}
@@ -223,4 +273,21 @@ func (te *testEnv) admin(name string) Decider {
 		te.t.Fatalf("admin %s: %v", name, err)
 	}
 	return Decider{AdminID: a.ID, Name: a.Name}
+}
+
+// waitListening waits until st hears of changes made by other connections
+// (PostgreSQL's notifications), so that a test that counts what the
+// watcher reads starts from a quiet store. On SQLite it returns at once.
+func waitListening(t *testing.T, st *store.Store) {
+	t.Helper()
+	if !st.Postgres() {
+		return
+	}
+	for !st.Listening() {
+		select {
+		case <-st.Changed():
+		case <-time.After(10 * time.Second):
+			t.Fatal("the store did not start listening within 10s")
+		}
+	}
 }

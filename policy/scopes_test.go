@@ -31,133 +31,141 @@ func (te *testEnv) authorizeNow(op Operation) (Authorization, error) {
 }
 
 func TestOperationScope(t *testing.T) {
-	clk := fakeclock.New()
-	te := newTestEnv(t, clk.Now, Options{})
-	c := te.conn("web", store.EnvDev, askAll)
-	op := te.op(c, Write, "systemctl reload nginx")
-	a, r := te.approveAsked(op, Scope{Kind: store.ScopeOperation, For: 30 * time.Minute})
-	if r.err != nil || r.auth.Outcome != Approved {
-		t.Fatalf("first run = %s, %v; want approved", r.auth.Outcome, r.err)
-	}
+	forEachDB(t, func(t *testing.T) {
+		clk := fakeclock.New()
+		te := newTestEnv(t, clk.Now, Options{})
+		c := te.conn("web", store.EnvDev, askAll)
+		op := te.op(c, Write, "systemctl reload nginx")
+		a, r := te.approveAsked(op, Scope{Kind: store.ScopeOperation, For: 30 * time.Minute})
+		if r.err != nil || r.auth.Outcome != Approved {
+			t.Fatalf("first run = %s, %v; want approved", r.auth.Outcome, r.err)
+		}
 
-	// The same exact operation runs without asking, audited as approved by
-	// the approval that made the scope.
-	auth, err := te.authorizeNow(op)
-	if err != nil || auth.Outcome != Approved || auth.Approval == nil || auth.Approval.ID != a.ID {
-		t.Fatalf("same operation within the scope = %s, %v; want approved by %s", auth.Outcome, err, a.ID)
-	}
-	rec := auth.Record(op)
-	if rec.ApprovalID != a.ID || !strings.Contains(rec.Reason, "operation scope of approval "+a.ID) ||
-		len(rec.Deciders) != 1 || rec.Deciders[0] != "alice" {
-		t.Errorf("audit record = %+v; want approval %s, its decider and the scope named", rec, a.ID)
-	}
-	// Another operation of the same class still asks.
-	other, done := authorizeAsync(t, context.Background(), te.eng, te.op(c, Write, "systemctl reload apache2"))
-	if _, err := te.eng.Deny(context.Background(), other.ID, te.admin("alice"), "no"); err != nil {
-		t.Fatal(err)
-	}
-	result(t, done)
+		// The same exact operation runs without asking, audited as approved by
+		// the approval that made the scope.
+		auth, err := te.authorizeNow(op)
+		if err != nil || auth.Outcome != Approved || auth.Approval == nil || auth.Approval.ID != a.ID {
+			t.Fatalf("same operation within the scope = %s, %v; want approved by %s", auth.Outcome, err, a.ID)
+		}
+		rec := auth.Record(op)
+		if rec.ApprovalID != a.ID || !strings.Contains(rec.Reason, "operation scope of approval "+a.ID) ||
+			len(rec.Deciders) != 1 || rec.Deciders[0] != "alice" {
+			t.Errorf("audit record = %+v; want approval %s, its decider and the scope named", rec, a.ID)
+		}
+		// Another operation of the same class still asks.
+		other, done := authorizeAsync(t, context.Background(), te.eng, te.op(c, Write, "systemctl reload apache2"))
+		if _, err := te.eng.Deny(context.Background(), other.ID, te.admin("alice"), "no"); err != nil {
+			t.Fatal(err)
+		}
+		result(t, done)
 
-	clk.Advance(31 * time.Minute)
-	b, done := authorizeAsync(t, context.Background(), te.eng, op)
-	if b.ID == a.ID {
-		t.Fatal("after the scope ended the operation reused the old approval")
-	}
-	te.eng.Deny(context.Background(), b.ID, te.admin("alice"), "over")
-	result(t, done)
+		clk.Advance(31 * time.Minute)
+		b, done := authorizeAsync(t, context.Background(), te.eng, op)
+		if b.ID == a.ID {
+			t.Fatal("after the scope ended the operation reused the old approval")
+		}
+		te.eng.Deny(context.Background(), b.ID, te.admin("alice"), "over")
+		result(t, done)
+	})
 }
 
 func TestClassScopeAndRevoke(t *testing.T) {
-	te := newTestEnv(t, nil, Options{})
-	c := te.conn("web", store.EnvDev, askAll)
-	a, r := te.approveAsked(te.op(c, Write, "mkdir /srv/a"), Scope{Kind: store.ScopeClass, For: time.Hour})
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	for _, text := range []string{"mkdir /srv/b", "touch /srv/b/x", "cp /etc/hosts /srv/b"} {
-		auth, err := te.authorizeNow(te.op(c, Write, text))
-		if err != nil || auth.Outcome != Approved || auth.Approval.ID != a.ID {
-			t.Errorf("%q within the class scope = %s, %v; want approved by %s", text, auth.Outcome, err, a.ID)
+	forEachDB(t, func(t *testing.T) {
+		te := newTestEnv(t, nil, Options{})
+		c := te.conn("web", store.EnvDev, askAll)
+		a, r := te.approveAsked(te.op(c, Write, "mkdir /srv/a"), Scope{Kind: store.ScopeClass, For: time.Hour})
+		if r.err != nil {
+			t.Fatal(r.err)
 		}
-	}
-	// Another class is not elevated.
-	d, done := authorizeAsync(t, context.Background(), te.eng, te.op(c, Destructive, "rm /srv/b/x"))
-	te.eng.Deny(context.Background(), d.ID, te.admin("alice"), "no")
-	result(t, done)
+		for _, text := range []string{"mkdir /srv/b", "touch /srv/b/x", "cp /etc/hosts /srv/b"} {
+			auth, err := te.authorizeNow(te.op(c, Write, text))
+			if err != nil || auth.Outcome != Approved || auth.Approval.ID != a.ID {
+				t.Errorf("%q within the class scope = %s, %v; want approved by %s", text, auth.Outcome, err, a.ID)
+			}
+		}
+		// Another class is not elevated.
+		d, done := authorizeAsync(t, context.Background(), te.eng, te.op(c, Destructive, "rm /srv/b/x"))
+		te.eng.Deny(context.Background(), d.ID, te.admin("alice"), "no")
+		result(t, done)
 
-	// A grant changed to deny outranks the scope.
-	if _, err := te.st.SetGrant(context.Background(), "bot", "web", Rules{Read: Allow, Write: Deny, Destructive: Deny}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := te.eng.Authorize(context.Background(), te.op(c, Write, "mkdir /srv/c"), nil); !errors.Is(err, ErrDenied) {
-		t.Errorf("write under a scope after the grant became deny = %v; want denied", err)
-	}
-	if _, err := te.st.SetGrant(context.Background(), "bot", "web", askAll); err != nil {
-		t.Fatal(err)
-	}
+		// A grant changed to deny outranks the scope.
+		if _, err := te.st.SetGrant(context.Background(), "bot", "web", Rules{Read: Allow, Write: Deny, Destructive: Deny}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := te.eng.Authorize(context.Background(), te.op(c, Write, "mkdir /srv/c"), nil); !errors.Is(err, ErrDenied) {
+			t.Errorf("write under a scope after the grant became deny = %v; want denied", err)
+		}
+		if _, err := te.st.SetGrant(context.Background(), "bot", "web", askAll); err != nil {
+			t.Fatal(err)
+		}
 
-	if _, err := te.eng.RevokeScope(context.Background(), a.ID, te.admin("bob")); err != nil {
-		t.Fatalf("RevokeScope: %v", err)
-	}
-	e, done := authorizeAsync(t, context.Background(), te.eng, te.op(c, Write, "mkdir /srv/d"))
-	te.eng.Deny(context.Background(), e.ID, te.admin("alice"), "revoked")
-	result(t, done)
+		if _, err := te.eng.RevokeScope(context.Background(), a.ID, te.admin("bob")); err != nil {
+			t.Fatalf("RevokeScope: %v", err)
+		}
+		e, done := authorizeAsync(t, context.Background(), te.eng, te.op(c, Write, "mkdir /srv/d"))
+		te.eng.Deny(context.Background(), e.ID, te.admin("alice"), "revoked")
+		result(t, done)
+	})
 }
 
 // TestScopeRefusals: a production destructive operation is one operation,
 // two people, every time; scopes are bounded by MaxScope.
 func TestScopeRefusals(t *testing.T) {
-	te := newTestEnv(t, nil, Options{})
-	prod := te.conn("db", store.EnvProduction, askAll)
-	dev := te.conn("web", store.EnvDev, askAll)
-	p, pdone := authorizeAsync(t, context.Background(), te.eng, te.op(prod, Destructive, "rm -rf /srv/old"))
-	w, wdone := authorizeAsync(t, context.Background(), te.eng, te.op(dev, Write, "touch /x"))
-	tests := []struct {
-		name  string
-		id    string
-		scope Scope
-	}{
-		{"production destructive, operation scope", p.ID, Scope{Kind: store.ScopeOperation, For: time.Minute}},
-		{"production destructive, class scope", p.ID, Scope{Kind: store.ScopeClass, For: time.Minute}},
-		{"longer than MaxScope", w.ID, Scope{Kind: store.ScopeClass, For: MaxScope + time.Second}},
-		{"no duration", w.ID, Scope{Kind: store.ScopeClass}},
-		{"request with a duration", w.ID, Scope{Kind: store.ScopeRequest, For: time.Minute}},
-		{"unknown kind", w.ID, Scope{Kind: "all", For: time.Minute}},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			if _, err := te.eng.Approve(context.Background(), tc.id, te.admin("alice"), tc.scope); !errors.Is(err, ErrScope) {
-				t.Errorf("Approve(%+v) = %v; want ErrScope", tc.scope, err)
-			}
-		})
-	}
-	for _, id := range []string{p.ID, w.ID} {
-		if got, _ := te.st.GetApproval(context.Background(), id); got.Status != store.ApprovalPending || got.FirstApprover != "" {
-			t.Errorf("%s after refused scopes = %s, first approver %q; want untouched", id, got.Status, got.FirstApprover)
+	forEachDB(t, func(t *testing.T) {
+		te := newTestEnv(t, nil, Options{})
+		prod := te.conn("db", store.EnvProduction, askAll)
+		dev := te.conn("web", store.EnvDev, askAll)
+		p, pdone := authorizeAsync(t, context.Background(), te.eng, te.op(prod, Destructive, "rm -rf /srv/old"))
+		w, wdone := authorizeAsync(t, context.Background(), te.eng, te.op(dev, Write, "touch /x"))
+		tests := []struct {
+			name  string
+			id    string
+			scope Scope
+		}{
+			{"production destructive, operation scope", p.ID, Scope{Kind: store.ScopeOperation, For: time.Minute}},
+			{"production destructive, class scope", p.ID, Scope{Kind: store.ScopeClass, For: time.Minute}},
+			{"longer than MaxScope", w.ID, Scope{Kind: store.ScopeClass, For: MaxScope + time.Second}},
+			{"no duration", w.ID, Scope{Kind: store.ScopeClass}},
+			{"request with a duration", w.ID, Scope{Kind: store.ScopeRequest, For: time.Minute}},
+			{"unknown kind", w.ID, Scope{Kind: "all", For: time.Minute}},
 		}
-	}
-	te.eng.Deny(context.Background(), p.ID, te.admin("alice"), "")
-	te.eng.Deny(context.Background(), w.ID, te.admin("alice"), "")
-	result(t, pdone)
-	result(t, wdone)
+		for _, tc := range tests {
+			t.Run(tc.name, func(t *testing.T) {
+				if _, err := te.eng.Approve(context.Background(), tc.id, te.admin("alice"), tc.scope); !errors.Is(err, ErrScope) {
+					t.Errorf("Approve(%+v) = %v; want ErrScope", tc.scope, err)
+				}
+			})
+		}
+		for _, id := range []string{p.ID, w.ID} {
+			if got, _ := te.st.GetApproval(context.Background(), id); got.Status != store.ApprovalPending || got.FirstApprover != "" {
+				t.Errorf("%s after refused scopes = %s, first approver %q; want untouched", id, got.Status, got.FirstApprover)
+			}
+		}
+		te.eng.Deny(context.Background(), p.ID, te.admin("alice"), "")
+		te.eng.Deny(context.Background(), w.ID, te.admin("alice"), "")
+		result(t, pdone)
+		result(t, wdone)
+	})
 }
 
 // TestScopeNeverAppliesToProductionDestructive: even a class scope that
 // exists (made while the connection was dev) does not let a destructive
 // operation through once the connection is production.
 func TestScopeNeverAppliesToProductionDestructive(t *testing.T) {
-	te := newTestEnv(t, nil, Options{})
-	c := te.conn("db", store.EnvDev, askAll)
-	if _, r := te.approveAsked(te.op(c, Destructive, "rm /srv/a"), Scope{Kind: store.ScopeClass, For: time.Hour}); r.err != nil {
-		t.Fatal(r.err)
-	}
-	te.exec(`UPDATE connections SET env = 'production' WHERE id = ?`, c.ID)
-	a, done := authorizeAsync(t, context.Background(), te.eng, te.op(c, Destructive, "rm /srv/b"))
-	if a.ApprovalsNeeded != 2 {
-		t.Errorf("request on production = %d approvals needed; want 2", a.ApprovalsNeeded)
-	}
-	te.eng.Deny(context.Background(), a.ID, te.admin("alice"), "")
-	result(t, done)
+	forEachDB(t, func(t *testing.T) {
+		te := newTestEnv(t, nil, Options{})
+		c := te.conn("db", store.EnvDev, askAll)
+		if _, r := te.approveAsked(te.op(c, Destructive, "rm /srv/a"), Scope{Kind: store.ScopeClass, For: time.Hour}); r.err != nil {
+			t.Fatal(r.err)
+		}
+		te.exec(`UPDATE connections SET env = 'production' WHERE id = ?`, c.ID)
+		a, done := authorizeAsync(t, context.Background(), te.eng, te.op(c, Destructive, "rm /srv/b"))
+		if a.ApprovalsNeeded != 2 {
+			t.Errorf("request on production = %d approvals needed; want 2", a.ApprovalsNeeded)
+		}
+		te.eng.Deny(context.Background(), a.ID, te.admin("alice"), "")
+		result(t, done)
+	})
 }
 
 func TestParseScope(t *testing.T) {

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"context"
 	"time"
 
 	"github.com/postern/postern/store"
@@ -74,54 +75,82 @@ func (e *Engine) waitingIDs() []string {
 	return ids
 }
 
+// changeNotifier is implemented by *store.Store: on PostgreSQL, Changed
+// returns a channel closed at the next announced change to an approval
+// (LISTEN/NOTIFY, store/pgwatch.go); on SQLite it is nil.
+type changeNotifier interface {
+	Changed() <-chan struct{}
+}
+
 // watch is the engine's one watcher goroutine; it runs from the first wait
 // until Close. Decisions made through this engine wake waiters directly
 // (notify); this loop is for decisions made by another process, such as the
-// admin CLI. Every poll interval it reads PRAGMA data_version, which changes
-// only when another connection committed, and only then reads the status of
-// the requests that have waiters, by primary key. An idle bastion therefore
-// costs one trivial query per interval, whatever the size of the table.
+// admin CLI or another replica. Every poll interval it reads the store's
+// DataVersion — SQLite's PRAGMA data_version, which changes only when
+// another connection committed; on PostgreSQL the count of notifications
+// received, which moves on every read while notifications are lost — and
+// only then reads the status of the requests that have waiters, by primary
+// key. An idle bastion therefore costs one trivial query per interval,
+// whatever the size of the table. On PostgreSQL a notification wakes the
+// loop at once, so that a decision on another replica reaches its waiter
+// in milliseconds rather than at the next poll.
 func (e *Engine) watch() {
 	defer e.watcherWG.Done()
 	ctx := e.life
 	ticker := time.NewTicker(e.poll)
 	defer ticker.Stop()
+	cn, _ := e.st.(changeNotifier)
 	var last int64 = -1
 	for {
+		var changed <-chan struct{}
+		if cn != nil {
+			// Taken before DataVersion is read: a change after the read
+			// closes it, a change before it shows in the version.
+			changed = cn.Changed()
+		}
+		last = e.check(ctx, last)
 		select {
 		case <-e.done:
 			return
 		case <-ticker.C:
-		}
-		v, err := e.st.DataVersion(ctx)
-		if err != nil {
-			if ctx.Err() == nil {
-				e.log.Warn().Err(err).Msg("approval watcher: reading data version")
-			}
-			continue
-		}
-		if v == last {
-			continue
-		}
-		// Ids are collected after reading the version: a waiter that
-		// registered later read the request itself after the change.
-		ids := e.waitingIDs()
-		if len(ids) == 0 {
-			last = v
-			continue
-		}
-		statuses, err := e.st.ApprovalStatuses(ctx, ids)
-		if err != nil {
-			if ctx.Err() == nil {
-				e.log.Warn().Err(err).Msg("approval watcher: reading approvals")
-			}
-			continue // last unchanged: try again next tick
-		}
-		last = v
-		for _, id := range ids {
-			if st, ok := statuses[id]; !ok || st != store.ApprovalPending {
-				e.notify(id) // decided, expired or removed
-			}
+		case <-changed:
 		}
 	}
+}
+
+// check reads the data version and, when it moved from last, the status
+// of every request with waiters, and wakes the waiters of those no longer
+// pending. It returns the version to compare the next check with: last
+// again when the statuses could not be read, so that the next check tries
+// again.
+func (e *Engine) check(ctx context.Context, last int64) int64 {
+	v, err := e.st.DataVersion(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			e.log.Warn().Err(err).Msg("approval watcher: reading data version")
+		}
+		return last
+	}
+	if v == last {
+		return last
+	}
+	// Ids are collected after reading the version: a waiter that
+	// registered later read the request itself after the change.
+	ids := e.waitingIDs()
+	if len(ids) == 0 {
+		return v
+	}
+	statuses, err := e.st.ApprovalStatuses(ctx, ids)
+	if err != nil {
+		if ctx.Err() == nil {
+			e.log.Warn().Err(err).Msg("approval watcher: reading approvals")
+		}
+		return last // try again next tick
+	}
+	for _, id := range ids {
+		if st, ok := statuses[id]; !ok || st != store.ApprovalPending {
+			e.notify(id) // decided, expired or removed
+		}
+	}
+	return v
 }

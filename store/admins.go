@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 )
 
@@ -79,7 +78,7 @@ func (s *Store) CreateAdmin(ctx context.Context, name, passwordHash string) (*Ad
 		// Names are one identity whatever their case: "alice" and "ALICE"
 		// must never be two admins for the two-person rule.
 		var taken string
-		err := tx.QueryRowContext(ctx, `SELECT name FROM admins WHERE name = ? COLLATE NOCASE`, name).Scan(&taken)
+		err := tx.QueryRowContext(ctx, `SELECT name FROM admins WHERE lower(name) = lower(?)`, name).Scan(&taken)
 		if err == nil {
 			return &ConflictError{Kind: "admin", Value: taken}
 		} else if !errors.Is(err, sql.ErrNoRows) {
@@ -108,7 +107,7 @@ func (s *Store) CreateAdmin(ctx context.Context, name, passwordHash string) (*Ad
 // before names were unique without regard to case both match.
 func (s *Store) ResolveAdmin(ctx context.Context, name string) (*Admin, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT `+adminColumns+` FROM admins
-		WHERE id = ? OR name = ? COLLATE NOCASE ORDER BY name`, name, name)
+		WHERE id = ? OR lower(name) = lower(?) ORDER BY name`, name, name)
 	found, err := collect(rows, err, "admin "+name, scanAdmin)
 	if err != nil {
 		return nil, err
@@ -333,7 +332,7 @@ func (s *Store) CreateConsoleToken(ctx context.Context, name, tokenSHA256, admin
 		switch {
 		case isUniqueViolation(err):
 			return &ConflictError{Kind: "token", Value: name}
-		case err != nil && strings.Contains(err.Error(), "FOREIGN KEY"):
+		case err != nil && isForeignKeyViolation(err):
 			return notFound("admin", adminID)
 		case err != nil:
 			return fmt.Errorf("store: add token %s: %w", name, err)
@@ -353,7 +352,7 @@ func (s *Store) AssignConsoleToken(ctx context.Context, name, adminID string) (*
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		r, err := tx.ExecContext(ctx, `UPDATE console_tokens SET admin_id = ?, modified_at = ? WHERE name = ?`, adminID, now, name)
 		if err != nil {
-			if strings.Contains(err.Error(), "FOREIGN KEY") {
+			if isForeignKeyViolation(err) {
 				return notFound("admin", adminID)
 			}
 			return fmt.Errorf("store: assign token %s: %w", name, err)

@@ -259,7 +259,7 @@ func (s *Store) RequestApproval(ctx context.Context, req Approval, lifetime time
 			out.OperationSHA256, out.ApprovalsNeeded, formatTime(out.ExpiresAt),
 			formatTime(now), formatTime(now), out.AgentReason, out.SourceAddr)
 		if err != nil {
-			if strings.Contains(err.Error(), "FOREIGN KEY") {
+			if isForeignKeyViolation(err) {
 				return invalid("approval for unknown agent %s or connection %s", req.AgentID, req.ConnectionID)
 			}
 			return fmt.Errorf("store: write approval: %w", err)
@@ -296,20 +296,34 @@ func consume(ctx context.Context, tx *sql.Tx, id string, now time.Time) error {
 // through. The UPDATE is conditional (status approved, not yet consumed), so
 // of any number of concurrent callers exactly one gets ok; the others get
 // ok == false and the request as it now stands.
+//
+// It runs under the write lock (inTx) like RequestApproval, which may
+// consume the same request for a retry: on PostgreSQL, where a lone UPDATE
+// does not wait for that lock, RequestApproval could otherwise find the
+// request unused and then fail to consume it.
 func (s *Store) ConsumeApproval(ctx context.Context, id string) (a Approval, ok bool, err error) {
-	now := s.nowUTC()
-	res, err := s.db.ExecContext(ctx, `UPDATE approvals SET consumed_at = ?, modified_at = ?
-		WHERE id = ? AND status = 'approved' AND consumed_at = ''`,
-		formatTime(now), formatTime(now), id)
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		now := s.nowUTC()
+		res, err := tx.ExecContext(ctx, `UPDATE approvals SET consumed_at = ?, modified_at = ?
+			WHERE id = ? AND status = 'approved' AND consumed_at = ''`,
+			formatTime(now), formatTime(now), id)
+		if err != nil {
+			return fmt.Errorf("store: consume approval %s: %w", id, err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return fmt.Errorf("store: consume approval %s: %w", id, err)
+		}
+		if a, err = getApproval(ctx, tx, id); err != nil {
+			return err
+		}
+		ok = n == 1
+		return nil
+	})
 	if err != nil {
-		return Approval{}, false, fmt.Errorf("store: consume approval %s: %w", id, err)
+		return Approval{}, false, err
 	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return Approval{}, false, fmt.Errorf("store: consume approval %s: %w", id, err)
-	}
-	a, err = s.GetApproval(ctx, id)
-	return a, n == 1 && err == nil, err
+	return a, ok, nil
 }
 
 // DecideOutcome tells what DecideApproval did.
@@ -527,35 +541,45 @@ func queryApprovals(ctx context.Context, db *sql.DB, what, q string, args ...any
 // ExpireApproval marks a pending request whose lifetime has run out as
 // expired. changed is false when it was no longer pending or not yet due.
 func (s *Store) ExpireApproval(ctx context.Context, id string) (a Approval, changed bool, err error) {
-	now := formatTime(s.nowUTC())
-	res, err := s.db.ExecContext(ctx, `UPDATE approvals SET status = 'expired', modified_at = ?
-		WHERE id = ? AND status = 'pending' AND expires_at <= ?`, now, id, now)
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		now := formatTime(s.nowUTC())
+		res, err := tx.ExecContext(ctx, `UPDATE approvals SET status = 'expired', modified_at = ?
+			WHERE id = ? AND status = 'pending' AND expires_at <= ?`, now, id, now)
+		if err != nil {
+			return fmt.Errorf("store: expire approval %s: %w", id, err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return fmt.Errorf("store: expire approval %s: %w", id, err)
+		}
+		changed = n == 1
+		a, err = getApproval(ctx, tx, id)
+		return err
+	})
 	if err != nil {
-		return Approval{}, false, fmt.Errorf("store: expire approval %s: %w", id, err)
+		return Approval{}, false, err
 	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return Approval{}, false, fmt.Errorf("store: expire approval %s: %w", id, err)
-	}
-	a, err = s.GetApproval(ctx, id)
-	return a, n == 1, err
+	return a, changed, nil
 }
 
 // ExpireApprovals marks every overdue pending request as expired, so that
 // lists show the truth even when nobody waited on them, and returns how many
 // changed.
 func (s *Store) ExpireApprovals(ctx context.Context) (int64, error) {
-	now := formatTime(s.nowUTC())
-	res, err := s.db.ExecContext(ctx, `UPDATE approvals SET status = 'expired', modified_at = ?
-		WHERE status = 'pending' AND expires_at <= ?`, now, now)
-	if err != nil {
-		return 0, fmt.Errorf("store: expire approvals: %w", err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return 0, fmt.Errorf("store: expire approvals: %w", err)
-	}
-	return n, nil
+	var n int64
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		now := formatTime(s.nowUTC())
+		res, err := tx.ExecContext(ctx, `UPDATE approvals SET status = 'expired', modified_at = ?
+			WHERE status = 'pending' AND expires_at <= ?`, now, now)
+		if err != nil {
+			return fmt.Errorf("store: expire approvals: %w", err)
+		}
+		if n, err = res.RowsAffected(); err != nil {
+			return fmt.Errorf("store: expire approvals: %w", err)
+		}
+		return nil
+	})
+	return n, err
 }
 
 // ListApprovals returns pending requests, or all requests when all is true,

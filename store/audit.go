@@ -68,28 +68,28 @@ type auditStmts struct {
 }
 
 // appendAudit is AppendAudit that also removes journal row inflightID ("" for
-// none) in the same transaction.
-func (s *Store) appendAudit(ctx context.Context, row AuditRow, chain ChainFunc, st auditStmts, inflightID string) (AuditRow, error) {
+// none) in the same transaction. The row goes through the store's group
+// commit (auditbatch.go); st is no longer used, since the batcher prepares
+// its own statements.
+func (s *Store) appendAudit(ctx context.Context, row AuditRow, chain ChainFunc, _ auditStmts, inflightID string) (AuditRow, error) {
 	if err := checkDeciders(row.Deciders); err != nil {
 		return AuditRow{}, err
 	}
-	// The row must not also be appended by the transaction's pending
-	// audit (WithAudit): this append is its own.
-	ctx = withoutAudit(ctx)
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		var err error
-		if row, err = appendAuditTx(ctx, tx, row, chain, st, s.nowUTC); err != nil {
-			return err
-		}
-		if inflightID != "" {
-			return deleteInflight(ctx, tx, st.deleteInflight, inflightID)
-		}
-		return nil
-	})
-	if err != nil {
-		return AuditRow{}, err
+	return s.audits.submit(s, &auditReq{ctx: ctx, row: row, chain: chain, inflightID: inflightID, res: make(chan auditRes, 1)})
+}
+
+// inflightGoneNote is added to the reason of an operation's audit row when
+// its journal row was no longer there: its replica's lease had run out
+// while it ran (or a restart took it for interrupted), so the log already
+// holds a "failed" row for it, and this row tells how it really ended.
+const inflightGoneNote = "its journal row had been recorded as interrupted while it ran"
+
+// joinReason appends note to reason.
+func joinReason(reason, note string) string {
+	if reason == "" {
+		return note
 	}
-	return row, nil
+	return reason + "; " + note
 }
 
 // checkDeciders refuses decider names that the comma-separated column
@@ -104,8 +104,9 @@ func checkDeciders(deciders []string) error {
 }
 
 // appendAuditTx appends row in tx: it reads the last row's seq and hash,
-// chains the new row from them and inserts it. tx holds SQLite's write
-// lock (BEGIN IMMEDIATE), so no other append can chain from the same row.
+// chains the new row from them and inserts it. tx holds the database's
+// write lock (inTx), so no other append, from this process or another, can
+// chain from the same row.
 func appendAuditTx(ctx context.Context, tx *sql.Tx, row AuditRow, chain ChainFunc, st auditStmts, now func() time.Time) (AuditRow, error) {
 	if row.ChainVersion == 0 {
 		row.ChainVersion = 1
@@ -303,7 +304,7 @@ func (s *Store) ListAudit(ctx context.Context, f AuditFilter) ([]AuditRow, error
 		q += ` WHERE ` + strings.Join(where, ` AND `)
 	}
 	if f.Limit > 0 {
-		q = `SELECT * FROM (` + q + ` ORDER BY seq DESC LIMIT ?)`
+		q = `SELECT * FROM (` + q + ` ORDER BY seq DESC LIMIT ?) AS page`
 		args = append(args, f.Limit)
 	}
 	q += ` ORDER BY seq`

@@ -45,6 +45,9 @@ type BackupResult struct {
 // BackupDir writes a backup of src, whose database s is open, into dest,
 // which must not exist or be empty. A failure removes what it wrote.
 func BackupDir(ctx context.Context, s *Store, src Dir, dest string, opts BackupOptions) (res *BackupResult, err error) {
+	if s.dialect == dialectPostgres {
+		return nil, invalid("backup copies an SQLite data directory; back up PostgreSQL with its own tools (pg_dump, or the server's base backups), and the master key and host key apart from them")
+	}
 	if err := emptyOrMissingDir(dest); err != nil {
 		return nil, err
 	}
@@ -90,6 +93,9 @@ func BackupDir(ctx context.Context, s *Store, src Dir, dest string, opts BackupO
 // Backup writes a consistent copy of the database to path, which must not
 // exist, while others keep reading and writing it (VACUUM INTO).
 func (s *Store) Backup(ctx context.Context, path string) error {
+	if s.dialect == dialectPostgres {
+		return invalid("backup copies an SQLite database; back up PostgreSQL with its own tools (pg_dump, or the server's base backups) and keep the master key apart from them")
+	}
 	if _, err := os.Stat(path); err == nil {
 		return fmt.Errorf("store: backup: %s exists already", path)
 	}

@@ -44,147 +44,153 @@ func auditOps(t *testing.T, s *Store) []string {
 // its own transaction, filled with the new record's id; a refused change
 // appends nothing; the row is appended once, by the first write.
 func TestWithAudit(t *testing.T) {
-	s, _, _ := openTestStore(t)
-	ctx := context.Background()
-	kp := newTestKeyPair(t, "bot")
+	forEachDB(t, func(t *testing.T) {
+		s, _, _ := openTestStore(t)
+		ctx := context.Background()
+		kp := newTestKeyPair(t, "bot")
 
-	p := pendingRow("agent add bot")
-	a, err := s.CreateAgent(WithAudit(ctx, p), "bot", kp.authorized)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := p.Stored()
-	if got == nil || got.AgentID != a.ID || got.AgentName != "bot" || got.Seq != 1 {
-		t.Fatalf("stored row %+v; want seq 1 with the new agent's id %s", got, a.ID)
-	}
+		p := pendingRow("agent add bot")
+		a, err := s.CreateAgent(WithAudit(ctx, p), "bot", kp.authorized)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := p.Stored()
+		if got == nil || got.AgentID != a.ID || got.AgentName != "bot" || got.Seq != 1 {
+			t.Fatalf("stored row %+v; want seq 1 with the new agent's id %s", got, a.ID)
+		}
 
-	refused := pendingRow("agent add bot again")
-	if _, err := s.CreateAgent(WithAudit(ctx, refused), "bot", newTestKeyPair(t, "x").authorized); !errors.Is(err, ErrDuplicate) {
-		t.Fatalf("second bot: %v; want ErrDuplicate", err)
-	}
-	if refused.Stored() != nil {
-		t.Error("a refused change stored its audit row")
-	}
+		refused := pendingRow("agent add bot again")
+		if _, err := s.CreateAgent(WithAudit(ctx, refused), "bot", newTestKeyPair(t, "x").authorized); !errors.Is(err, ErrDuplicate) {
+			t.Fatalf("second bot: %v; want ErrDuplicate", err)
+		}
+		if refused.Stored() != nil {
+			t.Error("a refused change stored its audit row")
+		}
 
-	// A change that fails inside its transaction (the last key) rolls the
-	// row back with it.
-	last := pendingRow("agent key remove")
-	if _, err := s.RemoveAgentKey(WithAudit(ctx, last), "bot", a.Keys[0].Fingerprint); !errors.Is(err, ErrInvalid) {
-		t.Fatalf("removing the last key: %v; want ErrInvalid", err)
-	}
-	once := pendingRow("agent disable bot")
-	actx := WithAudit(ctx, once)
-	if _, err := s.SetAgentDisabled(actx, "bot", true); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.SetAgentDisabled(actx, "bot", false); err != nil {
-		t.Fatal(err)
-	}
-	if ops := auditOps(t, s); strings.Join(ops, "|") != "agent add bot|agent disable bot" {
-		t.Errorf("audit rows %q; want the add and one disable", ops)
-	}
+		// A change that fails inside its transaction (the last key) rolls the
+		// row back with it.
+		last := pendingRow("agent key remove")
+		if _, err := s.RemoveAgentKey(WithAudit(ctx, last), "bot", a.Keys[0].Fingerprint); !errors.Is(err, ErrInvalid) {
+			t.Fatalf("removing the last key: %v; want ErrInvalid", err)
+		}
+		once := pendingRow("agent disable bot")
+		actx := WithAudit(ctx, once)
+		if _, err := s.SetAgentDisabled(actx, "bot", true); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.SetAgentDisabled(actx, "bot", false); err != nil {
+			t.Fatal(err)
+		}
+		if ops := auditOps(t, s); strings.Join(ops, "|") != "agent add bot|agent disable bot" {
+			t.Errorf("audit rows %q; want the add and one disable", ops)
+		}
+	})
 }
 
 // TestWithAuditConcurrent: audited changes from many goroutines each get
 // their own row, in one gapless sequence.
 func TestWithAuditConcurrent(t *testing.T) {
-	s, _, _ := openTestStore(t)
-	ctx := context.Background()
-	const n = 20
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			name := "a" + strconv.Itoa(i)
-			_, err := s.CreateAgent(WithAudit(ctx, pendingRow("agent add "+name)), name, newTestKeyPair(t, name).authorized)
-			errs <- err
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+	forEachDB(t, func(t *testing.T) {
+		s, _, _ := openTestStore(t)
+		ctx := context.Background()
+		const n = 20
+		var wg sync.WaitGroup
+		errs := make(chan error, n)
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				name := "a" + strconv.Itoa(i)
+				_, err := s.CreateAgent(WithAudit(ctx, pendingRow("agent add "+name)), name, newTestKeyPair(t, name).authorized)
+				errs <- err
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		rows, err := s.ListAudit(ctx, AuditFilter{})
 		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	rows, err := s.ListAudit(ctx, AuditFilter{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, r := range rows {
-		if r.Seq != int64(i+1) {
-			t.Fatalf("row %d has seq %d; want %d", i, r.Seq, i+1)
+		for i, r := range rows {
+			if r.Seq != int64(i+1) {
+				t.Fatalf("row %d has seq %d; want %d", i, r.Seq, i+1)
+			}
 		}
-	}
-	if len(rows) != n {
-		t.Errorf("%d rows; want %d", len(rows), n)
-	}
+		if len(rows) != n {
+			t.Errorf("%d rows; want %d", len(rows), n)
+		}
+	})
 }
 
 // TestUpdateConnection: a connection changed in place keeps its id, grants
 // and the key it had unless given another; the key check is recorded with
 // the change; production is refused while a grant allows destructive.
 func TestUpdateConnection(t *testing.T) {
-	s, _, _ := openTestStore(t)
-	ctx := context.Background()
-	mustCreateAgent(t, s, "bot")
-	c, kp := mustCreateConnection(t, s, "web", EnvDev)
-	if _, err := s.SetGrant(ctx, "bot", "web", Rules{Read: RuleAllow, Write: RuleAsk, Destructive: RuleAllow}); err != nil {
-		t.Fatal(err)
-	}
-	host, port, user := "10.0.0.9", 2222, "ops"
-	newHost := newTestKeyPair(t, "")
-	got, err := s.UpdateConnection(ctx, "web", ConnectionChange{Host: &host, Port: &port, User: &user,
-		HostKeys: []string{newHost.knownHostsLine(host)}, Check: &KeyCheck{Status: KeyRejected, Message: "Permission denied"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got.ID != c.ID || got.Addr() != "10.0.0.9:2222" || got.User != "ops" || got.KeyStatus != KeyRejected ||
-		got.KeyMessage != "Permission denied" || got.KeyCheckedAt.IsZero() || got.HostKeys[0] != newHost.knownHostsLine(host) {
-		t.Errorf("updated: %+v", got)
-	}
-	pub, err := s.ConnectionPublicKey(ctx, c.ID)
-	if err != nil || string(pub.Marshal()) != string(kp.signer.PublicKey().Marshal()) {
-		t.Errorf("the key after an update without one: %v; want the old key kept", err)
-	}
-	prod := EnvProduction
-	if _, err := s.UpdateConnection(ctx, "web", ConnectionChange{Env: &prod}); !errors.Is(err, ErrInvalid) ||
-		!strings.Contains(err.Error(), "allow destructive") {
-		t.Errorf("to production with destructive=allow granted: %v; want refused", err)
-	}
-	if _, err := s.SetGrant(ctx, "bot", "web", Rules{Read: RuleAllow, Write: RuleAsk, Destructive: RuleAsk}); err != nil {
-		t.Fatal(err)
-	}
-	rekey := newTestKeyPair(t, "")
-	got, err = s.UpdateConnection(ctx, "web", ConnectionChange{Env: &prod, PrivateKey: rekey.privatePEM})
-	if err != nil || got.Env != EnvProduction || got.KeyStatus != KeyRejected {
-		t.Fatalf("to production with a new key: %+v, %v; want production, the status kept", got, err)
-	}
-	signer, err := s.ConnectionSigner(ctx, c.ID)
-	if err != nil || string(signer.PublicKey().Marshal()) != string(rekey.signer.PublicKey().Marshal()) {
-		t.Errorf("the key after re-keying: %v; want the new one, sealed for the same id", err)
-	}
-	if g, err := s.GrantByNames(ctx, "bot", "web"); err != nil || g.ConnectionID != c.ID {
-		t.Errorf("grant after the changes: %+v, %v; want kept", g, err)
-	}
-	for name, ch := range map[string]ConnectionChange{
-		"bad host":   {Host: ptr("a b")},
-		"bad port":   {Port: ptr(70000)},
-		"bad user":   {User: ptr("a@b")},
-		"bad env":    {Env: ptr(Env("prod"))},
-		"bad pin":    {HostKeys: []string{"nonsense"}},
-		"bad key":    {PrivateKey: []byte("nonsense")},
-		"bad status": {Check: &KeyCheck{Status: "great"}},
-	} {
-		if _, err := s.UpdateConnection(ctx, "web", ch); !errors.Is(err, ErrInvalid) {
-			t.Errorf("%s: %v; want ErrInvalid", name, err)
+	forEachDB(t, func(t *testing.T) {
+		s, _, _ := openTestStore(t)
+		ctx := context.Background()
+		mustCreateAgent(t, s, "bot")
+		c, kp := mustCreateConnection(t, s, "web", EnvDev)
+		if _, err := s.SetGrant(ctx, "bot", "web", Rules{Read: RuleAllow, Write: RuleAsk, Destructive: RuleAllow}); err != nil {
+			t.Fatal(err)
 		}
-	}
-	if _, err := s.UpdateConnection(ctx, "nowhere", ConnectionChange{Host: &host}); !errors.Is(err, ErrNotFound) {
-		t.Errorf("unknown alias: %v; want ErrNotFound", err)
-	}
+		host, port, user := "10.0.0.9", 2222, "ops"
+		newHost := newTestKeyPair(t, "")
+		got, err := s.UpdateConnection(ctx, "web", ConnectionChange{Host: &host, Port: &port, User: &user,
+			HostKeys: []string{newHost.knownHostsLine(host)}, Check: &KeyCheck{Status: KeyRejected, Message: "Permission denied"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.ID != c.ID || got.Addr() != "10.0.0.9:2222" || got.User != "ops" || got.KeyStatus != KeyRejected ||
+			got.KeyMessage != "Permission denied" || got.KeyCheckedAt.IsZero() || got.HostKeys[0] != newHost.knownHostsLine(host) {
+			t.Errorf("updated: %+v", got)
+		}
+		pub, err := s.ConnectionPublicKey(ctx, c.ID)
+		if err != nil || string(pub.Marshal()) != string(kp.signer.PublicKey().Marshal()) {
+			t.Errorf("the key after an update without one: %v; want the old key kept", err)
+		}
+		prod := EnvProduction
+		if _, err := s.UpdateConnection(ctx, "web", ConnectionChange{Env: &prod}); !errors.Is(err, ErrInvalid) ||
+			!strings.Contains(err.Error(), "allow destructive") {
+			t.Errorf("to production with destructive=allow granted: %v; want refused", err)
+		}
+		if _, err := s.SetGrant(ctx, "bot", "web", Rules{Read: RuleAllow, Write: RuleAsk, Destructive: RuleAsk}); err != nil {
+			t.Fatal(err)
+		}
+		rekey := newTestKeyPair(t, "")
+		got, err = s.UpdateConnection(ctx, "web", ConnectionChange{Env: &prod, PrivateKey: rekey.privatePEM})
+		if err != nil || got.Env != EnvProduction || got.KeyStatus != KeyRejected {
+			t.Fatalf("to production with a new key: %+v, %v; want production, the status kept", got, err)
+		}
+		signer, err := s.ConnectionSigner(ctx, c.ID)
+		if err != nil || string(signer.PublicKey().Marshal()) != string(rekey.signer.PublicKey().Marshal()) {
+			t.Errorf("the key after re-keying: %v; want the new one, sealed for the same id", err)
+		}
+		if g, err := s.GrantByNames(ctx, "bot", "web"); err != nil || g.ConnectionID != c.ID {
+			t.Errorf("grant after the changes: %+v, %v; want kept", g, err)
+		}
+		for name, ch := range map[string]ConnectionChange{
+			"bad host":   {Host: ptr("a b")},
+			"bad port":   {Port: ptr(70000)},
+			"bad user":   {User: ptr("a@b")},
+			"bad env":    {Env: ptr(Env("prod"))},
+			"bad pin":    {HostKeys: []string{"nonsense"}},
+			"bad key":    {PrivateKey: []byte("nonsense")},
+			"bad status": {Check: &KeyCheck{Status: "great"}},
+		} {
+			if _, err := s.UpdateConnection(ctx, "web", ch); !errors.Is(err, ErrInvalid) {
+				t.Errorf("%s: %v; want ErrInvalid", name, err)
+			}
+		}
+		if _, err := s.UpdateConnection(ctx, "nowhere", ConnectionChange{Host: &host}); !errors.Is(err, ErrNotFound) {
+			t.Errorf("unknown alias: %v; want ErrNotFound", err)
+		}
+	})
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -192,41 +198,43 @@ func ptr[T any](v T) *T { return &v }
 // TestTokenScopes: a token's scope is stored, defaults to approve, and
 // each scope allows what the narrower ones do.
 func TestTokenScopes(t *testing.T) {
-	s, _, _ := openTestStore(t)
-	ctx := context.Background()
-	a, err := s.CreateAdmin(ctx, "alice", "$argon2id$x")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hash := func(c string) string { return strings.Repeat(c, 64) }
-	for i, tt := range []struct {
-		scope TokenScope
-		want  TokenScope
-	}{{"", ScopeApprove}, {ScopeRead, ScopeRead}, {ScopeAdmin, ScopeAdmin}} {
-		tok, err := s.CreateConsoleToken(ctx, "t"+strconv.Itoa(i), hash(strconv.Itoa(i)), a.ID, tt.scope)
-		if err != nil || tok.Scope != tt.want {
-			t.Errorf("token of scope %q: %+v, %v; want scope %s", tt.scope, tok, err, tt.want)
+	forEachDB(t, func(t *testing.T) {
+		s, _, _ := openTestStore(t)
+		ctx := context.Background()
+		a, err := s.CreateAdmin(ctx, "alice", "$argon2id$x")
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if _, err := s.CreateConsoleToken(ctx, "bad", hash("9"), a.ID, "root"); !errors.Is(err, ErrInvalid) {
-		t.Errorf("scope root: %v; want ErrInvalid", err)
-	}
-	allows := map[TokenScope][]TokenScope{ScopeRead: {ScopeRead}, ScopeApprove: {ScopeRead, ScopeApprove},
-		ScopeAdmin: {ScopeRead, ScopeApprove, ScopeAdmin}}
-	for have, ok := range allows {
-		for _, need := range TokenScopes {
-			want := false
-			for _, x := range ok {
-				want = want || x == need
-			}
-			if got := have.Allows(need); got != want {
-				t.Errorf("%s.Allows(%s) = %v; want %v", have, need, got, want)
+		hash := func(c string) string { return strings.Repeat(c, 64) }
+		for i, tt := range []struct {
+			scope TokenScope
+			want  TokenScope
+		}{{"", ScopeApprove}, {ScopeRead, ScopeRead}, {ScopeAdmin, ScopeAdmin}} {
+			tok, err := s.CreateConsoleToken(ctx, "t"+strconv.Itoa(i), hash(strconv.Itoa(i)), a.ID, tt.scope)
+			if err != nil || tok.Scope != tt.want {
+				t.Errorf("token of scope %q: %+v, %v; want scope %s", tt.scope, tok, err, tt.want)
 			}
 		}
-	}
-	if TokenScope("").Allows(ScopeRead) {
-		t.Error("an empty scope allows read; want nothing")
-	}
+		if _, err := s.CreateConsoleToken(ctx, "bad", hash("9"), a.ID, "root"); !errors.Is(err, ErrInvalid) {
+			t.Errorf("scope root: %v; want ErrInvalid", err)
+		}
+		allows := map[TokenScope][]TokenScope{ScopeRead: {ScopeRead}, ScopeApprove: {ScopeRead, ScopeApprove},
+			ScopeAdmin: {ScopeRead, ScopeApprove, ScopeAdmin}}
+		for have, ok := range allows {
+			for _, need := range TokenScopes {
+				want := false
+				for _, x := range ok {
+					want = want || x == need
+				}
+				if got := have.Allows(need); got != want {
+					t.Errorf("%s.Allows(%s) = %v; want %v", have, need, got, want)
+				}
+			}
+		}
+		if TokenScope("").Allows(ScopeRead) {
+			t.Error("an empty scope allows read; want nothing")
+		}
+	})
 }
 
 // TestMigration0008KeepsProvedStatuses: a connection checked ok or rejected
@@ -239,7 +247,7 @@ func TestMigration0008KeepsProvedStatuses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := migrate(ctx, db, 7); err != nil {
+	if _, err := migrate(ctx, db, dialectSQLite, 7); err != nil {
 		t.Fatal(err)
 	}
 	for _, x := range []struct{ id, alias, status string }{{"con_a", "a", "ok"}, {"con_b", "b", "rejected"}, {"con_c", "c", "unknown"}} {
@@ -270,30 +278,32 @@ func TestMigration0008KeepsProvedStatuses(t *testing.T) {
 // TestUpdateNotifyChannel: a channel's format, events, URL and secret
 // change in place; a slack channel cannot keep a secret.
 func TestUpdateNotifyChannel(t *testing.T) {
-	s, _, _ := openTestStore(t)
-	ctx := context.Background()
-	ch, err := s.CreateNotifyChannel(ctx, NewNotifyChannel{Name: "ops", URL: "https://h.example/one", OnPending: true,
-		Secret: []byte("s1")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	url, secret, on := "https://h.example/two", []byte("s2"), true
-	got, err := s.UpdateNotifyChannel(ctx, "ops", NotifyChannelChange{URL: &url, Secret: &secret, OnDecided: &on})
-	if err != nil || !got.OnPending || !got.OnDecided || got.URLShown != "https://h.example/…" || got.ID != ch.ID {
-		t.Fatalf("update: %+v, %v", got, err)
-	}
-	target, err := s.NotifyChannelTarget(ctx, ch.ID)
-	if err != nil || target.URL != url || string(target.Secret) != "s2" {
-		t.Errorf("sealed after the update: %q %q %v; want the new URL and secret", target.URL, target.Secret, err)
-	}
-	slack := NotifySlack
-	if _, err := s.UpdateNotifyChannel(ctx, "ops", NotifyChannelChange{Format: &slack}); !errors.Is(err, ErrInvalid) {
-		t.Errorf("slack with a secret: %v; want ErrInvalid", err)
-	}
-	var none []byte
-	if got, err = s.UpdateNotifyChannel(ctx, "ops", NotifyChannelChange{Format: &slack, Secret: &none}); err != nil || got.HasSecret {
-		t.Errorf("slack without its secret: %+v, %v", got, err)
-	}
+	forEachDB(t, func(t *testing.T) {
+		s, _, _ := openTestStore(t)
+		ctx := context.Background()
+		ch, err := s.CreateNotifyChannel(ctx, NewNotifyChannel{Name: "ops", URL: "https://h.example/one", OnPending: true,
+			Secret: []byte("s1")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		url, secret, on := "https://h.example/two", []byte("s2"), true
+		got, err := s.UpdateNotifyChannel(ctx, "ops", NotifyChannelChange{URL: &url, Secret: &secret, OnDecided: &on})
+		if err != nil || !got.OnPending || !got.OnDecided || got.URLShown != "https://h.example/…" || got.ID != ch.ID {
+			t.Fatalf("update: %+v, %v", got, err)
+		}
+		target, err := s.NotifyChannelTarget(ctx, ch.ID)
+		if err != nil || target.URL != url || string(target.Secret) != "s2" {
+			t.Errorf("sealed after the update: %q %q %v; want the new URL and secret", target.URL, target.Secret, err)
+		}
+		slack := NotifySlack
+		if _, err := s.UpdateNotifyChannel(ctx, "ops", NotifyChannelChange{Format: &slack}); !errors.Is(err, ErrInvalid) {
+			t.Errorf("slack with a secret: %v; want ErrInvalid", err)
+		}
+		var none []byte
+		if got, err = s.UpdateNotifyChannel(ctx, "ops", NotifyChannelChange{Format: &slack, Secret: &none}); err != nil || got.HasSecret {
+			t.Errorf("slack without its secret: %+v, %v", got, err)
+		}
+	})
 }
 
 // TestLock: one lock per data directory; the second is refused naming the

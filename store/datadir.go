@@ -25,16 +25,37 @@ const (
 
 // Dir is one postern data directory: the database, the master key and the
 // bastion's SSH host key. The zero MasterKeyFile means Path/master.key.
+//
+// With DatabaseURL set (postgres://...), the database is that PostgreSQL
+// database instead of the directory's SQLite file; the master key and the
+// host key are still files (never in the database), which every replica
+// serving that database needs a copy of.
 type Dir struct {
 	Path          string // the directory
 	MasterKeyFile string // from POSTERN_MASTER_KEY_FILE; "" for Path/master.key
+	HostKeyFile   string // from --host-key-file; "" for Path/ssh_host_ed25519_key
+	DatabaseURL   string // from --database; "" for SQLite in Path
 }
 
 // DatabasePath is the SQLite file.
 func (d Dir) DatabasePath() string { return filepath.Join(d.Path, DatabaseFile) }
 
+// Database names the database for logs and messages: the SQLite file, or
+// the PostgreSQL URL without its password.
+func (d Dir) Database() string {
+	if d.DatabaseURL != "" {
+		return RedactURL(d.DatabaseURL)
+	}
+	return d.DatabasePath()
+}
+
 // HostKeyPath is the bastion's own SSH host key (OpenSSH PEM, mode 0600).
-func (d Dir) HostKeyPath() string { return filepath.Join(d.Path, HostKeyFile) }
+func (d Dir) HostKeyPath() string {
+	if d.HostKeyFile != "" {
+		return d.HostKeyFile
+	}
+	return filepath.Join(d.Path, HostKeyFile)
+}
 
 // MasterKeyPath is the file holding the master key.
 func (d Dir) MasterKeyPath() string {
@@ -74,7 +95,7 @@ func (d Dir) Init(ctx context.Context, opts Options) (*InitResult, error) {
 	} else if err != nil {
 		return nil, fmt.Errorf("store: data directory: %w", err)
 	}
-	if _, err := os.Stat(d.DatabasePath()); errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Stat(d.DatabasePath()); d.DatabaseURL == "" && errors.Is(err, fs.ErrNotExist) {
 		res.CreatedDatabase = true
 	}
 
@@ -114,6 +135,9 @@ func (d Dir) Init(ctx context.Context, opts Options) (*InitResult, error) {
 	s, err := d.Open(ctx, opts)
 	if err != nil {
 		return nil, err
+	}
+	if d.DatabaseURL != "" {
+		res.CreatedDatabase = s.migratedFrom == 0
 	}
 	if err := s.Close(); err != nil {
 		return nil, err
@@ -175,6 +199,9 @@ func (d Dir) Open(ctx context.Context, opts Options) (*Store, error) {
 		default:
 			opts.MasterKey = key
 		}
+	}
+	if d.DatabaseURL != "" {
+		return OpenPostgres(ctx, d.DatabaseURL, opts)
 	}
 	return Open(ctx, d.DatabasePath(), opts)
 }

@@ -8,7 +8,7 @@ import (
 func TestDataVersion(t *testing.T) {
 	ctx := context.Background()
 	s, _, path := openTestStore(t)
-	other, err := Open(ctx, path, Options{MasterKey: testMasterKey()})
+	other, err := openRef(ctx, path, Options{MasterKey: testMasterKey()})
 	if err != nil {
 		t.Fatal(err)
 	}

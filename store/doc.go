@@ -1,6 +1,9 @@
-// Package store keeps everything postern remembers in one SQLite database and
-// one data directory: agents and their public keys, connections with their
-// sealed private keys and pinned host keys, grants, approvals and audit rows.
+// Package store keeps everything postern remembers in one database — SQLite
+// in the data directory, or PostgreSQL for several replicas — and one data
+// directory: agents and their public keys, connections with their sealed
+// private keys and pinned host keys, grants, approvals and audit rows, and
+// the replicas serving the database with the journal of their running
+// operations.
 //
 // The package owns the schema and the queries; deciding what a grant means is
 // the job of package policy, which is built on top of this one.
@@ -16,8 +19,18 @@
 // second process (the admin CLI) writes at the same time; it waits for the
 // busy timeout instead.
 //
+// PostgreSQL (OpenPostgres, Dir.DatabaseURL) runs the same queries through
+// pgx's database/sql driver behind a connector that rewrites ? as $n
+// (postgres.go). A write transaction takes an advisory transaction lock
+// first, PostgreSQL's counterpart of BEGIN IMMEDIATE, so that every
+// read-then-write transaction is serialized across replicas as it is across
+// processes on SQLite; lock_timeout is the busy timeout. Changes to
+// approvals are announced with NOTIFY by a trigger and followed on a
+// connection of the store's own (pgwatch.go).
+//
 // The schema is a list of forward-only migrations embedded from
-// migrations/*.sql and applied in file name order, each in its own
+// migrations/*.sql (PostgreSQL's: migrations/postgres/*.sql, the same
+// steps) and applied in file name order, each in its own
 // transaction together with its row in schema_version. There are no down
 // migrations: a released database is only ever moved forward, and a binary
 // that finds a database newer than itself refuses to touch it.

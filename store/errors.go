@@ -3,7 +3,9 @@ package store
 import (
 	"errors"
 	"fmt"
+	"strings"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 )
@@ -62,7 +64,22 @@ func invalid(format string, args ...any) error {
 // path that skipped the check.
 func isUniqueViolation(err error) bool {
 	var se *sqlite.Error
-	return errors.As(err, &se) && (se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE || se.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY)
+	if errors.As(err, &se) {
+		return se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE || se.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY
+	}
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == pgUniqueViolation
+}
+
+// isForeignKeyViolation reports whether err is the database refusing a row
+// that names a record that does not exist.
+func isForeignKeyViolation(err error) bool {
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		return se.Code() == sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY || strings.Contains(se.Error(), "FOREIGN KEY")
+	}
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == pgForeignKeyViolation
 }
 
 // Database faults that Fault names.
@@ -71,6 +88,9 @@ const (
 	FaultReadOnly = "the database is read-only"
 	FaultFull     = "the disk holding the database is full"
 	FaultIO       = "the database cannot be read or written (I/O error)"
+	// FaultUnreachable is PostgreSQL's server out of reach: down, restarting,
+	// refusing connections, or the connection to it broken.
+	FaultUnreachable = "the database server cannot be reached"
 )
 
 // Fault says what keeps the database from answering when err is SQLite
@@ -78,8 +98,15 @@ const (
 // the Fault constants), and "" for any other error. Callers that refuse an
 // operation because of err use it to say why in words an operator acts on.
 func Fault(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pgFault(pe.Code)
+	}
 	var se *sqlite.Error
 	if !errors.As(err, &se) {
+		if isConnectionLoss(err) {
+			return FaultUnreachable
+		}
 		return ""
 	}
 	// The primary result code is the low byte of the extended one.
@@ -92,6 +119,23 @@ func Fault(err error) string {
 		return FaultFull
 	case sqlite3.SQLITE_IOERR, sqlite3.SQLITE_CANTOPEN:
 		return FaultIO
+	}
+	return ""
+}
+
+// pgFault is Fault for a PostgreSQL error code.
+func pgFault(code string) string {
+	switch code {
+	case pgLockNotAvailable, pgDeadlockDetected:
+		return FaultLocked
+	case pgReadOnlyTx:
+		return FaultReadOnly
+	case pgDiskFull, pgOutOfMemory:
+		return FaultFull
+	case pgIOError:
+		return FaultIO
+	case pgAdminShutdown, pgCrashShutdown, pgCannotConnectNow, pgTooManyConnections:
+		return FaultUnreachable
 	}
 	return ""
 }

@@ -53,71 +53,73 @@ func TestParseRule(t *testing.T) {
 }
 
 func TestSetGrant(t *testing.T) {
-	ctx := context.Background()
-	s, clock, _ := openTestStore(t)
-	agent, _ := mustCreateAgent(t, s, "bot")
-	web, _ := mustCreateConnection(t, s, "web", EnvDev)
-	prod, _ := mustCreateConnection(t, s, "prod", EnvProduction)
+	forEachDB(t, func(t *testing.T) {
+		ctx := context.Background()
+		s, clock, _ := openTestStore(t)
+		agent, _ := mustCreateAgent(t, s, "bot")
+		web, _ := mustCreateConnection(t, s, "web", EnvDev)
+		prod, _ := mustCreateConnection(t, s, "prod", EnvProduction)
 
-	g, err := s.SetGrant(ctx, "bot", "web", DefaultRules())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.HasPrefix(g.ID, "gra_") || g.AgentID != agent.ID || g.ConnectionID != web.ID ||
-		g.AgentName != "bot" || g.Alias != "web" || g.Env != EnvDev || g.Rules != DefaultRules() {
-		t.Errorf("got %+v", g)
-	}
+		g, err := s.SetGrant(ctx, "bot", "web", DefaultRules())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(g.ID, "gra_") || g.AgentID != agent.ID || g.ConnectionID != web.ID ||
+			g.AgentName != "bot" || g.Alias != "web" || g.Env != EnvDev || g.Rules != DefaultRules() {
+			t.Errorf("got %+v", g)
+		}
 
-	clock.Advance(time.Minute)
-	all := Rules{RuleAllow, RuleAsk, RuleAllow}
-	g2, err := s.SetGrant(ctx, "bot", "web", all)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if g2.ID != g.ID || g2.Rules != all || !g2.CreatedAt.Equal(g.CreatedAt) || !g2.ModifiedAt.After(g.ModifiedAt) {
-		t.Errorf("update: got %+v; want same id and created_at, new rules and modified_at", g2)
-	}
+		clock.Advance(time.Minute)
+		all := Rules{RuleAllow, RuleAsk, RuleAllow}
+		g2, err := s.SetGrant(ctx, "bot", "web", all)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g2.ID != g.ID || g2.Rules != all || !g2.CreatedAt.Equal(g.CreatedAt) || !g2.ModifiedAt.After(g.ModifiedAt) {
+			t.Errorf("update: got %+v; want same id and created_at, new rules and modified_at", g2)
+		}
 
-	errTests := []struct {
-		name, agent, alias string
-		rules              Rules
-		want               error
-	}{
-		{"production destructive allow", "bot", "prod", all, ErrInvalid},
-		{"unknown agent", "nobody", "web", DefaultRules(), ErrNotFound},
-		{"unknown connection", "bot", "nowhere", DefaultRules(), ErrNotFound},
-		{"bad rule", "bot", "web", Rules{"maybe", RuleDeny, RuleDeny}, ErrInvalid},
-	}
-	for _, tt := range errTests {
-		t.Run(tt.name, func(t *testing.T) {
-			if _, err := s.SetGrant(ctx, tt.agent, tt.alias, tt.rules); !errors.Is(err, tt.want) {
-				t.Fatalf("got %v; want %v", err, tt.want)
-			}
-		})
-	}
-	if got, _ := s.GrantByNames(ctx, "bot", "web"); got == nil || got.Rules != all {
-		t.Errorf("refused updates changed the grant: %+v", got)
-	}
+		errTests := []struct {
+			name, agent, alias string
+			rules              Rules
+			want               error
+		}{
+			{"production destructive allow", "bot", "prod", all, ErrInvalid},
+			{"unknown agent", "nobody", "web", DefaultRules(), ErrNotFound},
+			{"unknown connection", "bot", "nowhere", DefaultRules(), ErrNotFound},
+			{"bad rule", "bot", "web", Rules{"maybe", RuleDeny, RuleDeny}, ErrInvalid},
+		}
+		for _, tt := range errTests {
+			t.Run(tt.name, func(t *testing.T) {
+				if _, err := s.SetGrant(ctx, tt.agent, tt.alias, tt.rules); !errors.Is(err, tt.want) {
+					t.Fatalf("got %v; want %v", err, tt.want)
+				}
+			})
+		}
+		if got, _ := s.GrantByNames(ctx, "bot", "web"); got == nil || got.Rules != all {
+			t.Errorf("refused updates changed the grant: %+v", got)
+		}
 
-	if _, err := s.SetGrant(ctx, "bot", "prod", Rules{RuleAllow, RuleAsk, RuleAsk}); err != nil {
-		t.Fatal(err)
-	}
-	gs, err := s.GrantsForAgent(ctx, agent.ID)
-	if err != nil || len(gs) != 2 || gs[0].Alias != "prod" || gs[1].Alias != "web" || gs[0].Env != EnvProduction {
-		t.Fatalf("GrantsForAgent: got %+v, %v; want prod (production), web", gs, err)
-	}
-	got, err := s.GrantFor(ctx, agent.ID, prod.ID)
-	if err != nil || got.Alias != "prod" {
-		t.Fatalf("GrantFor: got %+v, %v", got, err)
-	}
+		if _, err := s.SetGrant(ctx, "bot", "prod", Rules{RuleAllow, RuleAsk, RuleAsk}); err != nil {
+			t.Fatal(err)
+		}
+		gs, err := s.GrantsForAgent(ctx, agent.ID)
+		if err != nil || len(gs) != 2 || gs[0].Alias != "prod" || gs[1].Alias != "web" || gs[0].Env != EnvProduction {
+			t.Fatalf("GrantsForAgent: got %+v, %v; want prod (production), web", gs, err)
+		}
+		got, err := s.GrantFor(ctx, agent.ID, prod.ID)
+		if err != nil || got.Alias != "prod" {
+			t.Fatalf("GrantFor: got %+v, %v", got, err)
+		}
 
-	if err := s.RevokeGrant(ctx, "bot", "prod"); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.RevokeGrant(ctx, "bot", "prod"); !errors.Is(err, ErrNotFound) {
-		t.Errorf("second revoke: got %v; want ErrNotFound", err)
-	}
-	if _, err := s.GrantFor(ctx, agent.ID, prod.ID); !errors.Is(err, ErrNotFound) {
-		t.Errorf("GrantFor after revoke: got %v; want ErrNotFound", err)
-	}
+		if err := s.RevokeGrant(ctx, "bot", "prod"); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.RevokeGrant(ctx, "bot", "prod"); !errors.Is(err, ErrNotFound) {
+			t.Errorf("second revoke: got %v; want ErrNotFound", err)
+		}
+		if _, err := s.GrantFor(ctx, agent.ID, prod.ID); !errors.Is(err, ErrNotFound) {
+			t.Errorf("GrantFor after revoke: got %v; want ErrNotFound", err)
+		}
+	})
 }

@@ -5,13 +5,72 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/pem"
-	"github.com/postern/postern/internal/fakeclock"
+	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/postern/postern/internal/fakeclock"
+	"github.com/postern/postern/internal/testpg"
 )
+
+// testPG is the PostgreSQL server of this package's tests, started by the
+// first test that needs it and stopped by TestMain.
+var testPG testpg.Shared
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if err := testPG.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// forEachDB runs fn once on each database postern supports, as the
+// subtests "sqlite" and "postgres": openTestStore called inside opens that
+// database. The postgres run needs PostgreSQL (internal/testpg): it is
+// skipped without it, unless POSTERN_E2E=1, which makes it fail.
+func forEachDB(t *testing.T, fn func(t *testing.T)) {
+	t.Helper()
+	for _, d := range []dialect{dialectSQLite, dialectPostgres} {
+		t.Run(d.String(), fn)
+	}
+}
+
+// testDialect is the database of the forEachDB subtest t runs in: postgres
+// when a "postgres" element is in its name.
+func testDialect(t *testing.T) dialect {
+	for _, part := range strings.Split(t.Name(), "/") {
+		if part == "postgres" {
+			return dialectPostgres
+		}
+	}
+	return dialectSQLite
+}
+
+// newTestDatabase returns a fresh database for t: a file name in a
+// temporary directory on SQLite, a new database's URL on PostgreSQL.
+func newTestDatabase(t *testing.T) string {
+	t.Helper()
+	if testDialect(t) == dialectPostgres {
+		return testPG.NewDatabase(t)
+	}
+	return filepath.Join(t.TempDir(), DatabaseFile)
+}
+
+// openRef opens the database ref names: a PostgreSQL URL or an SQLite file.
+func openRef(ctx context.Context, ref string, opts Options) (*Store, error) {
+	if IsPostgresURL(ref) {
+		return OpenPostgres(ctx, ref, opts)
+	}
+	return Open(ctx, ref, opts)
+}
 
 // testMasterKey is a fixed, recognisable master key for tests.
 func testMasterKey() []byte {
@@ -22,12 +81,14 @@ func testMasterKey() []byte {
 	return k
 }
 
-// openTestStore opens a fresh store in a temporary directory.
+// openTestStore opens a fresh store: on SQLite in a temporary directory,
+// or in a new PostgreSQL database inside forEachDB's postgres subtest. It
+// returns the database's reference for openRef.
 func openTestStore(t *testing.T) (*Store, *fakeclock.Clock, string) {
 	t.Helper()
 	clock := fakeclock.New()
-	path := filepath.Join(t.TempDir(), DatabaseFile)
-	s, err := Open(context.Background(), path, Options{Now: clock.Now, MasterKey: testMasterKey()})
+	path := newTestDatabase(t)
+	s, err := openRef(context.Background(), path, Options{Now: clock.Now, MasterKey: testMasterKey()})
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 )
 
@@ -33,9 +34,14 @@ type inflightRow struct {
 // BeginInflight writes the journal row of an operation about to run (see
 // migrations/0004_inflight.sql) and returns its id, for FinishInflight. row
 // is the audit row as known now; its operation must already be redacted.
-// An error means the database does not take writes: the caller must not
-// let the operation run. Store.Fault tells why.
-func (s *Store) BeginInflight(ctx context.Context, row AuditRow) (string, error) {
+// owner is the id of the replica that runs the operation (RegisterReplica),
+// or "" for none: then the row belongs to nobody alive, and any replica's
+// RecoverInflight may take it.
+//
+// An error means the database does not take writes, or owner's lease has
+// run out (another replica may already be recovering its journal): the
+// caller must not let the operation run. Store.Fault tells why.
+func (s *Store) BeginInflight(ctx context.Context, owner string, row AuditRow) (string, error) {
 	b, err := json.Marshal(inflightRow{
 		Time: formatTime(row.Time), AgentID: row.AgentID, AgentName: row.AgentName,
 		ConnectionID: row.ConnectionID, ConnectionAlias: row.ConnectionAlias, Class: row.Class,
@@ -47,19 +53,40 @@ func (s *Store) BeginInflight(ctx context.Context, row AuditRow) (string, error)
 		return "", fmt.Errorf("store: journal: %w", err)
 	}
 	id := newID(prefixInflight)
-	if err := s.lockWrite(ctx); err != nil {
-		return "", err
+	if s.dialect == dialectSQLite {
+		// SQLite has one writer: queue for it (see writeSem). PostgreSQL
+		// takes concurrent inserts, and no read-then-write happens here.
+		if err := s.lockWrite(ctx); err != nil {
+			return "", err
+		}
+		defer s.unlockWrite()
 	}
-	defer s.unlockWrite()
-	stmt, err := s.stmts.get(ctx, `INSERT INTO inflight (id, row, created_at) VALUES (?, ?, ?)`)
+	now := formatTime(s.nowUTC())
+	var res sql.Result
+	if owner == "" {
+		res, err = s.exec(ctx, `INSERT INTO inflight (id, row, created_at, owner) VALUES (?, ?, ?, '')`, id, string(b), now)
+	} else {
+		// Only while owner's lease runs: a row written after it ran out
+		// could be taken for an interrupted operation at once.
+		res, err = s.exec(ctx, `INSERT INTO inflight (id, row, created_at, owner)
+			SELECT ?, ?, ?, id FROM replicas WHERE id = ? AND expires_at > ?`, id, string(b), now, owner, now)
+	}
 	if err != nil {
 		return "", fmt.Errorf("store: journal: %w", err)
 	}
-	if _, err := stmt.ExecContext(ctx, id, string(b), formatTime(s.nowUTC())); err != nil {
+	if n, err := res.RowsAffected(); err != nil {
 		return "", fmt.Errorf("store: journal: %w", err)
+	} else if n != 1 {
+		return "", fmt.Errorf("store: journal: %w", ErrLeaseLapsed)
 	}
 	return id, nil
 }
+
+// ErrLeaseLapsed: this replica's lease ran out before it could be renewed
+// (it could not reach the database in time); until the next heartbeat
+// renews it, its operations are refused, since another replica may be
+// recording its journal as interrupted.
+var ErrLeaseLapsed = errors.New("this replica's lease has run out; refused until it is renewed")
 
 // FinishInflight appends row to the audit log and removes journal row id in
 // one transaction: the operation is recorded exactly once, as ended or (by
@@ -76,31 +103,58 @@ func (p *PolicyStatements) FinishInflight(ctx context.Context, id string, row Au
 const deleteInflightStmt = `DELETE FROM inflight WHERE id = ?`
 
 // deleteInflight removes journal row id inside tx, with the prepared
-// statement del when there is one. A missing row is not an error: the row
-// may have been recovered by a restart meanwhile, and the audit row being
+// statement del when there is one, and reports whether it was gone
+// already. A missing row is not an error: its replica's lease may have run
+// out and another replica recovered it meanwhile, and the audit row being
 // appended is still the truth about the operation.
-func deleteInflight(ctx context.Context, tx *sql.Tx, del *sql.Stmt, id string) error {
-	var err error
+func deleteInflight(ctx context.Context, tx *sql.Tx, del *sql.Stmt, id string) (gone bool, err error) {
+	var res sql.Result
 	if del != nil {
-		_, err = tx.StmtContext(ctx, del).ExecContext(ctx, id)
+		res, err = tx.StmtContext(ctx, del).ExecContext(ctx, id)
 	} else {
-		_, err = tx.ExecContext(ctx, deleteInflightStmt, id)
+		res, err = tx.ExecContext(ctx, deleteInflightStmt, id)
 	}
 	if err != nil {
-		return fmt.Errorf("store: journal: %w", err)
+		return false, fmt.Errorf("store: journal: %w", err)
 	}
-	return nil
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("store: journal: %w", err)
+	}
+	return n == 0, nil
+}
+
+// RecoverOptions say whose journal rows RecoverInflight takes.
+type RecoverOptions struct {
+	// Self is the caller's own replica id, whose rows are never taken.
+	Self string
+	// All takes every row not Self's, whatever its owner's lease: for the
+	// one `postern serve` of an SQLite data directory at its start, when
+	// no other replica can be running. Otherwise only rows whose owner's
+	// lease has run out (or that have no owner) are taken.
+	All bool
 }
 
 // RecoverInflight appends an audit row for every journal row left behind —
-// an operation that started and whose end postern did not see, because it
-// stopped — with decision "failed", no exit status and reason, and removes
-// the journal rows. It returns how many it recovered.
+// an operation that started and whose end postern did not see, because the
+// replica that ran it stopped — with decision "failed", no exit status and
+// reason, and removes the journal rows. It returns how many it recovered.
+// Then it removes the registrations of replicas whose lease ran out and
+// that hold no journal row any more.
 //
-// Only the one `postern serve` of a data directory may call it, at start:
-// the journal rows of a running server are not left behind.
-func (s *Store) RecoverInflight(ctx context.Context, chain ChainFunc, reason string) (int, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT id, row FROM inflight ORDER BY created_at, id`)
+// Each row is recovered in its own write transaction that first removes it,
+// on the condition that it is still there and its owner still dead: of
+// several replicas recovering at once, one records it; a replica that
+// renewed its lease in the meantime keeps it.
+func (s *Store) RecoverInflight(ctx context.Context, chain ChainFunc, reason string, opts RecoverOptions) (int, error) {
+	now := formatTime(s.nowUTC())
+	q := `SELECT id, row FROM inflight WHERE (? = '' OR owner != ?)`
+	args := []any{opts.Self, opts.Self}
+	if !opts.All {
+		q += ` AND NOT EXISTS (SELECT 1 FROM replicas r WHERE r.id = inflight.owner AND r.expires_at > ?)`
+		args = append(args, now)
+	}
+	rows, err := s.db.QueryContext(ctx, q+` ORDER BY created_at, id`, args...)
 	type left struct {
 		id  string
 		row AuditRow
@@ -128,10 +182,40 @@ func (s *Store) RecoverInflight(ctx context.Context, chain ChainFunc, reason str
 	if err != nil {
 		return 0, err
 	}
-	for i, l := range all {
-		if _, err := s.FinishInflight(ctx, l.id, l.row, chain); err != nil {
-			return i, err
+	n := 0
+	for _, l := range all {
+		took, err := s.recoverOne(ctx, l.id, l.row, chain, opts)
+		if err != nil {
+			return n, err
+		}
+		if took {
+			n++
 		}
 	}
-	return len(all), nil
+	return n, s.pruneReplicas(ctx)
+}
+
+// recoverOne removes journal row id, if it is still there and still
+// recoverable under opts, and appends row for it, in one transaction.
+func (s *Store) recoverOne(ctx context.Context, id string, row AuditRow, chain ChainFunc, opts RecoverOptions) (bool, error) {
+	took := false
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		q := `DELETE FROM inflight WHERE id = ? AND (? = '' OR owner != ?)`
+		args := []any{id, opts.Self, opts.Self}
+		if !opts.All {
+			q += ` AND NOT EXISTS (SELECT 1 FROM replicas r WHERE r.id = inflight.owner AND r.expires_at > ?)`
+			args = append(args, formatTime(s.nowUTC()))
+		}
+		res, err := tx.ExecContext(ctx, q, args...)
+		if err != nil {
+			return fmt.Errorf("store: journal: %w", err)
+		}
+		if n, err := res.RowsAffected(); err != nil || n != 1 {
+			return err // gone, or its owner is alive again
+		}
+		took = true
+		_, err = appendAuditTx(ctx, tx, row, chain, auditStmts{}, s.nowUTC)
+		return err
+	})
+	return took, err
 }

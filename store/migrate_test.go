@@ -75,7 +75,7 @@ func TestMigrateFromEveryVersion(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := migrate(ctx, db, n); err != nil {
+			if _, err := migrate(ctx, db, dialectSQLite, n); err != nil {
 				t.Fatalf("migrate to %d: %v", n, err)
 			}
 			if v, err := currentVersion(ctx, db); err != nil || v != n {

@@ -713,14 +713,17 @@ func (s *Store) ExpireNotifications(ctx context.Context) ([]Notification, error)
 // cancelled) before before, and returns how many went: the outbox is a
 // queue, not a history (the audit log is that).
 func (s *Store) PruneNotifications(ctx context.Context, before time.Time) (int64, error) {
-	res, err := s.db.ExecContext(ctx, `DELETE FROM notify_outbox
-		WHERE state IN ('delivered', 'failed', 'cancelled') AND modified_at < ?`, formatTime(before))
-	if err != nil {
-		return 0, fmt.Errorf("store: prune notifications: %w", err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return 0, fmt.Errorf("store: prune notifications: %w", err)
-	}
-	return n, nil
+	var n int64
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM notify_outbox
+			WHERE state IN ('delivered', 'failed', 'cancelled') AND modified_at < ?`, formatTime(before))
+		if err != nil {
+			return fmt.Errorf("store: prune notifications: %w", err)
+		}
+		if n, err = res.RowsAffected(); err != nil {
+			return fmt.Errorf("store: prune notifications: %w", err)
+		}
+		return nil
+	})
+	return n, err
 }

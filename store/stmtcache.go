@@ -73,3 +73,12 @@ func (s *Store) queryRow(ctx context.Context, q string, args ...any) *sql.Row {
 	}
 	return st.QueryRowContext(ctx, args...)
 }
+
+// exec runs a write through a cached prepared statement.
+func (s *Store) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	st, err := s.stmts.get(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	return st.ExecContext(ctx, args...)
+}

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rs/zerolog"
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 )
 
@@ -30,6 +31,9 @@ type Options struct {
 	// (DefaultMaxConns if zero; negative: no bound, for the benchmark that
 	// measured the default).
 	MaxConns int
+	// Logger receives what the store notices on its own, such as the loss
+	// of PostgreSQL's notification connection; nothing is logged if nil.
+	Logger *zerolog.Logger
 
 	// masterKeyErr explains why MasterKey is nil when Dir.Open could not load
 	// it, so that the error at the first sealed secret names the file.
@@ -39,8 +43,9 @@ type Options struct {
 // Store is the open database. It is safe for concurrent use. Close it when
 // done; a Store holds one dedicated connection for DataVersion.
 type Store struct {
-	db  *sql.DB
-	now func() time.Time
+	db      *sql.DB
+	dialect dialect
+	now     func() time.Time
 
 	// sealer is nil when there is no usable master key; keyErr says why.
 	sealer *sealer
@@ -48,8 +53,19 @@ type Store struct {
 
 	// dvMu protects dvConn. PRAGMA data_version is per connection, so every
 	// DataVersion call must use this one connection, one call at a time.
+	// SQLite only.
 	dvMu   sync.Mutex
 	dvConn *sql.Conn
+
+	// audits appends audit rows in groups (auditbatch.go).
+	audits auditBatcher
+
+	// migratedFrom is the schema version the database had when opened.
+	migratedFrom int
+
+	// watch follows PostgreSQL's notifications of changed approvals
+	// (pgwatch.go); nil on SQLite.
+	watch *pgWatch
 
 	// stmts caches the prepared statements of the read paths.
 	stmts stmtCache
@@ -83,14 +99,13 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := migrate(ctx, db, -1); err != nil {
+	from, err := migrate(ctx, db, dialectSQLite, -1)
+	if err != nil {
 		db.Close()
 		return nil, err
 	}
-	s := &Store{db: db, now: opts.Now, stmts: stmtCache{db: db}, writeSem: make(chan struct{}, 1)}
-	if s.now == nil {
-		s.now = time.Now
-	}
+	s := newStore(db, dialectSQLite, opts)
+	s.migratedFrom = from
 	if err := s.loadMasterKey(ctx, opts); err != nil {
 		db.Close()
 		return nil, err
@@ -102,6 +117,19 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	}
 	return s, nil
 }
+
+// newStore is the Store over an open, migrated db.
+func newStore(db *sql.DB, d dialect, opts Options) *Store {
+	s := &Store{db: db, dialect: d, now: opts.Now, stmts: stmtCache{db: db}, writeSem: make(chan struct{}, 1)}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	return s
+}
+
+// Postgres reports whether the store runs on PostgreSQL (OpenPostgres),
+// where several processes may serve one database, rather than on SQLite.
+func (s *Store) Postgres() bool { return s.dialect == dialectPostgres }
 
 // openDB opens the database without migrating it. Every pooled connection
 // gets the pragmas through the DSN.
@@ -170,6 +198,10 @@ func (s *Store) Stats() sql.DBStats { return s.db.Stats() }
 
 // Close releases the database.
 func (s *Store) Close() error {
+	s.audits.stop()
+	if s.watch != nil {
+		s.watch.close()
+	}
 	s.stmts.close()
 	s.dvMu.Lock()
 	if s.dvConn != nil {
@@ -183,13 +215,22 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// DataVersion returns SQLite's PRAGMA data_version as seen by a connection
-// reserved for it. The value changes whenever another connection or process
-// commits to the database, so a poller can tell cheaply whether anything may
-// have changed (an approval decided by the admin CLI, for example) without
-// scanning a table. Commits made through this Store's other connections count
-// as "another connection" too.
+// DataVersion returns a number that changes when another connection or
+// process may have changed the approvals, so a poller can tell cheaply
+// whether anything may have changed (an approval decided by the admin CLI,
+// for example) without scanning a table.
+//
+// On SQLite it is PRAGMA data_version as seen by a connection reserved for
+// it: it changes whenever another connection or process commits to the
+// database (commits made through this Store's other connections count as
+// "another connection" too). On PostgreSQL it counts the notifications of
+// changed approvals that the database sends (pgwatch.go); while the
+// notification connection is down it changes on every call, so that a
+// poller reads the approvals every time: polling is the fallback.
 func (s *Store) DataVersion(ctx context.Context) (int64, error) {
+	if s.watch != nil {
+		return s.watch.version(), nil
+	}
 	s.dvMu.Lock()
 	defer s.dvMu.Unlock()
 	if s.dvConn == nil {
@@ -202,9 +243,34 @@ func (s *Store) DataVersion(ctx context.Context) (int64, error) {
 	return v, nil
 }
 
-// inTx runs fn in one transaction (BEGIN IMMEDIATE, see the package doc) and
-// commits if fn returns nil, with ctx's pending audit row (WithAudit)
-// appended in the same transaction.
+// Changed returns a channel that is closed at the next change to the
+// approvals that DataVersion would report, so that a watcher wakes at once
+// instead of at its next poll. It is nil on SQLite, whose changes are only
+// seen by polling DataVersion.
+func (s *Store) Changed() <-chan struct{} {
+	if s.watch == nil {
+		return nil
+	}
+	return s.watch.changed()
+}
+
+// Listening reports whether the store hears of changes as they are made:
+// on PostgreSQL, whether the notification connection listens (the first
+// call starts it; Changed is closed when it starts listening); on SQLite,
+// which has no such connection, always false.
+func (s *Store) Listening() bool {
+	return s.watch != nil && s.watch.listening()
+}
+
+// inTx runs fn in one transaction and commits if fn returns nil. The
+// transaction holds the database's write lock from its start: on SQLite it
+// begins IMMEDIATE (see the package doc); on PostgreSQL it first takes the
+// advisory transaction lock pgLockWrite, which every replica's write
+// transactions take, so that a transaction that reads and then writes (the
+// audit chain's last row, an open approval request) sees no other write
+// between the two, on this process or another, exactly as on SQLite. The
+// wait is bounded by the busy timeout (lock_timeout on PostgreSQL). ctx's
+// pending audit row (WithAudit) is appended in the same transaction.
 func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	if err := s.lockWrite(ctx); err != nil {
 		return err
@@ -213,6 +279,12 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("store: begin: %w", err)
+	}
+	if s.dialect == dialectPostgres {
+		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(?)`, pgLockWrite); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("store: take the write lock: %w", err)
+		}
 	}
 	if err := fn(tx); err != nil {
 		tx.Rollback()

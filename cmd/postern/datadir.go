@@ -21,18 +21,22 @@ import (
 const (
 	envData          = "POSTERN_DATA"
 	envMasterKeyFile = "POSTERN_MASTER_KEY_FILE"
+	envDatabaseURL   = "POSTERN_DATABASE_URL"
 	defaultDataDir   = "./postern-data"
 )
 
-// dataFlag is the --data flag shared by every command that uses the data
-// directory. Register it with addDataFlag and open the store with open.
+// dataFlag is the --data and --database flags shared by every command that
+// uses the data directory. Register them with addDataFlag and open the
+// store with open.
 type dataFlag struct {
-	dir string
+	dir      string
+	database string
 }
 
-// addDataFlag registers --data DIR on cmd (persistent, so that a command
-// group like `agent` gives it to all its subcommands). The default comes
-// from POSTERN_DATA, then ./postern-data.
+// addDataFlag registers --data DIR and --database URL on cmd (persistent,
+// so that a command group like `agent` gives them to all its subcommands).
+// The defaults come from POSTERN_DATA, then ./postern-data, and from
+// POSTERN_DATABASE_URL, then none (SQLite in the data directory).
 func addDataFlag(cmd *cobra.Command) *dataFlag {
 	f := &dataFlag{}
 	def := os.Getenv(envData)
@@ -40,19 +44,33 @@ func addDataFlag(cmd *cobra.Command) *dataFlag {
 		def = defaultDataDir
 	}
 	cmd.PersistentFlags().StringVar(&f.dir, "data", def,
-		"data directory (env "+envData+")")
+		"data directory (env "+envData+"): the master key and host key, and the SQLite database unless --database is set")
+	cmd.PersistentFlags().StringVar(&f.database, "database", os.Getenv(envDatabaseURL),
+		"PostgreSQL database, postgres://USER@HOST:PORT/DB (env "+envDatabaseURL+"; the password from PGPASSWORD or ~/.pgpass keeps it out of the URL); SQLite in the data directory if empty")
 	return f
 }
 
 // storeDir names the data directory's files, with the master key file from
-// POSTERN_MASTER_KEY_FILE when set.
+// POSTERN_MASTER_KEY_FILE when set, and the database.
 func (f *dataFlag) storeDir() store.Dir {
-	return store.Dir{Path: f.dir, MasterKeyFile: os.Getenv(envMasterKeyFile)}
+	return store.Dir{Path: f.dir, MasterKeyFile: os.Getenv(envMasterKeyFile), DatabaseURL: f.database}
+}
+
+// check refuses a --database that is not a PostgreSQL URL, as a usage
+// error; the URL is not repeated, since it may hold a password.
+func (f *dataFlag) check() error {
+	if f.database != "" && !store.IsPostgresURL(f.database) {
+		return usagef("--database (or %s) must be a postgres:// or postgresql:// URL; leave it empty for SQLite in the data directory", envDatabaseURL)
+	}
+	return nil
 }
 
 // open opens the store of an initialised data directory. The caller closes
 // it.
 func (f *dataFlag) open(ctx context.Context) (*store.Store, error) {
+	if err := f.check(); err != nil {
+		return nil, err
+	}
 	s, err := f.storeDir().Open(ctx, store.Options{})
 	if err != nil {
 		return nil, err

@@ -287,6 +287,7 @@ func runDemo(ctx context.Context, p demoParams) error {
 		ApproveHint: hint,
 		Logger:      log,
 		DataDir:     p.Dir,
+		Database:    filepath.Join(p.Dir, store.DatabaseFile),
 		Limits:      p.Limits,
 	})
 }

@@ -18,12 +18,22 @@ key. Whatever already exists is kept, so running it again is harmless; it
 never replaces a master key.
 
 The master key is read from ` + envMasterKeyFile + ` when that is set,
-and created there if the file does not exist yet.`,
+and created there if the file does not exist yet.
+
+With --database postgres://... the database is that PostgreSQL database
+(created beforehand, empty or already postern's), whose schema init creates
+or brings up to date; the master key and host key stay files of the data
+directory. Every replica that serves the database needs a copy of both.`,
 		Args: exactArgs(0, "no arguments"),
 	}
 	data := addDataFlag(cmd)
+	hostKeyFile := addHostKeyFileFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if err := data.check(); err != nil {
+			return err
+		}
 		d := data.storeDir()
+		d.HostKeyFile = *hostKeyFile
 		res, err := d.Init(cmd.Context(), store.Options{})
 		if err != nil {
 			return err
@@ -36,7 +46,7 @@ and created there if the file does not exist yet.`,
 			return "kept"
 		}
 		fmt.Fprintf(w, "postern data directory %s\n", d.Path)
-		fmt.Fprintf(w, "  database    %s (%s)\n", d.DatabasePath(), state(res.CreatedDatabase))
+		fmt.Fprintf(w, "  database    %s (%s)\n", d.Database(), state(res.CreatedDatabase))
 		fmt.Fprintf(w, "  master key  %s (%s)\n", d.MasterKeyPath(), state(res.CreatedMasterKey))
 		fmt.Fprintf(w, "  host key    %s (%s)\n", d.HostKeyPath(), state(res.CreatedHostKey))
 		fmt.Fprintf(w, "              %s\n", res.HostKeyFingerprint)

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/postern/postern/internal/testpg"
 )
 
 // posternBin is the postern binary built once by TestMain; the CLI tests run
@@ -44,8 +46,16 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
+	if err := testPG.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = 1
+	}
 	os.Exit(code)
 }
+
+// testPG is the PostgreSQL server of the tests that need one, started by
+// the first of them and stopped by TestMain.
+var testPG testpg.Shared
 
 // result is one run of the binary.
 type result struct {
@@ -58,7 +68,8 @@ type result struct {
 func cliEnv(extra ...string) []string {
 	var env []string
 	for _, e := range os.Environ() {
-		if !strings.HasPrefix(e, "POSTERN_DATA=") && !strings.HasPrefix(e, "POSTERN_MASTER_KEY_FILE=") {
+		if !strings.HasPrefix(e, "POSTERN_DATA=") && !strings.HasPrefix(e, "POSTERN_MASTER_KEY_FILE=") &&
+			!strings.HasPrefix(e, "POSTERN_DATABASE_URL=") {
 			env = append(env, e)
 		}
 	}
@@ -87,8 +98,9 @@ func runCLI(t *testing.T, stdin string, env []string, args ...string) result {
 
 // cli is a data directory and a way to run postern against it.
 type cli struct {
-	t    *testing.T
-	data string
+	t        *testing.T
+	data     string
+	database string // --database URL; "" for SQLite in data
 }
 
 // newCLI makes a fresh data directory with postern init.
@@ -99,10 +111,23 @@ func newCLI(t *testing.T) *cli {
 	return c
 }
 
-// run runs postern with --data appended.
+// newPGCLI makes a fresh data directory over a new PostgreSQL database
+// with postern init.
+func newPGCLI(t *testing.T) *cli {
+	t.Helper()
+	c := &cli{t: t, data: filepath.Join(t.TempDir(), "data"), database: testPG.NewDatabase(t)}
+	c.ok("", "init")
+	return c
+}
+
+// run runs postern with --data (and --database) appended.
 func (c *cli) run(stdin string, args ...string) result {
 	c.t.Helper()
-	return runCLI(c.t, stdin, nil, append(args, "--data", c.data)...)
+	args = append(args, "--data", c.data)
+	if c.database != "" {
+		args = append(args, "--database", c.database)
+	}
+	return runCLI(c.t, stdin, nil, args...)
 }
 
 // ok runs postern and fails the test unless it exits 0.

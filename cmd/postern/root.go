@@ -36,6 +36,7 @@ func newRootCmd() *cobra.Command {
 		newAdminCmd(),
 		newTokenCmd(),
 		newNotifyCmd(),
+		newMigrateCmd(),
 		newVersionCmd(),
 		newBackupCmd(),
 		newApplyCmd(),

@@ -217,6 +217,9 @@ for up to ` + bastion.DefaultShutdownGrace.String() + `; a second signal stops a
 	data := addDataFlag(cmd)
 	flags := addServeFlags(cmd)
 	wflags := addWebFlags(cmd, "")
+	hostKeyFile := addHostKeyFileFlag(cmd)
+	lease := cmd.Flags().Duration("replica-lease", policy.DefaultReplicaLease,
+		"with several serve on one PostgreSQL database: how long a replica that stopped renewing its registration is taken to be still running its operations; after that another replica audits them as interrupted")
 	configPath := addConfigFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if err := applyServeConfig(cmd, *configPath, data, flags, wflags); err != nil {
@@ -230,21 +233,32 @@ for up to ` + bastion.DefaultShutdownGrace.String() + `; a second signal stops a
 		if err != nil {
 			return err
 		}
+		if *lease <= 0 {
+			return usagef("%s: --replica-lease must be positive, got %s", cmdPath(cmd), *lease)
+		}
+		if err := data.check(); err != nil {
+			return err
+		}
 		ctx, stop := signalContext(cmd.Context())
 		defer stop()
 
 		d := data.storeDir()
+		d.HostKeyFile = *hostKeyFile
 		hostKey, err := d.HostKey()
 		if err != nil {
 			return storeErr(err)
 		}
-		// One serve per data directory: a second one would audit the
-		// first one's running operations as interrupted.
-		lock, err := d.Lock()
-		if err != nil {
-			return lockErr("serve", d, err)
+		// One serve per SQLite data directory: a second one would audit
+		// the first one's running operations as interrupted. Replicas on
+		// PostgreSQL may share a directory (the master key and host key):
+		// their journal rows name their replica (policy/replica.go).
+		if d.DatabaseURL == "" {
+			lock, err := d.Lock()
+			if err != nil {
+				return lockErr("serve", d, err)
+			}
+			defer lock.Unlock()
 		}
-		defer lock.Unlock()
 		st, err := data.open(ctx)
 		if err != nil {
 			return storeErr(err)
@@ -275,15 +289,17 @@ for up to ` + bastion.DefaultShutdownGrace.String() + `; a second signal stops a
 			hint = webApproveHint(wp.URL)
 		}
 		return runBastion(ctx, bastionParams{
-			Store:       st,
-			HostKey:     hostKey,
-			Listener:    ln,
-			Web:         wp,
-			ApprovalTTL: flags.approvalTTL,
-			ApproveHint: hint,
-			Logger:      log,
-			DataDir:     d.Path,
-			Limits:      flags.limits,
+			Store:        st,
+			HostKey:      hostKey,
+			Listener:     ln,
+			Web:          wp,
+			ApprovalTTL:  flags.approvalTTL,
+			ApproveHint:  hint,
+			Logger:       log,
+			DataDir:      d.Path,
+			Database:     d.Database(),
+			ReplicaLease: *lease,
+			Limits:       flags.limits,
 		})
 	}
 	return cmd
@@ -321,7 +337,18 @@ type bastionParams struct {
 	ApproveHint func(id string) string // the bastion's default if nil
 	Logger      zerolog.Logger
 	DataDir     string     // for the start log line
+	Database    string     // the same, without a password
 	Limits      limitFlags // zero fields keep the defaults
+	// ReplicaLease is the lease of this process's registration as a
+	// replica of the database (policy.DefaultReplicaLease if zero).
+	ReplicaLease time.Duration
+}
+
+// addHostKeyFileFlag registers --host-key-file: replicas behind one load
+// balancer share one host key, so that agents see one host.
+func addHostKeyFileFlag(cmd *cobra.Command) *string {
+	return cmd.Flags().String("host-key-file", "",
+		"the bastion's SSH host key (OpenSSH private key file); the data directory's "+store.HostKeyFile+" if empty. Replicas behind one load balancer must share one")
 }
 
 // runBastion builds the policy engine and the bastion over p.Store, and the
@@ -340,7 +367,13 @@ func runBastion(ctx context.Context, p bastionParams) error {
 			p.Web.Listener.Close()
 		}
 	}
-	eng, err := policy.New(policy.Options{Store: p.Store, ApprovalLifetime: p.ApprovalTTL, Logger: &log})
+	host, _ := os.Hostname()
+	eng, err := policy.New(policy.Options{Store: p.Store, ApprovalLifetime: p.ApprovalTTL, Logger: &log,
+		Replica: &policy.ReplicaOptions{Host: host, PID: os.Getpid(), Lease: p.ReplicaLease,
+			// SQLite's data directory is served by one process: what a
+			// previous run left is recovered at once. On PostgreSQL other
+			// replicas may be running theirs.
+			Exclusive: !p.Store.Postgres()}})
 	if err != nil {
 		closeListeners()
 		return fmt.Errorf("serve: %w", err)
@@ -352,8 +385,8 @@ func runBastion(ctx context.Context, p bastionParams) error {
 	}()
 	// Operations a previous run let through and did not see end (it was
 	// killed while they ran) are audited as failed before anything new
-	// starts. Only serve does this: it is the one process of a data
-	// directory whose operations run.
+	// starts: on SQLite every one left, on PostgreSQL those of replicas
+	// whose lease ran out (the heartbeat recovers the others' later).
 	if n, err := eng.RecoverInterrupted(ctx); err != nil {
 		closeListeners()
 		return fmt.Errorf("serve: %w", err)
@@ -425,6 +458,8 @@ func runBastion(ctx context.Context, p bastionParams) error {
 	log.Info().
 		Str("addr", p.Listener.Addr().String()).
 		Str("data", p.DataDir).
+		Str("database", p.Database).
+		Str("replica", eng.ReplicaID()).
 		Str("host_key", ssh.FingerprintSHA256(p.HostKey.PublicKey())).
 		Str("approval_ttl", p.ApprovalTTL.String()).
 		Msg("postern serving")

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# bench/replicas.sh: issue 16's numbers — PostgreSQL against SQLite in one
+# run, and 200 agents over two replicas. See bench/README.md ("Replicas").
+#
+#   bash bench/replicas.sh            # from anywhere inside the repository
+#   N=500 bash bench/replicas.sh      # iterations of the policy benchmarks
+#   LOAD=0 bash bench/replicas.sh     # skip the two 200-agent runs
+#
+# It runs, with POSTERN_E2E=1 (a missing sshd or PostgreSQL fails instead
+# of skipping), each benchmark as sub-benchmarks sqlite and postgres on
+# fresh databases; PostgreSQL is internal/testpg's server with its default
+# durability (fsync and synchronous commit on):
+#   policy BenchmarkDecideAndAudit          decision + journal + audit row, one at a time
+#   policy BenchmarkDecideAndAuditParallel  the same from 16 goroutines on two replicas
+#   policy BenchmarkWakeLatency             approve -> waiter returns: same engine,
+#                                           and another replica's engine
+#   bastion BenchmarkLoad200Agents          200 agents x 50 commands, one bastion on SQLite
+#   bastion BenchmarkLoad200AgentsReplicas  the same over two bastions on one PostgreSQL
+# and prints their metrics in one table with the machine and its load
+# average before and after. No timing makes it fail: only a benchmark that
+# fails (a wrong exit status, a lost audit row, a broken chain) does.
+# Everything listens on 127.0.0.1.
+set -euo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$repo"
+
+N=${N:-300}
+LOAD=${LOAD:-1}
+
+out=$(mktemp "${TMPDIR:-/tmp}/postern-replicas.XXXXXX")
+trap 'rm -f "$out"' EXIT
+loadavg() { cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown; }
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+dirty=$(git status --porcelain --untracked-files=no -- . ':!bench' 2>/dev/null | head -n1 || true)
+load_before=$(loadavg)
+
+failed=()
+bench() { # PKG REGEX BENCHTIME
+	echo "running $1 $2 (-benchtime $3)" >&2
+	if ! POSTERN_E2E=1 go test "$1" -run '^$' -bench "$2" -benchtime "$3" -timeout 30m 2>&1 | tee -a "$out" >&2; then
+		failed+=("$1 $2")
+	fi
+}
+
+bench ./policy '^BenchmarkDecideAndAudit$' "${N}x"
+bench ./policy '^BenchmarkDecideAndAuditParallel$' "$((N * 4))x"
+bench ./policy '^BenchmarkWakeLatency$' "${N}x"
+if ((LOAD)); then
+	bench ./bastion '^BenchmarkLoad200Agents$' 1x
+	bench ./bastion '^BenchmarkLoad200AgentsReplicas$' 1x
+fi
+load_after=$(loadavg)
+
+echo
+echo "postern replicas  $(date -u +%Y-%m-%dT%H:%MZ)  commit $commit${dirty:+ plus uncommitted changes}"
+echo "$(nproc) cores, $(uname -sr), $(/usr/lib/postgresql/15/bin/postgres --version 2>/dev/null), $(go version | cut -d' ' -f3)"
+echo "load average before: $load_before; after: $load_after"
+echo
+awk '/^Benchmark/ {
+	name = $1; sub(/-[0-9]+$/, "", name); sub(/^Benchmark/, "", name)
+	row = sprintf("%-36s", name)
+	for (i = 3; i < NF; i += 2) if ($(i + 1) != "ns/op") row = row sprintf("  %s=%s", $(i + 1), $i)
+	print row
+}' "$out"
+echo
+echo "decisions/s: allowed operations decided, journaled and audited per second."
+echo "WakeLatency p50/p99/max-ms: Approve called -> the waiter's Authorize returned with the approval consumed."
+echo "Load: p50/p99-ms per command (session open to exit status); commands/s over the whole run; lost-rows: commands without an audit row."
+if ((${#failed[@]} > 0)); then
+	echo
+	echo "FAILED (no numbers; see their output above): ${failed[*]}"
+	exit 1
+fi
