@@ -281,15 +281,24 @@ func numericWord(w *syntax.Word) bool {
 }
 
 // literalPrefix returns the text a word starts with before its first
-// expansion, quotes removed.
+// expansion or unquoted glob character, quotes removed.
 func literalPrefix(w *syntax.Word) string {
+	text, _ := quotedText(w, true)
+	return text
+}
+
+// quotedText returns the text of w's parts after quote removal, up to the
+// first part that expands (a parameter, a command substitution, ...) and,
+// when globStops, up to the first literal with an unquoted glob character.
+// whole reports that it reached the word's end.
+func quotedText(w *syntax.Word, globStops bool) (text string, whole bool) {
 	var b strings.Builder
 	for _, part := range w.Parts {
 		switch p := part.(type) {
 		case *syntax.Lit:
 			s, glob := unquoteLit(p.Value)
-			if glob {
-				return b.String()
+			if glob && globStops {
+				return b.String(), false
 			}
 			b.WriteString(s)
 		case *syntax.SglQuoted:
@@ -302,15 +311,15 @@ func literalPrefix(w *syntax.Word) string {
 			for _, dp := range p.Parts {
 				lit, ok := dp.(*syntax.Lit)
 				if !ok {
-					return b.String()
+					return b.String(), false
 				}
 				b.WriteString(unquoteDouble(lit.Value))
 			}
 		default:
-			return b.String()
+			return b.String(), false
 		}
 	}
-	return b.String()
+	return b.String(), true
 }
 
 // splittable reports whether a word known only at run time can become any

@@ -270,29 +270,8 @@ func ifsSplit(s, ifs string) (fields []string, ok bool) {
 // expands, and "" otherwise. Unlike wordValue it ignores globbing and brace
 // expansion, which do not happen where it is used (inside [[ ]]).
 func literalText(w *syntax.Word) string {
-	var b strings.Builder
-	for _, part := range w.Parts {
-		switch p := part.(type) {
-		case *syntax.Lit:
-			s, _ := unquoteLit(p.Value)
-			b.WriteString(s)
-		case *syntax.SglQuoted:
-			if p.Dollar {
-				b.WriteString(decodeANSIC(p.Value))
-			} else {
-				b.WriteString(p.Value)
-			}
-		case *syntax.DblQuoted:
-			for _, dp := range p.Parts {
-				lit, ok := dp.(*syntax.Lit)
-				if !ok {
-					return ""
-				}
-				b.WriteString(unquoteDouble(lit.Value))
-			}
-		default:
-			return ""
-		}
+	if text, whole := quotedText(w, false); whole {
+		return text
 	}
-	return b.String()
+	return ""
 }
