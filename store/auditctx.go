@@ -46,15 +46,6 @@ func WithAudit(ctx context.Context, p *PendingAudit) context.Context {
 	return context.WithValue(ctx, pendingAuditKey{}, p)
 }
 
-// withoutAudit hides a pending audit from a transaction that must not carry
-// it (an audit append of its own).
-func withoutAudit(ctx context.Context) context.Context {
-	if ctx.Value(pendingAuditKey{}) == nil {
-		return ctx
-	}
-	return context.WithValue(ctx, pendingAuditKey{}, (*PendingAudit)(nil))
-}
-
 func pendingAudit(ctx context.Context) *PendingAudit {
 	p, _ := ctx.Value(pendingAuditKey{}).(*PendingAudit)
 	if p == nil || p.Chain == nil {
