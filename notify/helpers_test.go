@@ -53,8 +53,15 @@ var testPG testpg.Shared
 // skipped without it, unless POSTERN_E2E=1, which makes it fail.
 func forEachDB(t *testing.T, fn func(t *testing.T)) {
 	t.Helper()
+	// Each case has its own data directory or database, and most of its
+	// time is spent waiting on the database: the cases run in parallel,
+	// and each database's variant beside the other's.
+	t.Parallel()
 	for _, name := range []string{"sqlite", "postgres"} {
-		t.Run(name, fn)
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			fn(t)
+		})
 	}
 }
 
