@@ -14,6 +14,8 @@ set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
+# shellcheck source=bench/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 N=${N:-5}              # transfers per cipher and column
 MIB=${MIB:-256}        # size of the file read with cat
@@ -21,55 +23,9 @@ GO_BENCHTIME=${GO_BENCHTIME:-10x}
 # The client's -c values; "default" is no -c (the client's own list).
 CIPHERS=${CIPHERS:-"default aes128-gcm@openssh.com aes256-gcm@openssh.com aes128-ctr chacha20-poly1305@openssh.com"}
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/postern-ciphers.XXXXXX")
-pids=()
-cleanup() {
-	local rc=$? p
-	set +e
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
-	for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
-	if [[ ${KEEP:-} == 1 ]]; then echo "scratch directory kept: $work" >&2; else rm -rf "$work"; fi
-	exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-die() { echo "bench: $*" >&2; exit 1; }
+scratch ciphers
 
-free_port() {
-	local i p
-	for ((i = 0; i < 100; i++)); do
-		p=$((20000 + RANDOM % 40000))
-		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then echo "$p"; return 0; fi
-	done
-	die "no free port found"
-}
-wait_listening() { # PORT PID NAME LOG
-	local i
-	for ((i = 0; i < 100; i++)); do
-		kill -0 "$2" 2>/dev/null || { cat "$4" >&2; die "$3 exited before listening"; }
-		if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 0; fi
-		sleep 0.1
-	done
-	cat "$4" >&2
-	die "$3 is not listening on 127.0.0.1:$1 after 10 s"
-}
-# cpu_ticks [PID]: CPU clock ticks of the whole machine (busy), or of PID.
-cpu_ticks() {
-	local line f
-	if (($# == 0)); then
-		read -r line </proc/stat || return 0
-		read -ra f <<<"$line"
-		echo $((f[1] + f[2] + f[3] + f[6] + f[7]))
-	else
-		read -r line <"/proc/$1/stat" || return 0
-		line=${line##*) }
-		read -ra f <<<"$line"
-		echo $((f[11] + f[12]))
-	fi
-}
-now_us() { local t=${EPOCHREALTIME/[.,]/}; echo "$((10#$t))"; }
-
-load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+load_before=$(loadavg)
 
 # ---------------------------------------------------------------- Go benchmark
 echo "running BenchmarkCipher and BenchmarkKeyExchange ($GO_BENCHTIME)" >&2
@@ -77,49 +33,10 @@ go test ./bastion -run '^$' -bench 'Cipher|KeyExchange' -benchtime "$GO_BENCHTIM
 	{ cat "$work/gobench.txt" >&2; die "go benchmark failed"; }
 
 # ---------------------------------------------------------------- target and postern
-echo "building postern" >&2
-go build -o "$work/postern" ./cmd/postern
-postern=$work/postern
-user=$(id -un)
-ssh-keygen -q -t ed25519 -N '' -C bench-target -f "$work/target_key"
-ssh-keygen -q -t ed25519 -N '' -C bench-agent -f "$work/agent_key"
-ssh-keygen -q -t ed25519 -N '' -C bench-sshd-host -f "$work/sshd_host_key"
-# An empty HOME for the target's shell, as in run.sh: a slow ~/.bashrc
-# would be measured in both columns.
-mkdir -m 0700 "$work/home"
-printf 'environment="HOME=%s" %s\n' "$work/home" "$(cat "$work/target_key.pub")" >"$work/authorized_keys"
-sshd_port=$(free_port)
-cat >"$work/sshd_config" <<CONF
-ListenAddress 127.0.0.1:$sshd_port
-HostKey $work/sshd_host_key
-PidFile none
-UsePAM no
-StrictModes no
-PermitRootLogin prohibit-password
-PubkeyAuthentication yes
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-AuthorizedKeysFile $work/authorized_keys
-PermitUserEnvironment HOME
-PermitUserRC no
-LogLevel ERROR
-CONF
-if [[ $(id -u) == 0 ]]; then mkdir -p /run/sshd && chmod 0755 /run/sshd; fi
-/usr/sbin/sshd -D -e -f "$work/sshd_config" 2>"$work/sshd.log" &
-pids+=($!)
-wait_listening "$sshd_port" "${pids[-1]}" "target sshd" "$work/sshd.log"
-
-data=$work/data
-"$postern" init --data "$data" >/dev/null
-"$postern" agent add bench --key "$work/agent_key.pub" --data "$data" >/dev/null
-"$postern" conn add tgt --host 127.0.0.1 --port "$sshd_port" --user "$user" --key-file "$work/target_key" \
-	--host-key "[127.0.0.1]:$sshd_port $(cut -d' ' -f1,2 "$work/sshd_host_key.pub")" --data "$data" >/dev/null
-"$postern" grant bench tgt --read allow --write allow --destructive allow --data "$data" >/dev/null
-postern_port=$(free_port)
-"$postern" serve --data "$data" --ssh-listen "127.0.0.1:$postern_port" >"$work/postern.log" 2>&1 &
-pids+=($!)
-postern_pid=$!
-wait_listening "$postern_port" "$postern_pid" "postern serve" "$work/postern.log"
+build_postern
+make_keys # and the empty HOME: a slow ~/.bashrc would be measured in both columns
+start_target_sshd
+start_postern
 
 opts=(-F /dev/null -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null
 	-o LogLevel=ERROR -o IdentitiesOnly=yes -o IdentityAgent=none -o UpdateHostKeys=no)

@@ -20,6 +20,8 @@ set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
+# shellcheck source=bench/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 ROUNDS=${ROUNDS:-1}  # -count of the two load benchmarks (one whole run each)
 FLOOD=${FLOOD:-1}    # 0 skips the flood benchmark
@@ -28,30 +30,17 @@ FLOOD_N=${FLOOD_N:-3} # its -benchtime: logins, each under a fresh flood
 out=$(mktemp "${TMPDIR:-/tmp}/postern-load.XXXXXX")
 trap 'rm -f "$out"' EXIT
 
-loadavg() { cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown; }
-
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
-dirty=$({
-	git status --porcelain --untracked-files=no -- . ':!bench'
-	git ls-files --others --exclude-standard -- '*.go' ':!bench'
-} 2>/dev/null | head -n1 || true) # head may close the pipe early: not a failure
+dirty=$(dirty_tree)
 load_before=$(loadavg)
 
-# bench NAME BENCHTIME COUNT: run one benchmark of ./bastion; its output
-# (result lines and b.Logf lines) goes to the terminal and to $out. A
-# failing benchmark is noted in $failed and the others still run.
+# A failing benchmark is noted in $failed (by go_bench) and the others
+# still run.
 failed=()
-bench() {
-	echo "running $1 (-benchtime $2 -count $3)" >&2
-	if ! POSTERN_E2E=1 go test ./bastion -run '^$' -bench "^$1\$" -benchtime "$2" -count "$3" -timeout 30m 2>&1 | tee -a "$out" >&2; then
-		failed+=("$1")
-	fi
-}
-
-bench BenchmarkLoad200Agents 1x "$ROUNDS"
-bench BenchmarkLoad1000Sleep 1x "$ROUNDS"
+go_bench ./bastion '^BenchmarkLoad200Agents$' 1x -count "$ROUNDS"
+go_bench ./bastion '^BenchmarkLoad1000Sleep$' 1x -count "$ROUNDS"
 if ((FLOOD)); then
-	bench BenchmarkLoginUnderFlood "${FLOOD_N}x" 1
+	go_bench ./bastion '^BenchmarkLoginUnderFlood$' "${FLOOD_N}x" -count 1
 fi
 load_after=$(loadavg)
 
@@ -63,12 +52,7 @@ echo
 # A result line: NAME-CPUS  N  X ns/op  V1 UNIT1  V2 UNIT2 ...; one row per
 # line, the metrics as UNIT=VALUE (ns/op left out: it is the wall time of
 # a whole run, which wall-s gives in seconds).
-awk '/^Benchmark/ {
-	name = $1; sub(/-[0-9]+$/, "", name); sub(/^Benchmark/, "", name)
-	row = sprintf("%-18s", name)
-	for (i = 3; i < NF; i += 2) if ($(i + 1) != "ns/op") row = row sprintf("  %s=%s", $(i + 1), $i)
-	print row
-}' "$out"
+bench_rows 18 "$out"
 echo
 echo "p50-ms, p99-ms: per command, session open to exit status (sleep included for Load1000Sleep)."
 echo "peak-KiB/session: peak HeapInuse growth / peak concurrent sessions; the in-process test clients included."

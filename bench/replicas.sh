@@ -24,31 +24,25 @@ set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
+# shellcheck source=bench/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 N=${N:-300}
 LOAD=${LOAD:-1}
 
 out=$(mktemp "${TMPDIR:-/tmp}/postern-replicas.XXXXXX")
 trap 'rm -f "$out"' EXIT
-loadavg() { cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown; }
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 dirty=$(git status --porcelain --untracked-files=no -- . ':!bench' 2>/dev/null | head -n1 || true)
 load_before=$(loadavg)
 
 failed=()
-bench() { # PKG REGEX BENCHTIME
-	echo "running $1 $2 (-benchtime $3)" >&2
-	if ! POSTERN_E2E=1 go test "$1" -run '^$' -bench "$2" -benchtime "$3" -timeout 30m 2>&1 | tee -a "$out" >&2; then
-		failed+=("$1 $2")
-	fi
-}
-
-bench ./policy '^BenchmarkDecideAndAudit$' "${N}x"
-bench ./policy '^BenchmarkDecideAndAuditParallel$' "$((N * 4))x"
-bench ./policy '^BenchmarkWakeLatency$' "${N}x"
+go_bench ./policy '^BenchmarkDecideAndAudit$' "${N}x"
+go_bench ./policy '^BenchmarkDecideAndAuditParallel$' "$((N * 4))x"
+go_bench ./policy '^BenchmarkWakeLatency$' "${N}x"
 if ((LOAD)); then
-	bench ./bastion '^BenchmarkLoad200Agents$' 1x
-	bench ./bastion '^BenchmarkLoad200AgentsReplicas$' 1x
+	go_bench ./bastion '^BenchmarkLoad200Agents$' 1x
+	go_bench ./bastion '^BenchmarkLoad200AgentsReplicas$' 1x
 fi
 load_after=$(loadavg)
 
@@ -57,12 +51,7 @@ echo "postern replicas  $(date -u +%Y-%m-%dT%H:%MZ)  commit $commit${dirty:+ plu
 echo "$(nproc) cores, $(uname -sr), $(/usr/lib/postgresql/15/bin/postgres --version 2>/dev/null), $(go version | cut -d' ' -f3)"
 echo "load average before: $load_before; after: $load_after"
 echo
-awk '/^Benchmark/ {
-	name = $1; sub(/-[0-9]+$/, "", name); sub(/^Benchmark/, "", name)
-	row = sprintf("%-36s", name)
-	for (i = 3; i < NF; i += 2) if ($(i + 1) != "ns/op") row = row sprintf("  %s=%s", $(i + 1), $i)
-	print row
-}' "$out"
+bench_rows 36 "$out"
 echo
 echo "decisions/s: allowed operations decided, journaled and audited per second."
 echo "WakeLatency p50/p99/max-ms: Approve called -> the waiter's Authorize returned with the approval consumed."

@@ -14,6 +14,8 @@ set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
+# shellcheck source=bench/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 # Sample counts (those of bench/README.md's rows; override only to
 # experiment).
@@ -36,89 +38,13 @@ N_META=${N_META:-5}           # samples per column
 META_FILES=${META_FILES:-1000} # files in the directory
 META_BYTES=${META_BYTES:-1024} # bytes per file
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/postern-bench.XXXXXX")
-pids=()
-masters=()
-
-cleanup() {
-	local rc=$?
-	set +e
-	local cp
-	for cp in "${masters[@]}"; do
-		ssh -F /dev/null -o ControlPath="$cp" -O exit 127.0.0.1 >/dev/null 2>&1
-	done
-	local p
-	for p in "${pids[@]}"; do
-		kill "$p" 2>/dev/null
-	done
-	for p in "${pids[@]}"; do
-		wait "$p" 2>/dev/null
-	done
-	if [[ ${KEEP:-} == 1 ]]; then
-		echo "scratch directory kept: $work" >&2
-	else
-		rm -rf "$work"
-	fi
-	exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-die() { echo "bench: $*" >&2; exit 1; }
-
-# free_port prints a TCP port on 127.0.0.1 that nothing listens on now.
-free_port() {
-	local i p
-	for ((i = 0; i < 100; i++)); do
-		p=$((20000 + RANDOM % 40000))
-		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-			echo "$p"
-			return 0
-		fi
-	done
-	die "no free port found"
-}
-
-# wait_listening PORT PID NAME LOG waits (at most 10 s) until PORT accepts.
-wait_listening() {
-	local port=$1 pid=$2 name=$3 log=$4 i
-	for ((i = 0; i < 100; i++)); do
-		if ! kill -0 "$pid" 2>/dev/null; then
-			cat "$log" >&2
-			die "$name exited before listening on 127.0.0.1:$port"
-		fi
-		if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-			return 0
-		fi
-		sleep 0.1
-	done
-	cat "$log" >&2
-	die "$name is not listening on 127.0.0.1:$port after 10 s"
-}
+scratch bench
 
 # ---------------------------------------------------------------- build
-echo "building postern" >&2
-go build -o "$work/postern" ./cmd/postern
-postern=$work/postern
-
-user=$(id -un)
-ssh-keygen -q -t ed25519 -N '' -C bench-target -f "$work/target_key"
-ssh-keygen -q -t ed25519 -N '' -C bench-agent -f "$work/agent_key"
-ssh-keygen -q -t ed25519 -N '' -C bench-sshd-host -f "$work/sshd_host_key"
+build_postern
+make_keys # and the empty HOME (see lib.sh)
 
 # ---------------------------------------------------------------- target sshd
-# The target user's shell gets HOME=$work/home, an empty directory: sshd sets
-# HOME from the password entry, and bash started by sshd reads ~/.bashrc even
-# for `ssh host cmd`, so a slow rc file (pyenv, nvm, conda) would dominate
-# both columns and measure the target, not the relay. The environment= option
-# on the authorized key (allowed for HOME only by PermitUserEnvironment)
-# replaces HOME after sshd has set it. Both columns log in with this same
-# key, so both get the same empty HOME.
-mkdir -m 0700 "$work/home"
-printf 'environment="HOME=%s" %s\n' "$work/home" "$(cat "$work/target_key.pub")" \
-	>"$work/authorized_keys"
-
-sshd_port=$(free_port)
 # The target serves sftp as Debian's sshd_config does, with the sftp-server
 # binary (internal-sftp only where that binary is not found).
 sftp_server=internal-sftp
@@ -128,51 +54,11 @@ for f in /usr/lib/openssh/sftp-server /usr/libexec/openssh/sftp-server /usr/libe
 		break
 	fi
 done
-cat >"$work/sshd_config" <<CONF
-ListenAddress 127.0.0.1:$sshd_port
-HostKey $work/sshd_host_key
-PidFile none
-UsePAM no
-StrictModes no
-PermitRootLogin prohibit-password
-PubkeyAuthentication yes
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-AuthorizedKeysFile $work/authorized_keys
-PermitUserEnvironment HOME
-PermitUserRC no
-PrintMotd no
-PrintLastLog no
-MaxStartups 200:30:300
-MaxSessions 100
-LogLevel ERROR
-Subsystem sftp $sftp_server
-CONF
-if [[ $(id -u) == 0 ]]; then
-	mkdir -p /run/sshd
-	chmod 0755 /run/sshd
-fi
-/usr/sbin/sshd -t -f "$work/sshd_config"
-/usr/sbin/sshd -D -e -f "$work/sshd_config" 2>"$work/sshd.log" &
-pids+=($!)
-wait_listening "$sshd_port" "${pids[-1]}" "target sshd" "$work/sshd.log"
+start_target_sshd "PrintMotd no" "PrintLastLog no" "MaxStartups 200:30:300" "MaxSessions 100" \
+	"Subsystem sftp $sftp_server"
 
 # ---------------------------------------------------------------- postern
-data=$work/data
-"$postern" init --data "$data" >/dev/null
-"$postern" agent add bench --key "$work/agent_key.pub" --data "$data" >/dev/null
-# The host key is pinned from the key file sshd serves, as a known_hosts line.
-"$postern" conn add tgt --host 127.0.0.1 --port "$sshd_port" --user "$user" \
-	--key-file "$work/target_key" \
-	--host-key "[127.0.0.1]:$sshd_port $(cut -d' ' -f1,2 "$work/sshd_host_key.pub")" \
-	--data "$data" >/dev/null
-"$postern" grant bench tgt --read allow --write allow --destructive allow --data "$data" >/dev/null
-
-postern_port=$(free_port)
-"$postern" serve --data "$data" --ssh-listen "127.0.0.1:$postern_port" >"$work/postern.log" 2>&1 &
-pids+=($!)
-postern_pid=$!
-wait_listening "$postern_port" "${pids[-1]}" "postern serve" "$work/postern.log"
+start_postern
 
 # ---------------------------------------------------------------- clients
 # Both columns use the same client options. curve25519-sha256 is pinned
@@ -207,9 +93,6 @@ mux_direct=(ssh "${opts[@]}" -o ControlMaster=no -o ControlPath="$cm_direct" "$u
 mux_via=(ssh "${opts[@]}" -o ControlMaster=no -o ControlPath="$cm_via" 127.0.0.1 tgt)
 
 # ---------------------------------------------------------------- measuring
-# now_us prints the wall clock in microseconds (bash's EPOCHREALTIME: no fork).
-now_us() { local t=${EPOCHREALTIME/[.,]/}; echo "$((10#$t))"; }
-
 # time_one FILE CMD...: run CMD (stdout discarded) and append its wall time
 # in microseconds to FILE; a failing run is fatal, since a timing of an
 # error would be meaningless.
@@ -318,24 +201,8 @@ sftp_fail() {
 # sha256, which must match the original. Appends to $work/sftp.OP.COLUMN the
 # transfer time in us, taken between two `!date` marks that sftp itself runs
 # around the get or put (so the handshake, authentication and exit are left
-# out), and to $work/sftp.OP.COLUMN.proc the whole sftp process's time.
-# cpu_ticks prints the CPU time (clock ticks) the whole machine has spent
-# busy (user, nice, system, irq, softirq); cpu_ticks PID that of one process.
-# Both read /proc with bash builtins only (no fork inside a sample).
-cpu_ticks() {
-	local line f
-	if (($# == 0)); then
-		read -r line </proc/stat || return 0
-		read -ra f <<<"$line"
-		echo $((f[1] + f[2] + f[3] + f[6] + f[7]))
-	else
-		read -r line <"/proc/$1/stat" || return 0
-		line=${line##*) } # fields after the command name; utime and stime are 12 and 13
-		read -ra f <<<"$line"
-		echo $((f[11] + f[12]))
-	fi
-}
-
+# out), and to $work/sftp.OP.COLUMN.proc the whole sftp process's time,
+# and to .cpu and .pcpu the CPU ticks of the machine and of postern.
 sftp_one() {
 	local col=$1 op=$2 t0 t1 sum m c0 c1 p0 p1
 	local dst=$work/$op.$col.out batch=$work/sftp.batch marks=$work/sftp.marks
@@ -513,12 +380,7 @@ mibs() {
 secs() { awk -v ms="$(quantile "$1" 0.5)" 'BEGIN { printf "%.2f", ms / 1000 }'; }
 
 commit=$(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)
-# Uncommitted changes outside bench/ that the build sees: tracked files, and
-# untracked Go files (not stray binaries such as a `go test -c` output).
-dirty=$({
-	git -C "$repo" status --porcelain --untracked-files=no -- . ':!bench'
-	git -C "$repo" ls-files --others --exclude-standard -- '*.go' ':!bench'
-} 2>/dev/null | head -n1 || true) # head may close the pipe early: not a failure
+dirty=$(dirty_tree)
 echo
 echo "postern bench  $(date -u +%Y-%m-%dT%H:%MZ)  commit $commit${dirty:+ plus uncommitted changes}"
 echo "$(nproc) cores, $(uname -sr), $(ssh -V 2>&1 | cut -d, -f1), $(go version | cut -d' ' -f3)"
