@@ -22,18 +22,20 @@ const (
 
 // Outcomes of an SSH handshake with an agent (SSHHandshake).
 const (
-	HandshakeOK         = "ok"            // authenticated
-	HandshakeAuthFailed = "auth_failed"   // no registered key, or a disabled agent
-	HandshakeTimeout    = "timeout"       // the handshake deadline passed
-	HandshakeError      = "error"         // anything else: a protocol error, a client that left
-	HandshakeQueueTimed = "queue_timeout" // the deadline passed waiting for a handshake slot
+	HandshakeOK         = "ok"          // authenticated
+	HandshakeAuthFailed = "auth_failed" // no registered key, or a disabled agent
+	HandshakeTimeout    = "timeout"     // the handshake deadline passed
+	HandshakeError      = "error"       // anything else: a protocol error, a client that left
+	// HandshakeDropped: the connection got no handshake slot (the queue
+	// was full, the deadline passed in it, or the server is stopping).
+	HandshakeDropped = "dropped"
 )
 
 // Reasons of a failed dial of a target by the upstream pool (UpstreamDialError).
 const (
 	DialUnreachable    = "unreachable"      // TCP or the SSH handshake failed or timed out
 	DialHostKeyChanged = "host_key_changed" // the target's host key is not the pinned one
-	DialKey            = "key"              // the connection's private key could not be had
+	DialOther          = "other"            // anything else: the connection's keys could not be read
 )
 
 // Directions of SFTP bytes (SFTPBytes).
@@ -171,10 +173,10 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 func connOutcomes() []string { return []string{ConnAccepted, ConnRefused} }
 
 func handshakeOutcomes() []string {
-	return []string{HandshakeOK, HandshakeAuthFailed, HandshakeTimeout, HandshakeError, HandshakeQueueTimed}
+	return []string{HandshakeOK, HandshakeAuthFailed, HandshakeTimeout, HandshakeError, HandshakeDropped}
 }
 
-func dialReasons() []string { return []string{DialUnreachable, DialHostKeyChanged, DialKey, other} }
+func dialReasons() []string { return []string{DialUnreachable, DialHostKeyChanged, DialOther} }
 
 func directions() []string { return []string{FromAgent, ToAgent} }
 
