@@ -220,7 +220,12 @@ HTTPS (TLS 1.2 or newer), with --tls-cert and --tls-key or else a
 self-signed certificate kept in the data directory; its fingerprint and the
 page's URL are logged at start. Admins log in with accounts made by
 postern admin add; the API takes console tokens made by postern token add.
-An agent waiting for approval is shown the approval's page.
+An agent waiting for approval is shown the approval's page. The same
+listener answers GET /healthz and GET /readyz, without a login, for load
+balancers.
+
+With --metrics-listen it serves Prometheus metrics at /metrics over plain
+HTTP on that address of its own, without a login: keep it internal.
 
 SIGINT or SIGTERM stops accepting agents and lets running sessions finish
 for up to ` + bastion.DefaultShutdownGrace.String() + `; a second signal stops at once.`,
