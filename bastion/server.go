@@ -514,7 +514,9 @@ func handshakeOutcome(err error) string {
 	var auth *ssh.ServerAuthError
 	var ne net.Error
 	switch {
-	case errors.As(err, &auth):
+	case errors.As(err, &auth) && len(auth.Errors) > 0:
+		// With no attempt in Errors the client left before trying a
+		// key (ssh-keyscan, a port check): not an authentication failure.
 		return metrics.HandshakeAuthFailed
 	case errors.As(err, &ne) && ne.Timeout():
 		return metrics.HandshakeTimeout
