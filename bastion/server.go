@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/postern/postern/metrics"
 	"github.com/postern/postern/policy"
 	"github.com/postern/postern/recipes"
 	"github.com/postern/postern/store"
@@ -86,6 +87,11 @@ type Config struct {
 
 	// Upstream configures the pool of connections to targets.
 	Upstream PoolOptions
+
+	// Metrics counts agent connections and handshakes, and is handed to
+	// the upstream pool (unless Upstream.Metrics is set), the SFTP gate and
+	// nothing else; none if nil.
+	Metrics *metrics.Metrics
 }
 
 func (c *Config) setDefaults() {
@@ -233,6 +239,9 @@ func New(cfg Config) (*Server, error) {
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.waits, s.stopWaits = context.WithCancel(s.ctx)
 	up := cfg.Upstream
+	if up.Metrics == nil {
+		up.Metrics = cfg.Metrics
+	}
 	if up.Signer == nil {
 		st := cfg.Store
 		up.Signer = func(ctx context.Context, c *store.Connection) (ssh.Signer, error) {
@@ -310,20 +319,24 @@ func (s *Server) Serve(ln net.Listener) error {
 		}
 		backoff = 0
 		if !s.track(nc) {
+			s.cfg.Metrics.SSHConnection(metrics.ConnRefused)
 			nc.Close()
 			continue
 		}
 		hs := s.adm.enqueue(nc)
 		if hs == nil {
+			s.cfg.Metrics.SSHConnection(metrics.ConnRefused)
 			s.untrack(nc)
 			continue
 		}
+		s.cfg.Metrics.SSHConnection(metrics.ConnAccepted)
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
 			defer s.untrack(nc)
 			deadline := s.cfg.Now().Add(s.cfg.HandshakeTimeout)
 			if !s.adm.wait(s.ctx, hs, deadline) {
+				s.cfg.Metrics.SSHHandshake(metrics.HandshakeDropped)
 				return
 			}
 			s.serveConn(nc, hs, deadline)
@@ -446,6 +459,7 @@ func (s *Server) serveConn(nc net.Conn, hs *handshake, deadline time.Time) {
 	sconn, chans, reqs, err := ssh.NewServerConn(newHelloConn(bc, hello), &cfg)
 	s.adm.done(hs)
 	if err != nil {
+		s.cfg.Metrics.SSHHandshake(handshakeOutcome(err))
 		s.log.Debug().Str("source", sourceOf(nc)).Err(err).Msg("handshake failed")
 		return
 	}
@@ -467,6 +481,9 @@ func (s *Server) serveConn(nc net.Conn, hs *handshake, deadline time.Time) {
 		sconn.Close()
 		return
 	}
+	s.cfg.Metrics.SSHHandshake(metrics.HandshakeOK)
+	s.cfg.Metrics.SSHConnectionOpened()
+	defer s.cfg.Metrics.SSHConnectionClosed()
 	log := s.log.With().Str("conn_id", ac.id).Str("agent_id", ac.agentID).Logger()
 	algos := negotiated(sconn.Conn)
 	log.Info().Str("source", sourceOf(nc)).Str("user", ac.user).Str("client", string(sconn.ClientVersion())).
@@ -488,6 +505,23 @@ func (s *Server) serveConn(nc net.Conn, hs *handshake, deadline time.Time) {
 	sconn.Close()
 	conns.Wait()
 	log.Info().Msg("agent disconnected")
+}
+
+// handshakeOutcome is the metrics outcome of a failed handshake: the
+// client could not authenticate (x/crypto's ServerAuthError: no registered
+// key, a disabled agent), the deadline passed, or anything else.
+func handshakeOutcome(err error) string {
+	var auth *ssh.ServerAuthError
+	var ne net.Error
+	switch {
+	case errors.As(err, &auth) && len(auth.Errors) > 0:
+		// With no attempt in Errors the client left before trying a
+		// key (ssh-keyscan, a port check): not an authentication failure.
+		return metrics.HandshakeAuthFailed
+	case errors.As(err, &ne) && ne.Timeout():
+		return metrics.HandshakeTimeout
+	}
+	return metrics.HandshakeError
 }
 
 // negotiated returns the algorithms of c's last key exchange. The cipher

@@ -37,7 +37,7 @@ func (s *Server) serveSFTP(ac *agentConn, ch ssh.Channel, reqs <-chan *ssh.Reque
 		return
 	}
 	ac.setGrants(grants)
-	cfg := sftpgate.Config{Logger: s.log, Stderr: ch.Stderr()}
+	cfg := sftpgate.Config{Logger: s.log, Stderr: ch.Stderr(), Metrics: s.cfg.Metrics}
 	for _, g := range grants {
 		if g.Alias == ac.user {
 			cfg.Fixed = g.Alias

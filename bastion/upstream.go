@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/postern/postern/metrics"
 	"github.com/postern/postern/store"
 	"github.com/rs/zerolog"
 	"golang.org/x/crypto/ssh"
@@ -115,6 +116,7 @@ type PoolOptions struct {
 	DialsPerTarget       int              // DefaultUpstreamDialsPerTarget if zero
 	Logger               zerolog.Logger   // disabled if zero
 	Now                  func() time.Time // time.Now if nil
+	Metrics              *metrics.Metrics // pool size and dial errors; none if nil
 
 	// afterReap, for tests, is called at the end of each pass of the idle
 	// reaper: with Now a fake clock, a test knows that a pass has judged
@@ -455,9 +457,13 @@ func (p *Pool) dial(t *target, d *dial, c *store.Connection) {
 		cl.limit = p.opts.MaxSessionsPerClient
 		cl.idleSince = p.opts.Now()
 		t.clients = append(t.clients, cl)
+		p.opts.Metrics.UpstreamClientAdded()
 		p.startClientLocked(cl)
 	} else {
 		p.dropIfEmptyLocked(t)
+		if !errors.Is(err, ErrPoolClosed) {
+			p.opts.Metrics.UpstreamDialError(dialReason(err))
+		}
 	}
 	d.err = err
 	t.notifyLocked()
@@ -471,6 +477,19 @@ func (p *Pool) dial(t *target, d *dial, c *store.Connection) {
 			Str("kex", cl.algos.KeyExchange).Str("cipher", cl.algos.Write.Cipher).Str("mac", cl.algos.Write.MAC).
 			Msg("upstream client connected")
 	}
+}
+
+// dialReason is the metrics reason of a failed dial.
+func dialReason(err error) string {
+	var hk *HostKeyChangedError
+	var ur *UnreachableError
+	switch {
+	case errors.As(err, &hk):
+		return metrics.DialHostKeyChanged
+	case errors.As(err, &ur):
+		return metrics.DialUnreachable
+	}
+	return metrics.DialOther
 }
 
 // handshake dials c's target and authenticates, all within the handshake
@@ -715,6 +734,7 @@ func (p *Pool) removeLocked(cl *client) {
 	for i, x := range t.clients {
 		if x == cl {
 			t.clients = append(t.clients[:i], t.clients[i+1:]...)
+			p.opts.Metrics.UpstreamClientRemoved()
 			break
 		}
 	}

@@ -30,10 +30,12 @@ type Serve struct {
 	Data       string `toml:"data,omitempty"`
 	SSHListen  string `toml:"ssh_listen,omitempty"`
 	HTTPListen string `toml:"http_listen,omitempty"`
-	TLSCert    string `toml:"tls_cert,omitempty"`
-	TLSKey     string `toml:"tls_key,omitempty"`
-	PublicURL  string `toml:"public_url,omitempty"`
-	LogLevel   string `toml:"log_level,omitempty"`
+	// MetricsListen is where Prometheus scrapes /metrics (plain HTTP).
+	MetricsListen string `toml:"metrics_listen,omitempty"`
+	TLSCert       string `toml:"tls_cert,omitempty"`
+	TLSKey        string `toml:"tls_key,omitempty"`
+	PublicURL     string `toml:"public_url,omitempty"`
+	LogLevel      string `toml:"log_level,omitempty"`
 	// TTLs.
 	ApprovalTTL     Duration `toml:"approval_ttl,omitempty"`
 	SessionLifetime Duration `toml:"session_lifetime,omitempty"`

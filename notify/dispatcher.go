@@ -15,6 +15,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/postern/postern/metrics"
 	"github.com/postern/postern/store"
 )
 
@@ -97,6 +98,9 @@ type Config struct {
 	// Transport carries the attempts; nil uses a copy of
 	// http.DefaultTransport without keep-alives (see newClient).
 	Transport http.RoundTripper
+	// Metrics counts the outcomes of delivery attempts (not of Test);
+	// none if nil.
+	Metrics *metrics.Metrics
 }
 
 // Dispatcher sends the outbox's notifications. Run it with Run; send a
@@ -307,6 +311,7 @@ func (d *Dispatcher) logFor(n store.Notification) *zerolog.Logger {
 // deliver makes the attempt claim holds on n and records its outcome.
 func (d *Dispatcher) deliver(ctx context.Context, claim string, n store.Notification) {
 	out, a := d.attempt(ctx, n)
+	d.cfg.Metrics.Notification(notifyOutcome(out, a))
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
 	defer cancel()
 	recorded, err := d.cfg.Store.FinishNotification(fctx, n, claim, out)
@@ -333,6 +338,21 @@ func (d *Dispatcher) deliver(ctx context.Context, claim string, n store.Notifica
 	default:
 		log.Warn().Int("status", out.Status).Str("error", out.Error).Msg("notify: notification not delivered")
 	}
+}
+
+// notifyOutcome is the metrics outcome of an attempt whose result is out.
+func notifyOutcome(out store.NotifyOutcome, a attempt) string {
+	switch {
+	case out.State == store.NotificationDelivered:
+		return metrics.NotifyDelivered
+	case out.State == store.NotificationCancelled:
+		return metrics.NotifyCancelled
+	case a.stopped:
+		return metrics.NotifyStopped
+	case out.State == store.NotificationQueued:
+		return metrics.NotifyRetry
+	}
+	return metrics.NotifyFailed
 }
 
 // attempt reads what n needs, sends it, and says what became of it.

@@ -49,6 +49,15 @@ func (a Authorization) Deciders() []string {
 // error (Outcome Failed).
 func (e *Engine) Authorize(ctx context.Context, op Operation, onWait func(Approval)) (Authorization, error) {
 	d := e.Decide(ctx, op)
+	auth, err := e.authorize(ctx, op, d, onWait)
+	// The rule counted is the grant's, as decided first: an ask that was
+	// denied by an admin stays under ask.
+	e.metrics.Decision(string(op.Class), string(d.Rule), string(auth.Outcome))
+	return auth, err
+}
+
+// authorize carries Authorize on from the decision d.
+func (e *Engine) authorize(ctx context.Context, op Operation, d Decision, onWait func(Approval)) (Authorization, error) {
 	auth := Authorization{Decision: d}
 	fail := func(o Outcome, err error) (Authorization, error) {
 		auth.Outcome, auth.Err = o, err
@@ -101,6 +110,21 @@ func (e *Engine) Authorize(ctx context.Context, op Operation, onWait func(Approv
 	if onWait != nil {
 		onWait(a)
 	}
+	e.metrics.ApprovalWaitStarted()
+	waitStart := time.Now()
+	auth, err = e.waitApproval(ctx, op, auth)
+	e.metrics.ApprovalWaitEnded(string(auth.Outcome), time.Since(waitStart))
+	return auth, err
+}
+
+// waitApproval waits for auth's approval request to be decided and says
+// whether op may run.
+func (e *Engine) waitApproval(ctx context.Context, op Operation, auth Authorization) (Authorization, error) {
+	fail := func(o Outcome, err error) (Authorization, error) {
+		auth.Outcome, auth.Err = o, err
+		return auth, err
+	}
+	a := *auth.Approval
 	got, err := e.Wait(ctx, a.ID)
 	if got.ID != "" {
 		auth.Approval = &got

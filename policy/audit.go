@@ -97,11 +97,13 @@ func (e *Engine) Audit(ctx context.Context, r Record) (int64, error) {
 	}
 	var row store.AuditRow
 	var err error
+	start := time.Now()
 	if r.InflightID != "" && e.journal != nil {
 		row, err = e.finish(ctx, r.InflightID, auditRow(r), ChainHash)
 	} else {
 		row, err = e.appendAudit(ctx, auditRow(r), ChainHash)
 	}
+	e.metrics.AuditWrite(time.Since(start))
 	if err != nil {
 		err = fmt.Errorf("policy: audit: %w", err)
 		if ctx.Err() == nil {

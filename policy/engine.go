@@ -9,6 +9,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/postern/postern/metrics"
 	"github.com/postern/postern/store"
 )
 
@@ -75,6 +76,9 @@ type Options struct {
 	// and a heartbeat keeps its lease and recovers the operations of
 	// replicas that stopped (replica.go). Nil for the admin CLI and tests.
 	Replica *ReplicaOptions
+	// Metrics counts decisions, approval waits and audit writes; none if
+	// nil.
+	Metrics *metrics.Metrics
 }
 
 // Engine makes decisions, runs approvals and writes the audit log. It is safe
@@ -86,6 +90,7 @@ type Engine struct {
 	lifetime time.Duration
 	poll     time.Duration
 	log      zerolog.Logger
+	metrics  *metrics.Metrics // nil-safe
 
 	// facts and appendAudit are the store's methods, or their prepared
 	// forms from prepared, which Close releases.
@@ -143,6 +148,7 @@ func New(opts Options) (*Engine, error) {
 		poll:     opts.PollInterval,
 		log:      zerolog.Nop(),
 		waiters:  make(map[string]*waitSlot),
+		metrics:  opts.Metrics,
 	}
 	e.life, e.cancel = context.WithCancel(context.Background())
 	e.done = e.life.Done()

@@ -10,8 +10,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/postern/postern/policy"
 	"github.com/rs/zerolog"
+
+	"github.com/postern/postern/metrics"
+	"github.com/postern/postern/policy"
 )
 
 // Op is one SFTP operation as the Decider sees it.
@@ -121,6 +123,10 @@ type Config struct {
 
 	TargetTimeout time.Duration // DefaultTargetTimeout if zero
 	Drain         time.Duration // DefaultDrain if zero
+
+	// Metrics counts the session's packet bytes each way and its requests
+	// by type; none if nil.
+	Metrics *metrics.Metrics
 }
 
 // Bounds of one session.
@@ -276,7 +282,7 @@ func newSession(ctx context.Context, rwc io.ReadWriteCloser, cfg Config) *sessio
 		started:    time.Now(),
 		rwc:        rwc,
 		agentIn:    bufio.NewReaderSize(rwc, 32<<10),
-		agent:      &agentWriter{w: rwc},
+		agent:      &agentWriter{w: rwc, metrics: cfg.Metrics},
 		queue:      make(chan []byte, maxQueued),
 		free:       make(chan []byte, maxQueued+2),
 		stop:       make(chan struct{}),
@@ -301,6 +307,7 @@ func (s *session) readAgent() {
 	defer close(s.queue)
 	for {
 		frame, err := readPacket(s.agentIn, s.getBuf(), MaxPacket)
+		s.cfg.Metrics.SFTPBytes(metrics.FromAgent, len(frame))
 		if err != nil {
 			s.agentEnd = err
 			if err == io.EOF {
@@ -322,14 +329,16 @@ func (s *session) readAgent() {
 // agentWriter sends whole packets to the agent, one at a time.
 type agentWriter struct {
 	// mu serialises packets from the dispatcher and the upstream readers.
-	mu sync.Mutex
-	w  io.Writer
+	mu      sync.Mutex
+	w       io.Writer
+	metrics *metrics.Metrics // nil-safe
 }
 
 func (a *agentWriter) write(frame []byte) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	_, err := a.w.Write(frame)
+	n, err := a.w.Write(frame)
+	a.metrics.SFTPBytes(metrics.ToAgent, n)
 	return err
 }
 

@@ -209,3 +209,54 @@ func printable(s string) string {
 	}
 	return string(b)
 }
+
+// opName names r's packet type for the operations metric: the SFTP
+// packet type in lower case without SSH_FXP_, or an extended request's
+// extension name. The metrics package counts any name outside its fixed
+// set (an extension postern does not serve) as other, so an agent cannot
+// make up label values.
+func opName(r *request) string {
+	switch r.typ {
+	case fxpOpen:
+		return "open"
+	case fxpClose:
+		return "close"
+	case fxpRead:
+		return "read"
+	case fxpWrite:
+		return "write"
+	case fxpLstat:
+		return "lstat"
+	case fxpFstat:
+		return "fstat"
+	case fxpSetstat:
+		return "setstat"
+	case fxpFsetstat:
+		return "fsetstat"
+	case fxpOpendir:
+		return "opendir"
+	case fxpReaddir:
+		return "readdir"
+	case fxpRemove:
+		return "remove"
+	case fxpMkdir:
+		return "mkdir"
+	case fxpRmdir:
+		return "rmdir"
+	case fxpRealpath:
+		return "realpath"
+	case fxpStat:
+		return "stat"
+	case fxpRename:
+		return "rename"
+	case fxpReadlink:
+		return "readlink"
+	case fxpSymlink:
+		return "symlink"
+	case fxpExtended:
+		if extensionVersion(r.ext) != "" {
+			return r.ext
+		}
+	}
+	return "other"
+}

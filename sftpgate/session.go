@@ -167,6 +167,7 @@ func (s *session) handle(frame []byte) error {
 		}
 		return s.reply(r.id, fxBadMessage, err.Error())
 	}
+	s.cfg.Metrics.SFTPOperation(opName(&r))
 	switch r.typ {
 	case fxpOpen:
 		return s.open(&r)

@@ -70,7 +70,7 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 	if doc["openapi"] != "3.1.0" {
 		t.Errorf("openapi = %v; want 3.1.0", doc["openapi"])
 	}
-	routes := apiRouteTable()
+	routes := append(apiRouteTable(), probeRouteTable()...)
 	for _, rt := range routes {
 		op := doc.operation(rt.Method, rt.Path)
 		if op == nil {

@@ -75,6 +75,12 @@ type Config struct {
 	APIRate         float64       // requests a second per token; DefaultAPIRate if zero
 	APIBurst        int           // DefaultAPIBurst if zero
 	EventPoll       time.Duration // DefaultEventPoll if zero
+
+	// Ready is GET /readyz's check: nil when postern can do its work.
+	// Nil checks that the master key is loaded and that Store takes a
+	// write; a *NotReadyError's Reason is what the probe answers.
+	Ready        func(ctx context.Context) error
+	ReadyTimeout time.Duration // bounds Ready; DefaultReadyTimeout if zero
 }
 
 // Server is the admin web page and REST API. Create it with New; serve it
@@ -118,6 +124,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.EventPoll <= 0 {
 		cfg.EventPoll = DefaultEventPoll
 	}
+	if cfg.ReadyTimeout <= 0 {
+		cfg.ReadyTimeout = DefaultReadyTimeout
+	}
 	pages, err := loadPages()
 	if err != nil {
 		return nil, err
@@ -130,10 +139,14 @@ func New(cfg Config) (*Server, error) {
 		apiLimit:    ratelimit.New(cfg.APIRate, cfg.APIBurst, maxLimiterKeys, cfg.Now),
 		events:      newEventHub(cfg.Store, cfg.EventPoll, cfg.Logger),
 	}
+	if s.cfg.Ready == nil {
+		s.cfg.Ready = s.checkReady
+	}
 	mux := http.NewServeMux()
 	s.authRoutes(mux)
 	s.apiRoutes(mux)
 	s.pageRoutes(mux)
+	s.probeRoutes(mux)
 	// Cross-origin protection in front of every state-changing route, beside
 	// the CSRF tokens of the forms: a browser says where a request comes
 	// from (Sec-Fetch-Site, Origin), and a POST, PUT, PATCH or DELETE that

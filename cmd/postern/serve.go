@@ -12,12 +12,15 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 	"golang.org/x/crypto/ssh"
 
 	"github.com/postern/postern/bastion"
 	"github.com/postern/postern/config"
+	"github.com/postern/postern/metrics"
 	"github.com/postern/postern/notify"
 	"github.com/postern/postern/policy"
 	"github.com/postern/postern/store"
@@ -32,10 +35,13 @@ const (
 
 // serveFlags are the flags of `postern serve` that `postern demo` has too.
 type serveFlags struct {
-	listen      string
-	approvalTTL time.Duration
-	logLevel    string
-	limits      limitFlags
+	listen string
+	// metricsListen is where /metrics is served; none if empty. serve
+	// only (the demo has none).
+	metricsListen string
+	approvalTTL   time.Duration
+	logLevel      string
+	limits        limitFlags
 }
 
 // limitFlags are the bastion's and the API's limits that an admin may
@@ -120,6 +126,7 @@ func applyServeConfig(cmd *cobra.Command, path string, data *dataFlag, f *serveF
 	str("log-level", &f.logLevel, c.LogLevel)
 	dur("approval-ttl", &f.approvalTTL, c.ApprovalTTL)
 	str("http-listen", &w.listen, c.HTTPListen)
+	str("metrics-listen", &f.metricsListen, c.MetricsListen)
 	str("tls-cert", &w.certFile, c.TLSCert)
 	str("tls-key", &w.keyFile, c.TLSKey)
 	str("public-url", &w.publicURL, c.PublicURL)
@@ -156,6 +163,11 @@ func (f *serveFlags) check(cmd *cobra.Command) (zerolog.Logger, error) {
 	}
 	if _, _, err := net.SplitHostPort(f.listen); err != nil {
 		return zerolog.Logger{}, usagef("%s: --ssh-listen %q: want HOST:PORT", cmdPath(cmd), f.listen)
+	}
+	if f.metricsListen != "" {
+		if _, _, err := net.SplitHostPort(f.metricsListen); err != nil {
+			return zerolog.Logger{}, usagef("%s: --metrics-listen %q: want HOST:PORT", cmdPath(cmd), f.metricsListen)
+		}
 	}
 	return newLogger(cmd.ErrOrStderr(), f.logLevel)
 }
@@ -208,7 +220,12 @@ HTTPS (TLS 1.2 or newer), with --tls-cert and --tls-key or else a
 self-signed certificate kept in the data directory; its fingerprint and the
 page's URL are logged at start. Admins log in with accounts made by
 postern admin add; the API takes console tokens made by postern token add.
-An agent waiting for approval is shown the approval's page.
+An agent waiting for approval is shown the approval's page. The same
+listener answers GET /healthz and GET /readyz, without a login, for load
+balancers.
+
+With --metrics-listen it serves Prometheus metrics at /metrics over plain
+HTTP on that address of its own, without a login: keep it internal.
 
 SIGINT or SIGTERM stops accepting agents and lets running sessions finish
 for up to ` + bastion.DefaultShutdownGrace.String() + `; a second signal stops at once.`,
@@ -218,6 +235,8 @@ for up to ` + bastion.DefaultShutdownGrace.String() + `; a second signal stops a
 	flags := addServeFlags(cmd)
 	wflags := addWebFlags(cmd, "")
 	hostKeyFile := addHostKeyFileFlag(cmd)
+	cmd.Flags().StringVar(&flags.metricsListen, "metrics-listen", "",
+		"address to serve Prometheus metrics on at /metrics, plain HTTP and unauthenticated: keep it internal (empty: none; port 0 picks a free port)")
 	lease := cmd.Flags().Duration("replica-lease", policy.DefaultReplicaLease,
 		"with several serve on one PostgreSQL database: how long a replica that stopped renewing its registration is taken to be still running its operations; after that another replica audits them as interrupted")
 	configPath := addConfigFlag(cmd)
@@ -273,16 +292,29 @@ for up to ` + bastion.DefaultShutdownGrace.String() + `; a second signal stops a
 		if err != nil {
 			return fmt.Errorf("serve: %w", err)
 		}
+		var mln net.Listener
+		if flags.metricsListen != "" {
+			if mln, err = net.Listen("tcp", flags.metricsListen); err != nil {
+				ln.Close()
+				return fmt.Errorf("serve: metrics: %w", err)
+			}
+		}
+		closeEarly := func() {
+			ln.Close()
+			if mln != nil {
+				mln.Close()
+			}
+		}
 		hint := cliApproveHint
 		var wp *webParams
 		if wflags.listen != "" {
 			wln, err := net.Listen("tcp", wflags.listen)
 			if err != nil {
-				ln.Close()
+				closeEarly()
 				return fmt.Errorf("serve: web: %w", err)
 			}
 			if wp, err = loadWeb(wln, wflags, publicURL, d.Path, time.Now()); err != nil {
-				ln.Close()
+				closeEarly()
 				wln.Close()
 				return fmt.Errorf("serve: %w", err)
 			}
@@ -292,6 +324,7 @@ for up to ` + bastion.DefaultShutdownGrace.String() + `; a second signal stops a
 			Store:        st,
 			HostKey:      hostKey,
 			Listener:     ln,
+			Metrics:      mln,
 			Web:          wp,
 			ApprovalTTL:  flags.approvalTTL,
 			ApproveHint:  hint,
@@ -329,10 +362,13 @@ func closeStore(st *store.Store, log zerolog.Logger) {
 
 // bastionParams is what runBastion needs; serve and demo fill it.
 type bastionParams struct {
-	Store       *store.Store
-	HostKey     ssh.Signer
-	Listener    net.Listener // runBastion owns it from here on
-	Web         *webParams   // the admin web page; none if nil
+	Store    *store.Store
+	HostKey  ssh.Signer
+	Listener net.Listener // runBastion owns it from here on
+	Web      *webParams   // the admin web page; none if nil
+	// Metrics is the listener of /metrics; none if nil. runBastion owns
+	// it from here on.
+	Metrics     net.Listener
 	ApprovalTTL time.Duration
 	ApproveHint func(id string) string // the bastion's default if nil
 	Logger      zerolog.Logger
@@ -366,9 +402,23 @@ func runBastion(ctx context.Context, p bastionParams) error {
 		if p.Web != nil {
 			p.Web.Listener.Close()
 		}
+		if p.Metrics != nil {
+			p.Metrics.Close()
+		}
+	}
+	// The collectors exist only when something serves them; a nil
+	// *metrics.Metrics records nothing.
+	var reg *prometheus.Registry
+	var m *metrics.Metrics
+	if p.Metrics != nil {
+		var err error
+		if reg, m, err = newMetrics(); err != nil {
+			closeListeners()
+			return fmt.Errorf("serve: %w", err)
+		}
 	}
 	host, _ := os.Hostname()
-	eng, err := policy.New(policy.Options{Store: p.Store, ApprovalLifetime: p.ApprovalTTL, Logger: &log,
+	eng, err := policy.New(policy.Options{Store: p.Store, ApprovalLifetime: p.ApprovalTTL, Logger: &log, Metrics: m,
 		Replica: &policy.ReplicaOptions{Host: host, PID: os.Getpid(), Lease: p.ReplicaLease,
 			// SQLite's data directory is served by one process: what a
 			// previous run left is recovered at once. On PostgreSQL other
@@ -404,6 +454,7 @@ func runBastion(ctx context.Context, p bastionParams) error {
 		CommandBurst:       p.Limits.commandBurst,
 		MaxSessionsPerConn: p.Limits.maxSessions,
 		HandshakeTimeout:   p.Limits.handshakeTimeout,
+		Metrics:            m,
 		Upstream: bastion.PoolOptions{
 			Signer: func(ctx context.Context, c *store.Connection) (ssh.Signer, error) {
 				return st.ConnectionSigner(ctx, c.ID)
@@ -421,7 +472,7 @@ func runBastion(ctx context.Context, p bastionParams) error {
 	if p.Web != nil {
 		baseURL = p.Web.URL
 	}
-	notifier, err := notify.New(notify.Config{Store: st, BaseURL: baseURL, Logger: log})
+	notifier, err := notify.New(notify.Config{Store: st, BaseURL: baseURL, Logger: log, Metrics: m})
 	if err != nil {
 		closeListeners()
 		return fmt.Errorf("serve: %w", err)
@@ -463,31 +514,64 @@ func runBastion(ctx context.Context, p bastionParams) error {
 		Str("host_key", ssh.FingerprintSHA256(p.HostKey.PublicKey())).
 		Str("approval_ttl", p.ApprovalTTL.String()).
 		Msg("postern serving")
-	if ws == nil {
-		return serveUntil(ctx, srv, p.Listener, bastion.DefaultShutdownGrace, log)
-	}
-
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	webDone := make(chan error, 1)
-	go func() {
-		err := ws.Serve(ctx, p.Web.Listener, p.Web.Cert.TLS)
-		if err == nil && ctx.Err() == nil {
-			err = errWebStopped
-		}
-		cancel() // the bastion stops with the web page
-		webDone <- err
-	}()
-	log.Info().
-		Str("url", p.Web.URL).
-		Str("addr", p.Web.Listener.Addr().String()).
-		Str("tls_fingerprint", p.Web.Cert.Fingerprint).
-		Bool("self_signed", p.Web.Cert.SelfSigned).
-		Str("cert_file", p.Web.Cert.CertFile).
-		Msg("web page serving")
-	bErr := serveUntil(ctx, srv, p.Listener, bastion.DefaultShutdownGrace, log)
-	cancel() // the web page stops with the bastion
-	return errors.Join(bErr, <-webDone)
+	// The web page and the metrics listener each stop the bastion when
+	// they stop on their own, and stop with it.
+	var sideDone []<-chan error
+	if ws != nil {
+		webDone := make(chan error, 1)
+		sideDone = append(sideDone, webDone)
+		go func() {
+			err := ws.Serve(ctx, p.Web.Listener, p.Web.Cert.TLS)
+			if err == nil && ctx.Err() == nil {
+				err = errWebStopped
+			}
+			cancel()
+			webDone <- err
+		}()
+		log.Info().
+			Str("url", p.Web.URL).
+			Str("addr", p.Web.Listener.Addr().String()).
+			Str("tls_fingerprint", p.Web.Cert.Fingerprint).
+			Bool("self_signed", p.Web.Cert.SelfSigned).
+			Str("cert_file", p.Web.Cert.CertFile).
+			Msg("web page serving")
+	}
+	if p.Metrics != nil {
+		metricsDone := make(chan error, 1)
+		sideDone = append(sideDone, metricsDone)
+		go func() {
+			err := metrics.Serve(ctx, p.Metrics, reg)
+			cancel()
+			metricsDone <- err
+		}()
+		log.Info().Str("url", "http://"+p.Metrics.Addr().String()+"/metrics").Msg("metrics serving")
+	}
+	errs := []error{serveUntil(ctx, srv, p.Listener, bastion.DefaultShutdownGrace, log)}
+	cancel()
+	for _, done := range sideDone {
+		errs = append(errs, <-done)
+	}
+	return errors.Join(errs...)
+}
+
+// newMetrics is serve's registry, its own and not the process-global one:
+// postern's collectors, and the Go runtime's and the process's (memory,
+// goroutines, file descriptors) that every Go service exports.
+func newMetrics() (*prometheus.Registry, *metrics.Metrics, error) {
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(collectors.NewGoCollector()); err != nil {
+		return nil, nil, fmt.Errorf("metrics: %w", err)
+	}
+	if err := reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
+		return nil, nil, fmt.Errorf("metrics: %w", err)
+	}
+	m, err := metrics.New(reg)
+	if err != nil {
+		return nil, nil, err
+	}
+	return reg, m, nil
 }
 
 // agentServer is the part of *bastion.Server that serveUntil drives; tests
