@@ -107,11 +107,13 @@ func (e *Engine) authorize(ctx context.Context, op Operation, d Decision, onWait
 			Msg("approved request consumed by a retry")
 		return auth, nil
 	}
+	// Counted before the agent is told, so that whoever sees the wait
+	// (the agent, a test's hook) finds it in the pending gauge.
+	e.metrics.ApprovalWaitStarted()
+	waitStart := time.Now()
 	if onWait != nil {
 		onWait(a)
 	}
-	e.metrics.ApprovalWaitStarted()
-	waitStart := time.Now()
 	auth, err = e.waitApproval(ctx, op, auth)
 	e.metrics.ApprovalWaitEnded(string(auth.Outcome), time.Since(waitStart))
 	return auth, err
