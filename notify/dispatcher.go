@@ -252,7 +252,13 @@ func (d *Dispatcher) poll(ctx, attemptCtx context.Context, workers chan struct{}
 		return err
 	}
 	claim := d.newClaim()
-	ns, err := d.cfg.Store.ClaimNotifications(ctx, claim, d.lease(), free)
+	// The claim is not cut short by ctx: a stop that arrived while the
+	// claim committed would leave the rows claimed with no worker to send
+	// them, "sending" until the lease ran out. Claimed, they are attempted
+	// under attemptCtx, which Run's drain gives StopGrace.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+	ns, err := d.cfg.Store.ClaimNotifications(cctx, claim, d.lease(), free)
+	cancel()
 	if err != nil {
 		return err
 	}
