@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/postern/postern/internal/e2e"
 	"github.com/postern/postern/internal/testsshd"
 	"github.com/postern/postern/policy"
 	"github.com/postern/postern/store"
@@ -145,12 +146,7 @@ type harnessOpts struct {
 
 func newHarness(t testing.TB, o harnessOpts) *harness {
 	t.Helper()
-	if _, err := exec.LookPath("ssh"); err != nil {
-		if os.Getenv("POSTERN_E2E") == "1" {
-			t.Fatalf("ssh client missing (install openssh-client): %v", err)
-		}
-		t.Skip("ssh client missing: install openssh-client")
-	}
+	e2e.Tool(t, "ssh", "openssh-client")
 	target := testsshd.Start(t, o.target)
 	ctx := context.Background()
 	dir := t.TempDir()

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"maps"
 	"net"
-	"os"
 	"runtime"
 	"slices"
 	"strings"
@@ -18,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/postern/postern/internal/e2e"
 	"github.com/postern/postern/internal/testsshd"
 	"github.com/postern/postern/policy"
 	"github.com/postern/postern/store"
@@ -60,7 +60,7 @@ const (
 // a developer's `go test ./...` should not pay. CI sets POSTERN_E2E=1.
 func requireLoad(tb testing.TB) {
 	tb.Helper()
-	if os.Getenv("POSTERN_E2E") != "1" {
+	if !e2e.Enabled() {
 		tb.Skip("load test: runs with POSTERN_E2E=1 and needs openssh-server's sshd (about a minute on 2 cores)")
 	}
 	testsshd.Require(tb)

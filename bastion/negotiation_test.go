@@ -3,12 +3,13 @@ package bastion
 import (
 	"bytes"
 	"encoding/json"
-	"os"
+	"fmt"
 	"os/exec"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/postern/postern/internal/e2e"
 	"github.com/postern/postern/internal/testsshd"
 	"github.com/rs/zerolog"
 	"golang.org/x/crypto/ssh"
@@ -24,10 +25,7 @@ func requirePython(t *testing.T, modules ...string) {
 	t.Helper()
 	for _, m := range modules {
 		if out, err := exec.Command(debianPython, "-W", "ignore", "-c", "import "+m).CombinedOutput(); err != nil {
-			if os.Getenv("POSTERN_E2E") == "1" {
-				t.Fatalf("%s cannot import %s (install python3-%s): %v\n%s", debianPython, m, m, err, out)
-			}
-			t.Skipf("%s cannot import %s: install python3-%s", debianPython, m, m)
+			e2e.Missing(t, fmt.Sprintf("%s's module %s (%v: %s)", debianPython, m, err, bytes.TrimSpace(out)), "python3-"+m)
 		}
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/postern/postern/internal/e2e"
 	"github.com/postern/postern/internal/testsshd"
 	"go.uber.org/goleak"
 	"golang.org/x/crypto/ssh"
@@ -362,13 +363,7 @@ func (v relayPath) String() string {
 // config, agent or known hosts.
 func (h *relayHarness) sshCommand(t *testing.T, v relayPath, extra []string, remote string) *exec.Cmd {
 	t.Helper()
-	bin, err := exec.LookPath("ssh")
-	if err != nil {
-		if os.Getenv("POSTERN_E2E") == "1" {
-			t.Fatal("ssh client not found and POSTERN_E2E=1; install openssh-client")
-		}
-		t.Skip("ssh client not found; install openssh-client to run this test")
-	}
+	bin := e2e.Tool(t, "ssh", "openssh-client")
 	key, port, user := h.keyPath, h.port, "agent"
 	if v == directToTarget {
 		key, port, user = filepath.Join(h.sshd.Dir, "id_ed25519"), h.sshd.Port, h.sshd.User

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/postern/postern/internal/e2e"
 	"github.com/postern/postern/internal/testsshd"
 	"github.com/postern/postern/store"
 )
@@ -19,12 +20,7 @@ func (h *harness) sshCommand() string {
 
 func requireTool(t testing.TB, name, pkg string) {
 	t.Helper()
-	if _, err := exec.LookPath(name); err != nil {
-		if os.Getenv("POSTERN_E2E") == "1" {
-			t.Fatalf("%s missing (install %s)", name, pkg)
-		}
-		t.Skipf("%s missing: install %s", name, pkg)
-	}
+	e2e.Tool(t, name, pkg)
 }
 
 func runTool(t *testing.T, dir string, env []string, name string, args ...string) (string, error) {

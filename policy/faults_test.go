@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/postern/postern/internal/e2e"
 	"github.com/postern/postern/store"
 )
 
@@ -110,7 +111,7 @@ func runFaultChild(t *testing.T, cmd *exec.Cmd) string {
 	out, err := cmd.CombinedOutput()
 	if i := strings.Index(string(out), faultSkip); i >= 0 {
 		why := strings.TrimSpace(strings.SplitN(string(out[i+len(faultSkip):]), "\n", 2)[0])
-		if os.Getenv("POSTERN_E2E") == "1" {
+		if e2e.Enabled() {
 			t.Fatalf("cannot make the fault here, and POSTERN_E2E=1: %s", why)
 		}
 		t.Skipf("cannot make the fault here: %s", why)

@@ -19,6 +19,7 @@ import (
 	"testing"
 
 	"github.com/pkg/sftp"
+	"github.com/postern/postern/internal/e2e"
 	"github.com/postern/postern/internal/testsshd"
 	"github.com/postern/postern/internal/testwait"
 	"github.com/postern/postern/policy"
@@ -210,13 +211,7 @@ func TestOpenSSHTransferAndAppend(t *testing.T) {
 // mode, through a minimal x/crypto SSH server that serves the gate on the
 // sftp subsystem, to a real sshd behind it.
 func TestOpenSSHClient(t *testing.T) {
-	sftpBin, err := exec.LookPath("sftp")
-	if err != nil {
-		if os.Getenv("POSTERN_E2E") == "1" {
-			t.Fatal("sftp not found and POSTERN_E2E=1; install openssh-client")
-		}
-		t.Skip("sftp not found; install openssh-client")
-	}
+	sftpBin := e2e.Tool(t, "sftp", "openssh-client")
 	srv := testsshd.Start(t, testsshd.Options{})
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "keep.txt"), []byte("keep"), 0o644)

@@ -153,15 +153,7 @@ func openPostgresDB(ctx context.Context, cfg *pgx.ConnConfig, raw string, maxCon
 		db.Close()
 		return nil, fmt.Errorf("store: open %s: %s", RedactURL(raw), scrubURL(err.Error(), raw))
 	}
-	if maxConns == 0 {
-		maxConns = DefaultPostgresMaxConns
-	}
-	if maxConns > 0 {
-		db.SetMaxOpenConns(maxConns)
-		db.SetMaxIdleConns(maxConns)
-	} else {
-		db.SetMaxIdleConns(unboundedIdleConns)
-	}
+	boundPool(db, maxConns, DefaultPostgresMaxConns)
 	return db, nil
 }
 

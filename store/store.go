@@ -166,16 +166,23 @@ func openDB(path string, busy time.Duration, maxConns int) (*sql.DB, error) {
 	// dedicated connection use more at once, so connections were closed
 	// and reopened (and their statements prepared again) on every
 	// command: about 0.2 ms each. Keep enough idle.
+	boundPool(db, maxConns, DefaultMaxConns)
+	return db, nil
+}
+
+// boundPool sets db's connection bound: maxConns, def when 0, none when
+// negative (then unboundedIdleConns stay idle). The idle connections equal
+// the bound, so that a busy moment does not close and reopen them.
+func boundPool(db *sql.DB, maxConns, def int) {
 	if maxConns == 0 {
-		maxConns = DefaultMaxConns
+		maxConns = def
 	}
 	if maxConns > 0 {
 		db.SetMaxOpenConns(maxConns)
 		db.SetMaxIdleConns(maxConns)
-	} else {
-		db.SetMaxIdleConns(unboundedIdleConns)
+		return
 	}
-	return db, nil
+	db.SetMaxIdleConns(unboundedIdleConns)
 }
 
 // DefaultMaxConns bounds the SQLite connections one Store opens. SQLite has

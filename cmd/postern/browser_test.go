@@ -21,7 +21,6 @@ import (
 	"image/png"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -31,6 +30,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"golang.org/x/crypto/ssh/knownhosts"
 
+	"github.com/postern/postern/internal/e2e"
 	"github.com/postern/postern/internal/testsshd"
 	"github.com/postern/postern/internal/testwait"
 	"github.com/postern/postern/store"
@@ -54,14 +54,7 @@ func chromiumPath(t *testing.T) string {
 	if st, err := os.Stat("/usr/bin/chromium"); err == nil && !st.IsDir() {
 		return "/usr/bin/chromium"
 	}
-	if p, err := exec.LookPath("chromium"); err == nil {
-		return p
-	}
-	if os.Getenv("POSTERN_E2E") == "1" {
-		t.Fatal("chromium not found and POSTERN_E2E=1; install the Debian package chromium")
-	}
-	t.Skip("chromium not found; install the Debian package chromium to run the browser tests (POSTERN_E2E=1 makes this fail instead)")
-	return ""
+	return e2e.Tool(t, "chromium", "the Debian package chromium")
 }
 
 // webRig is a running postern serve with the web page, a real sshd target

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/postern/postern/internal/e2e"
 )
 
 // TestDemoSFTP runs the README's quick-start sftp and scp lines against
@@ -21,12 +23,7 @@ func TestDemoSFTP(t *testing.T) {
 	t.Parallel()
 	requireSSHClient(t)
 	for _, tool := range []string{"sftp", "scp"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			if os.Getenv("POSTERN_E2E") == "1" {
-				t.Fatalf("%s not found; POSTERN_E2E=1 needs the OpenSSH client", tool)
-			}
-			t.Skipf("%s not found (install openssh-client)", tool)
-		}
+		e2e.Tool(t, tool, "openssh-client")
 	}
 	dir := filepath.Join(t.TempDir(), "demo")
 	d := startDemo(t, dir)

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/postern/postern/internal/e2e"
 )
 
 // demoRun is one running `postern demo` and what it printed.
@@ -87,12 +89,7 @@ func startDemo(t *testing.T, dir string) *demoRun {
 // POSTERN_E2E=1, where the end-to-end tests must run).
 func requireSSHClient(t *testing.T) {
 	t.Helper()
-	if _, err := exec.LookPath("ssh"); err != nil {
-		if os.Getenv("POSTERN_E2E") == "1" {
-			t.Fatal("ssh not found; POSTERN_E2E=1 needs the OpenSSH client")
-		}
-		t.Skip("ssh not found (install openssh-client)")
-	}
+	e2e.Tool(t, "ssh", "openssh-client")
 }
 
 // runPrinted runs a printed line with sh, as a user pasting it would, with

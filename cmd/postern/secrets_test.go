@@ -20,7 +20,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -30,6 +29,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/postern/postern/internal/e2e"
 	"github.com/postern/postern/internal/testsshd"
 )
 
@@ -259,12 +259,7 @@ func textSecrets(what, s string) []secret {
 func TestSecretsNeverLeak(t *testing.T) {
 	t.Parallel()
 	requireSSHClient(t)
-	if _, err := exec.LookPath("sftp"); err != nil {
-		if os.Getenv("POSTERN_E2E") == "1" {
-			t.Fatal("sftp not found and POSTERN_E2E=1; install the Debian package openssh-client")
-		}
-		t.Skip("sftp not found; install the Debian package openssh-client (POSTERN_E2E=1 makes this fail instead)")
-	}
+	e2e.Tool(t, "sftp", "openssh-client")
 	target, stale := newCanaryKey(t, "target"), newCanaryKey(t, "stale")
 	// Keys given over the API, the page's form and a config file.
 	viaAPI, viaForm, viaApply := newCanaryKey(t, "api"), newCanaryKey(t, "form"), newCanaryKey(t, "apply")

@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/postern/postern/internal/e2e"
 	"github.com/postern/postern/internal/testwait"
 )
 
@@ -47,10 +48,7 @@ func Require(t testing.TB) string {
 	if p := Path(); p != "" {
 		return p
 	}
-	if os.Getenv("POSTERN_E2E") == "1" {
-		t.Fatal("testhaproxy: haproxy not found and POSTERN_E2E=1; install haproxy")
-	}
-	t.Skip("testhaproxy: haproxy not found; install haproxy to run this test (POSTERN_E2E=1 makes it fail instead)")
+	e2e.Missing(t, "testhaproxy: haproxy", "haproxy")
 	return ""
 }
 

@@ -33,6 +33,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/postern/postern/internal/e2e"
 )
 
 // DefaultBinDir is where Debian's postgresql-15 keeps its programs.
@@ -74,10 +76,7 @@ func Require(t testing.TB) string {
 	if dir := BinDir(); dir != "" {
 		return dir
 	}
-	if os.Getenv("POSTERN_E2E") == "1" {
-		t.Fatal("testpg: PostgreSQL not found and POSTERN_E2E=1; install postgresql-15 (or set POSTERN_PG_BIN)")
-	}
-	t.Skip("testpg: PostgreSQL not found; install postgresql-15 to run this test (POSTERN_E2E=1 makes it fail instead)")
+	e2e.Missing(t, "testpg: PostgreSQL", "postgresql-15 (or set POSTERN_PG_BIN)")
 	return ""
 }
 

@@ -27,6 +27,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/postern/postern/internal/e2e"
 	"github.com/postern/postern/internal/testwait"
 )
 
@@ -118,10 +119,7 @@ func Require(t testing.TB) string {
 	if p != "" {
 		return p
 	}
-	if os.Getenv("POSTERN_E2E") == "1" {
-		t.Fatal("testsshd: sshd not found and POSTERN_E2E=1; install openssh-server")
-	}
-	t.Skip("testsshd: sshd not found; install openssh-server to run this test (POSTERN_E2E=1 makes it fail instead)")
+	e2e.Missing(t, "testsshd: sshd", "openssh-server")
 	return ""
 }
 
