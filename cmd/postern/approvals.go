@@ -147,7 +147,7 @@ func printApprovals(w io.Writer, list []policy.Approval, now time.Time) error {
 		if a.Status == store.ApprovalPending {
 			expires = "in " + a.ExpiresAt.Sub(now).Round(time.Second).String()
 		}
-		op := a.Kind + ": " + policy.VisibleLine(a.Operation)
+		op := kindOp(a.Kind, a.Operation)
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
 			a.ID, a.Status, a.AgentName, a.ConnectionAlias, a.Class, approvals, expires, op)
 	}
@@ -265,7 +265,7 @@ func printScopes(w io.Writer, list []policy.Approval, now time.Time) error {
 		}
 		op := "any " + a.Class
 		if a.Scope == store.ScopeOperation {
-			op = a.Kind + ": " + policy.VisibleLine(a.Operation)
+			op = kindOp(a.Kind, a.Operation)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
 			a.ID, a.Scope, a.AgentName, a.ConnectionAlias, a.Class, strings.Join(a.Deciders(), ","), until, op)

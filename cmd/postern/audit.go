@@ -103,7 +103,7 @@ func printAudit(w io.Writer, rows []store.AuditRow) error {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\n",
 			r.Seq, r.Time.Local().Format("2006-01-02 15:04:05"), orDash(r.AgentName), orDash(r.ConnectionAlias),
 			orDash(r.Class), r.Decision, by, exit, r.Duration.Round(time.Millisecond), r.BytesIn, r.BytesOut,
-			r.Kind+": "+policy.VisibleLine(r.Operation))
+			kindOp(r.Kind, r.Operation))
 	}
 	return tw.Flush()
 }
@@ -135,6 +135,17 @@ func newAuditVerifyCmd(data *dataFlag) *cobra.Command {
 }
 
 // orDash is s, or "-" for a table cell with nothing in it.
+// kindOp is an operation as the tables show it: its kind, then its text
+// with control and direction characters escaped. An SFTP operation's text
+// names its kind already ("sftp put …"), so it is not named twice.
+func kindOp(kind, op string) string {
+	op = policy.VisibleLine(op)
+	if strings.HasPrefix(op, kind+" ") {
+		return op
+	}
+	return kind + ": " + op
+}
+
 func orDash(s string) string {
 	if s == "" {
 		return "-"
