@@ -83,8 +83,13 @@ func TestPkgSFTPIntegrationSuite(t *testing.T) {
 		// Each run works in its own copy: the suite's tests write next to
 		// their sources.
 		dir := copySuite(t, modDir)
+		// And in its own temporary directory: tests such as
+		// TestClientReadDir list os.TempDir() twice, locally and over
+		// SFTP, and compare; the machine's /tmp changes in between under
+		// the other tests that run in parallel.
+		tmp := t.TempDir()
 		wg.Go(func() {
-			r, err := runPkgSFTPSuite(dir, bin, wrapper)
+			r, err := runPkgSFTPSuite(dir, bin, wrapper, tmp)
 			mu.Lock()
 			defer mu.Unlock()
 			results[e.name], errs[e.name] = r, err
@@ -172,14 +177,15 @@ func buildPkgSFTPSuite(t *testing.T, dir string) string {
 }
 
 // runPkgSFTPSuite runs the suite's binary bin (in dir, where its testdata
-// is) against server and returns each top-level test's result: pass, fail
+// is, with TMPDIR set to tmp) against server and returns each top-level test's result: pass, fail
 // or skip. go tool test2json turns its output into events.
-func runPkgSFTPSuite(dir, bin, server string) (map[string]string, error) {
+func runPkgSFTPSuite(dir, bin, server, tmp string) (map[string]string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), pkgSFTPSuiteTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "go", "tool", "test2json", bin, "-test.v=test2json", "-test.count=1",
 		"-test.timeout", pkgSFTPSuiteTimeout.String(), "-integration", "-sftp", server)
 	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
