@@ -47,22 +47,11 @@ func TestMain(m *testing.M) {
 // first test that needs it and stopped by TestMain.
 var testPG testpg.Shared
 
-// forEachDB runs fn once on each database postern supports, as the
-// subtests "sqlite" and "postgres": newRig called inside uses that
-// database. The postgres run needs PostgreSQL (internal/testpg): it is
-// skipped without it, unless POSTERN_E2E=1, which makes it fail.
+// forEachDB runs fn on SQLite and on PostgreSQL (testpg.ForEachDB): newRig called
+// inside uses that database.
 func forEachDB(t *testing.T, fn func(t *testing.T)) {
 	t.Helper()
-	// Each case has its own data directory or database, and most of its
-	// time is spent waiting on the database: the cases run in parallel,
-	// and each database's variant beside the other's.
-	t.Parallel()
-	for _, name := range []string{"sqlite", "postgres"} {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			fn(t)
-		})
-	}
+	testpg.ForEachDB(t, fn)
 }
 
 // openRef opens the database ref names: a PostgreSQL URL or an SQLite file.

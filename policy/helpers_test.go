@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -72,33 +71,15 @@ func TestMain(m *testing.M) {
 // first test that needs it and stopped by TestMain.
 var testPG testpg.Shared
 
-// forEachDB runs fn once on each database postern supports, as the
-// subtests "sqlite" and "postgres": newTestEnv called inside uses that
-// database. The postgres run needs PostgreSQL (internal/testpg): it is
-// skipped without it, unless POSTERN_E2E=1, which makes it fail.
+// forEachDB runs fn on SQLite and on PostgreSQL (testpg.ForEachDB): newTestEnv called
+// inside uses that database.
 func forEachDB(t *testing.T, fn func(t *testing.T)) {
 	t.Helper()
-	// Each case has its own data directory or database, and most of its
-	// time is spent waiting on the database: the cases run in parallel,
-	// and each database's variant beside the other's.
-	t.Parallel()
-	for _, name := range []string{"sqlite", "postgres"} {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			fn(t)
-		})
-	}
+	testpg.ForEachDB(t, fn)
 }
 
 // onPostgres reports whether t runs in forEachDB's postgres subtest.
-func onPostgres(t *testing.T) bool {
-	for _, part := range strings.Split(t.Name(), "/") {
-		if part == "postgres" {
-			return true
-		}
-	}
-	return false
-}
+func onPostgres(t *testing.T) bool { return testpg.OnPostgres(t) }
 
 // testEnv is a data directory with a store and an engine over it.
 type testEnv struct {

@@ -38,25 +38,14 @@ func TestMain(m *testing.M) {
 // skipped without it, unless POSTERN_E2E=1, which makes it fail.
 func forEachDB(t *testing.T, fn func(t *testing.T)) {
 	t.Helper()
-	// Each case has its own data directory or database, and most of its
-	// time is spent waiting on the database: the cases run in parallel,
-	// and each database's variant beside the other's.
-	t.Parallel()
-	for _, d := range []dialect{dialectSQLite, dialectPostgres} {
-		t.Run(d.String(), func(t *testing.T) {
-			t.Parallel()
-			fn(t)
-		})
-	}
+	testpg.ForEachDB(t, fn)
 }
 
 // testDialect is the database of the forEachDB subtest t runs in: postgres
 // when a "postgres" element is in its name.
 func testDialect(t *testing.T) dialect {
-	for _, part := range strings.Split(t.Name(), "/") {
-		if part == "postgres" {
-			return dialectPostgres
-		}
+	if testpg.OnPostgres(t) {
+		return dialectPostgres
 	}
 	return dialectSQLite
 }
