@@ -132,7 +132,7 @@ func TestThousandSessionsOneConnection(t *testing.T) {
 	var ch ssh.Channel
 	var reqs <-chan *ssh.Request
 	var err error
-	testwait.Until(t, eventWait, "a session to open after one closed", func() bool {
+	testwait.Until(t, "a session to open after one closed", func() bool {
 		ch, reqs, err = c.OpenChannel("session", nil)
 		return err == nil
 	})
@@ -316,7 +316,7 @@ func TestAgentNeverReadsOutput(t *testing.T) {
 		return n
 	}
 	var counts, last []int
-	testwait.Until(t, 2*eventWait, "every writer to be held in write(2) with the agent's window full", func() bool {
+	testwait.Until(t, "every writer to be held in write(2) with the agent's window full", func() bool {
 		for _, f := range counters {
 			if !writerBlocked(t, f) {
 				last = nil

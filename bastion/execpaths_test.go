@@ -103,7 +103,7 @@ func startMaster(t *testing.T, args, muxOpts []string) {
 		<-exited
 	})
 	check := join([]string{"-F", "/dev/null"}, muxOpts, []string{"-O", "check", "127.0.0.1"})
-	testwait.Until(t, eventWait, "ControlMaster "+strings.Join(args, " ")+" to answer", func() bool {
+	testwait.Until(t, "ControlMaster "+strings.Join(args, " ")+" to answer", func() bool {
 		select {
 		case <-exited:
 			t.Fatalf("ControlMaster exited: %s", stderr.String())
@@ -194,7 +194,7 @@ func processesWith(t *testing.T, marker string) []int {
 // waitRemoteGone waits until no process on the target carries marker.
 func waitRemoteGone(t *testing.T, marker string) {
 	t.Helper()
-	testwait.Until(t, eventWait, "the remote command with "+marker+" to end", func() bool {
+	testwait.Until(t, "the remote command with "+marker+" to end", func() bool {
 		return len(processesWith(t, marker)) == 0
 	})
 }

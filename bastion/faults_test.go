@@ -61,7 +61,7 @@ func (h *harness) lastAudit(alias string, minRows int) store.AuditRow {
 // pool announces nothing: this polls.
 func (h *harness) waitPoolClients(conn *store.Connection, want int) {
 	h.t.Helper()
-	testwait.Until(h.t, eventWait, fmt.Sprintf("%d pool clients for %s", want, conn.Alias), func() bool {
+	testwait.Until(h.t, fmt.Sprintf("%d pool clients for %s", want, conn.Alias), func() bool {
 		return h.srv.pool.Stats(conn).Clients == want
 	})
 }

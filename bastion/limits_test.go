@@ -77,7 +77,7 @@ func TestUnauthenticatedLimits(t *testing.T) {
 // waiting ones wait for a slot. Admission announces nothing: this polls.
 func (h *harness) waitAdmission(holding, waiting int) {
 	h.t.Helper()
-	testwait.Until(h.t, eventWait, fmt.Sprintf("%d handshakes holding a slot and %d waiting", holding, waiting), func() bool {
+	testwait.Until(h.t, fmt.Sprintf("%d handshakes holding a slot and %d waiting", holding, waiting), func() bool {
 		st := h.srv.adm.stats()
 		return st.holding == holding && st.waiting == waiting
 	})

@@ -75,7 +75,7 @@ func requireLoad(tb testing.TB) {
 // and LogLevel ERROR keeps sshd's log of thousands of sessions out of the
 // heap that the tests measure.
 func loadTargetOptions() testsshd.Options {
-	return testsshd.Options{EmptyHome: true, MaxStartups: "1000:30:2000", MaxSessions: 64, LogLevel: "ERROR"}
+	return testsshd.Options{MaxStartups: "1000:30:2000", MaxSessions: 64, LogLevel: "ERROR"}
 }
 
 // loadAgent is one registered agent of a load test.

@@ -2,11 +2,8 @@ package bastion
 
 import (
 	"flag"
-	"fmt"
 	"os"
 	"testing"
-
-	"go.uber.org/goleak"
 
 	"github.com/postern/postern/internal/testpg"
 )
@@ -35,16 +32,5 @@ func TestMain(m *testing.M) {
 	if !set {
 		_ = flag.Set("test.parallel", defaultParallel)
 	}
-	code := m.Run()
-	if err := benchPG.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		code = 1
-	}
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(testpg.Main(m, true, &benchPG))
 }

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -87,7 +86,7 @@ func TestMetricsHandshakesAndDials(t *testing.T) {
 			tt.client(t, h)
 			// The server ends the handshake a moment after the client
 			// has exited.
-			testwait.Until(t, 30*time.Second, tt.metric+" "+tt.want, func() bool {
+			testwait.Until(t, tt.metric+" "+tt.want, func() bool {
 				return counter(t, reg, tt.metric, tt.want) == 1
 			})
 			// Every other outcome or reason stays at zero.

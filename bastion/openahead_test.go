@@ -22,7 +22,7 @@ import (
 // The pool announces nothing: this polls.
 func (h *harness) waitPoolSessions(conn *store.Connection, want int) {
 	h.t.Helper()
-	testwait.Until(h.t, eventWait, fmt.Sprintf("%d pool sessions for %s", want, conn.Alias), func() bool {
+	testwait.Until(h.t, fmt.Sprintf("%d pool sessions for %s", want, conn.Alias), func() bool {
 		return h.srv.pool.Stats(conn).Sessions == want
 	})
 }

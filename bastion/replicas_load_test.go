@@ -93,7 +93,7 @@ func BenchmarkLoad200AgentsReplicas(b *testing.B) {
 		// without gaps (policy.Verify checks it), so the newest row's Seq
 		// is the number of rows.
 		ctx := context.Background()
-		testwait.Until(b, loadAuditTimeout, fmt.Sprintf("%d audit rows from the two replicas", want), func() bool {
+		testwait.Until(b, fmt.Sprintf("%d audit rows from the two replicas", want), func() bool {
 			newest, err := h.st.ListAudit(ctx, store.AuditFilter{Limit: 1})
 			return err == nil && len(newest) == 1 && newest[0].Seq >= int64(want)
 		})

@@ -45,7 +45,7 @@ func TestTerminationReaderExits(t *testing.T) {
 			waitRemoteGone(t, marker)
 			// sshd logs the eow before it closes the command's output, but
 			// the line reaches the test through a pipe: wait for it.
-			h.target.WaitLog(t, "rcvd eow", eows+1, eventWait)
+			h.target.WaitLog(t, "rcvd eow", eows+1)
 			if !p.postern {
 				return
 			}
@@ -98,7 +98,7 @@ func TestTerminationReaderExitsPty(t *testing.T) {
 			if want := marker + "\r\n"; line != want {
 				t.Errorf("grep -m1 printed %q (%v); want %q", line, err, want)
 			}
-			h.target.WaitLog(t, "rcvd eow", eows+1, eventWait)
+			h.target.WaitLog(t, "rcvd eow", eows+1)
 			if _, err := stdin.Write([]byte{0x03}); err != nil { // ^C
 				t.Fatal(err)
 			}

@@ -455,7 +455,7 @@ func TestPoolDedupDials(t *testing.T) {
 					results <- result{s, err}
 				}()
 			}
-			testwait.Until(t, eventWait, "every dial to reach the gate and every Open to wait on a dial or for a slot", func() bool {
+			testwait.Until(t, "every dial to reach the gate and every Open to wait on a dial or for a slot", func() bool {
 				d, c, parked := claims(p, tt.conn)
 				return d == tc.inFlight && c == tc.waiting && parked == tc.opens-tc.waiting && dc.count() == tc.inFlight
 			})
@@ -603,7 +603,7 @@ func TestPoolKeepaliveEvictsDeadClient(t *testing.T) {
 			}
 
 			tc.cut(dc.conn(0).(*freezableConn))
-			testwait.Until(t, eventWait, "the dead client to leave the pool", func() bool { return p.Stats(tt.conn).Clients == 0 })
+			testwait.Until(t, "the dead client to leave the pool", func() bool { return p.Stats(tt.conn).Clients == 0 })
 
 			s = open(t, p, tt.conn)
 			defer s.Close()
@@ -692,7 +692,7 @@ func TestPoolCloseEndsGoroutines(t *testing.T) {
 		_, err := p.Open(context.Background(), silent)
 		stuck <- err
 	}()
-	testwait.Until(t, eventWait, "the dial to the silent target", func() bool { return p.Stats(silent).Dials == 1 })
+	testwait.Until(t, "the dial to the silent target", func() bool { return p.Stats(silent).Dials == 1 })
 
 	if err := p.Close(); err != nil {
 		t.Fatalf("close: %v", err)

@@ -3,7 +3,6 @@ package notify
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -16,7 +15,6 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-	"go.uber.org/goleak"
 
 	"github.com/postern/postern/internal/fakeclock"
 	"github.com/postern/postern/internal/testkey"
@@ -29,23 +27,22 @@ import (
 // workers and every attempt's connection must end. It stops the tests'
 // PostgreSQL server first.
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if err := testPG.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		code = 1
-	}
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(testpg.Main(m, true, &testPG))
 }
 
 // testPG is the PostgreSQL server of this package's tests, started by the
-// first test that needs it and stopped by TestMain.
-var testPG testpg.Shared
+// first test that needs it and stopped by TestMain; its databases are
+// copies of a migrated one.
+var testPG = testpg.Shared{Template: migratedTemplate}
+
+// migratedTemplate runs the store's migrations on the template database.
+func migratedTemplate(ctx context.Context, url string) error {
+	s, err := store.OpenPostgres(ctx, url, store.Options{})
+	if err != nil {
+		return err
+	}
+	return s.Close()
+}
 
 // forEachDB runs fn on SQLite and on PostgreSQL (testpg.ForEachDB): newRig called
 // inside uses that database.

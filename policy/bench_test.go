@@ -202,7 +202,7 @@ func benchWake(b *testing.B, waiter, decider *benchEnv) {
 		a := <-asked
 		// Let the waiter register for its wakeup, so that the wakeup is
 		// what is timed rather than the request's first read.
-		testwait.Until(b, time.Minute, "the waiter to register", func() bool { return len(waiter.eng.waitingIDs()) == 1 })
+		testwait.Until(b, "the waiter to register", func() bool { return len(waiter.eng.waitingIDs()) == 1 })
 		start := time.Now()
 		if _, err := decider.eng.Approve(ctx, a.ID, decider.alice, Scope{}); err != nil {
 			b.Fatal(err)

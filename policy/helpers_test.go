@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/postern/postern/internal/testkey"
 	"github.com/postern/postern/internal/testpg"
 	"github.com/postern/postern/store"
@@ -50,26 +48,24 @@ func TestMain(m *testing.M) {
 			posternBin = ""
 		}
 	}
-	code := m.Run()
+	code := testpg.Main(m, true, &testPG, &benchPG)
 	os.RemoveAll(dir)
-	for _, pg := range []*testpg.Shared{&testPG, &benchPG} {
-		if err := pg.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			code = 1
-		}
-	}
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
 	os.Exit(code)
 }
 
 // testPG is the PostgreSQL server of this package's tests, started by the
-// first test that needs it and stopped by TestMain.
-var testPG testpg.Shared
+// first test that needs it and stopped by TestMain; its databases are
+// copies of a migrated one.
+var testPG = testpg.Shared{Template: migratedTemplate}
+
+// migratedTemplate runs the store's migrations on the template database.
+func migratedTemplate(ctx context.Context, url string) error {
+	s, err := store.OpenPostgres(ctx, url, store.Options{})
+	if err != nil {
+		return err
+	}
+	return s.Close()
+}
 
 // forEachDB runs fn on SQLite and on PostgreSQL (testpg.ForEachDB): newTestEnv called
 // inside uses that database.

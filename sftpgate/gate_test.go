@@ -474,11 +474,11 @@ func TestWaitingDecisionEndsWithAgent(t *testing.T) {
 	}})
 	r := newRawConn(t, h.conn)
 	r.send(fxpMkdir, uint32(1), "/web/x", uint32(0))
-	testwait.Recv(t, serveWait, "the mkdir to wait for a decision", waiting)
+	testwait.Recv(t, "the mkdir to wait for a decision", waiting)
 	h.conn.Close()
 	// The agent going is what ends the wait: the test's own cancel comes
 	// only at its cleanup.
-	if err := testwait.Recv(t, serveWait, "the waiting decision to end after the agent went", ended); !errors.Is(err, context.Canceled) {
+	if err := testwait.Recv(t, "the waiting decision to end after the agent went", ended); !errors.Is(err, context.Canceled) {
 		t.Errorf("the waiting decision's context ended with %v; want context.Canceled", err)
 	}
 	// The agent left without an orderly end, abandoning the request:
@@ -510,7 +510,7 @@ func TestServeStopsWithContext(t *testing.T) {
 	}()
 	r := newRawConn(t, a)
 	r.send(fxpStat, uint32(1), "/web/x")
-	testwait.Recv(t, serveWait, "the stat to wait for a decision", waiting)
+	testwait.Recv(t, "the stat to wait for a decision", waiting)
 	cancel()
 	select {
 	case err := <-done:
@@ -546,7 +546,7 @@ func TestDialFailure(t *testing.T) {
 		}
 	}
 	a.Close()
-	testwait.Recv(t, serveWait, "Serve to return", done)
+	testwait.Recv(t, "Serve to return", done)
 	if dials != 2 {
 		t.Errorf("got %d dials; want a failed dial retried", dials)
 	}

@@ -92,7 +92,7 @@ func (m *memTarget) serveBoth(t testing.TB) (net.Conn, func() error, net.Conn) {
 	}()
 	return a, func() error {
 		err := a.Close()
-		testwait.Recv(t, serveWait, "the target's request server to end", done)
+		testwait.Recv(t, "the target's request server to end", done)
 		return err
 	}, b
 }
@@ -116,12 +116,12 @@ func serveSession(t testing.TB, handlers sftp.Handlers, start string) (*sftp.Cli
 	c, err := sftp.NewClientPipe(a, a)
 	if err != nil {
 		a.Close()
-		testwait.Recv(t, serveWait, "the target's request server to end", done)
+		testwait.Recv(t, "the target's request server to end", done)
 		return nil, nil, err
 	}
 	return c, func() error {
 		err := c.Close()
-		testwait.Recv(t, serveWait, "the target's request server to end", done)
+		testwait.Recv(t, "the target's request server to end", done)
 		return err
 	}, nil
 }
@@ -136,7 +136,7 @@ const serveWait = 30 * time.Second
 // served waits, bounded, for Serve's result.
 func (h *harness) served() error {
 	h.t.Helper()
-	return testwait.Recv(h.t, serveWait, "Serve to return", h.done)
+	return testwait.Recv(h.t, "Serve to return", h.done)
 }
 
 type harness struct {
@@ -245,7 +245,7 @@ func startHarness(t testing.TB, o harnessOpts) *harness {
 	t.Cleanup(func() {
 		cancel()
 		a.Close()
-		testwait.Recv(t, serveWait, "Serve to return at the end of the test", h.done)
+		testwait.Recv(t, "Serve to return at the end of the test", h.done)
 		b.Close()
 	})
 	if !o.raw {

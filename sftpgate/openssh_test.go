@@ -72,7 +72,7 @@ func sshdGate(t *testing.T, cfg Config) *sftp.Client {
 	t.Cleanup(func() {
 		cancel()
 		a.Close()
-		testwait.Recv(t, serveWait, "Serve to return at the end of the test", done)
+		testwait.Recv(t, "Serve to return at the end of the test", done)
 		b.Close()
 	})
 	c, err := sftp.NewClientPipe(a, a)
@@ -202,7 +202,7 @@ func TestOpenSSHTransferAndAppend(t *testing.T) {
 		t.Errorf("sub is gone: %v", err)
 	}
 	ra.Close()
-	if err := testwait.Recv(t, serveWait, "Serve to return", done); err != nil {
+	if err := testwait.Recv(t, "Serve to return", done); err != nil {
 		t.Errorf("Serve: %v", err)
 	}
 }

@@ -242,7 +242,7 @@ func TestDecisionHoldsLaterRequests(t *testing.T) {
 	r.send(fxpStat, uint32(1), "/web/a")
 	r.recvID()
 	r.send(fxpMkdir, uint32(2), "/web/d", uint32(0))
-	testwait.Recv(t, serveWait, "the mkdir to wait for a decision", waiting)
+	testwait.Recv(t, "the mkdir to wait for a decision", waiting)
 	for i := range maxQueued {
 		r.send(fxpStat, uint32(10+i), fmt.Sprintf("/web/s%d", i))
 	}
@@ -653,7 +653,7 @@ func TestFixedViewTargetEnds(t *testing.T) {
 	h := startHarness(t, harnessOpts{fixed: "web", raw: true, dial: rt.dial})
 	r := newRawConn(t, h.conn)
 	r.send(fxpMkdir, uint32(3), "/d", uint32(0))
-	testwait.Recv(t, serveWait, "the target to take the mkdir", gone)
+	testwait.Recv(t, "the target to take the mkdir", gone)
 	typ, id, p := r.recvID()
 	if code, _ := statusOf(p); typ != fxpStatus || id != 3 || code != fxConnectionLost {
 		t.Errorf("got type %d id %d code %d; want SSH_FX_CONNECTION_LOST on id 3", typ, id, code)

@@ -5,7 +5,6 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/pem"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,18 +17,23 @@ import (
 )
 
 // testPG is the PostgreSQL server of this package's tests, started by the
-// first test that needs it and stopped by TestMain.
-var testPG testpg.Shared
+// first test that needs it and stopped by TestMain. Its databases are
+// copies of one that the migrations ran on (testPG.Get(t).NewDatabase for
+// an empty one).
+var testPG = testpg.Shared{Template: migratedTemplate}
+
+// migratedTemplate runs the migrations on the template database, with no
+// master key (each test's store sets its own).
+func migratedTemplate(ctx context.Context, url string) error {
+	s, err := OpenPostgres(ctx, url, Options{})
+	if err != nil {
+		return err
+	}
+	return s.Close()
+}
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if err := testPG.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		if code == 0 {
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(testpg.Main(m, false, &testPG))
 }
 
 // forEachDB runs fn once on each database postern supports, as the

@@ -470,7 +470,7 @@ func TestBrowser(t *testing.T) {
 				t.Logf("last evaluation error %v; the browser shows: %s", last, pageSummary(bctx))
 			}
 		})
-		testwait.Until(t, browserStepTimeout, "the refusal page of the form post without the token", func() bool {
+		testwait.Until(t, "the refusal page of the form post without the token", func() bool {
 			ctx, cancel := context.WithTimeout(bctx, time.Second)
 			defer cancel()
 			ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](refused))

@@ -91,7 +91,7 @@ func TestMetricsEndToEnd(t *testing.T) {
 	// The server sees each client's end a moment after the client does:
 	// scrape until the three agent connections are closed.
 	var fams map[string]*dto.MetricFamily
-	testwait.Until(t, 30*time.Second, "the agent connections to close", func() bool {
+	testwait.Until(t, "the agent connections to close", func() bool {
 		fams = scrape(t, metricsURL)
 		return value(fams, "postern_ssh_connections_active") == 0
 	})

@@ -147,7 +147,7 @@ func TestReplicasBehindHAProxy(t *testing.T) {
 		reqs[cmd] = c.waitPending(waiting[i], cmd).ID
 		// The replica logs the wait right after telling the agent.
 		logged := `"approval":"` + reqs[cmd] + `"`
-		testwait.Until(t, pendingTimeout, "a replica to log the wait on "+reqs[cmd], func() bool {
+		testwait.Until(t, "a replica to log the wait on "+reqs[cmd], func() bool {
 			return strings.Contains(a.stderrText()+b.stderrText(), logged)
 		})
 	}
@@ -206,7 +206,7 @@ func TestReplicasBehindHAProxy(t *testing.T) {
 	}
 
 	// 4. B audits A's interrupted operation once A's lease runs out.
-	testwait.Until(t, replicaLease+30*time.Second, fmt.Sprintf("a failed row for %q (running on the killed replica)", longCmd), func() bool {
+	testwait.Until(t, fmt.Sprintf("a failed row for %q (running on the killed replica)", longCmd), func() bool {
 		return countDecision(c.auditRows(), longCmd, string(policy.Failed)) > 0
 	})
 
@@ -265,7 +265,7 @@ func waitJournal(t *testing.T, url, op string) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	testwait.Until(t, pendingTimeout, fmt.Sprintf("a journal row for %q", op), func() bool {
+	testwait.Until(t, fmt.Sprintf("a journal row for %q", op), func() bool {
 		var n int
 		if err := db.QueryRow(`SELECT COUNT(*) FROM inflight WHERE row LIKE ?`, "%"+op+"%").Scan(&n); err != nil {
 			t.Fatal(err)

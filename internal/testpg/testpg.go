@@ -33,20 +33,19 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"go.uber.org/goleak"
 
 	"github.com/postern/postern/internal/e2e"
+	"github.com/postern/postern/internal/testwait"
 )
 
 // DefaultBinDir is where Debian's postgresql-15 keeps its programs.
 const DefaultBinDir = "/usr/lib/postgresql/15/bin"
 
-// StartTimeout bounds how long Start waits for the server to take
-// connections; StopTimeout how long Stop waits for it to exit before it is
-// killed.
-const (
-	StartTimeout = 60 * time.Second
-	StopTimeout  = 15 * time.Second
-)
+// stopGrace is how long Stop lets postgres shut down before it kills it:
+// a test server's data is thrown away, so a slow stop loses nothing.
+const stopGrace = 15 * time.Second
 
 // User is the superuser the server is created with; Password is accepted
 // and ignored (loopback connections are trusted), so that URLs carry one
@@ -110,8 +109,9 @@ type Server struct {
 	stopErr  error
 }
 
-// Start runs initdb and starts postgres. The caller must Stop it.
-func Start(opts Options) (*Server, error) {
+// Start runs initdb and starts postgres, waiting until ctx ends for it to
+// take connections. The caller must Stop it.
+func Start(ctx context.Context, opts Options) (*Server, error) {
 	bin := BinDir()
 	if bin == "" {
 		return nil, errors.New("testpg: PostgreSQL not found; install postgresql-15")
@@ -155,7 +155,7 @@ func Start(opts Options) (*Server, error) {
 			os.RemoveAll(parent)
 			return nil, err
 		}
-		s, err = start(bin, dir, port, cred, opts)
+		s, err = start(ctx, bin, dir, port, cred, opts)
 		if err == nil {
 			break
 		}
@@ -169,8 +169,9 @@ func Start(opts Options) (*Server, error) {
 	return s, nil
 }
 
-// start starts postgres on port and waits until it takes connections.
-func start(bin, dir string, port int, cred *syscall.Credential, opts Options) (*Server, error) {
+// start starts postgres on port and waits until it takes connections or
+// ctx ends.
+func start(ctx context.Context, bin, dir string, port int, cred *syscall.Credential, opts Options) (*Server, error) {
 	args := []string{"-D", dir, "-p", strconv.Itoa(port), "-c", "listen_addresses=127.0.0.1",
 		"-c", "unix_socket_directories=" + dir, "-c", "max_connections=200",
 		"-c", "log_min_messages=warning", "-c", "shared_buffers=32MB"}
@@ -194,11 +195,8 @@ func start(bin, dir string, port int, cred *syscall.Credential, opts Options) (*
 		s.err = s.cmd.Wait()
 		close(s.done)
 	}()
-	deadline := time.Now().Add(StartTimeout)
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		conn, err := pgx.Connect(ctx, s.URL("postgres"))
-		cancel()
 		if err == nil {
 			conn.Close(context.Background())
 			return s, nil
@@ -206,13 +204,11 @@ func start(bin, dir string, port int, cred *syscall.Credential, opts Options) (*
 		select {
 		case <-s.done:
 			return nil, fmt.Errorf("testpg: postgres exited: %v\n%s", s.err, s.Log())
-		default:
-		}
-		if time.Now().After(deadline) {
+		case <-ctx.Done():
 			s.Stop()
-			return nil, fmt.Errorf("testpg: postgres did not take connections within %s: %v\n%s", StartTimeout, err, s.Log())
+			return nil, fmt.Errorf("testpg: postgres took no connections before the test's deadline: %v\n%s", err, s.Log())
+		case <-time.After(50 * time.Millisecond): // the next try; postgres announces nothing
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }
 
@@ -255,13 +251,38 @@ func (s *Server) Addr() string { return net.JoinHostPort(s.Host, strconv.Itoa(s.
 // CreateDatabase creates a new empty database with a random name and
 // returns its URL.
 func (s *Server) CreateDatabase(ctx context.Context) (string, error) {
+	return s.createFrom(ctx, "")
+}
+
+// createFrom creates a database with a random name as a copy of template
+// ("" for PostgreSQL's default, an empty one) and returns its URL.
+// PostgreSQL refuses the copy while another session is connected to the
+// template ("source database is being accessed by other users", SQLSTATE
+// 55006): a session that the template's preparation closed can take a
+// moment to leave, so that refusal is tried again until ctx ends.
+func (s *Server) createFrom(ctx context.Context, template string) (string, error) {
 	var b [6]byte
 	rand.Read(b[:])
 	name := "t_" + hex.EncodeToString(b[:])
-	if err := s.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		return "", err
+	sql := "CREATE DATABASE " + name
+	if template != "" {
+		sql += " TEMPLATE " + pgx.Identifier{template}.Sanitize()
 	}
-	return s.URL(name), nil
+	for {
+		err := s.Exec(ctx, sql)
+		var pgErr *pgconn.PgError
+		if err == nil {
+			return s.URL(name), nil
+		}
+		if !errors.As(err, &pgErr) || pgErr.Code != "55006" {
+			return "", err
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("testpg: %s: %w", sql, err)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
 
 // DropDatabase drops database name, ending the sessions still on it.
@@ -273,9 +294,14 @@ func (s *Server) DropDatabase(ctx context.Context, name string) error {
 // the test ends.
 func (s *Server) NewDatabase(t testing.TB) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	u, err := s.CreateDatabase(ctx)
+	return s.newDatabase(t, "")
+}
+
+// newDatabase creates a database for t as a copy of template ("" for an
+// empty one) and drops it when t ends.
+func (s *Server) newDatabase(t testing.TB, template string) string {
+	t.Helper()
+	u, err := s.createFrom(testwait.Context(t), template)
 	if err != nil {
 		t.Fatalf("testpg: %v", err)
 	}
@@ -284,7 +310,9 @@ func (s *Server) NewDatabase(t testing.TB) string {
 		t.Fatalf("testpg: %v", err)
 	}
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		// t's own context has ended by now: the drop has the deadline
+		// alone.
+		ctx, cancel := context.WithDeadline(context.Background(), testwait.Deadline(t))
 		defer cancel()
 		if err := s.DropDatabase(ctx, cfg.Database); err != nil {
 			t.Errorf("testpg: drop database %s: %v", cfg.Database, err)
@@ -314,17 +342,18 @@ func (s *Server) Log() string {
 }
 
 // Stop shuts postgres down (fast shutdown: sessions are ended), kills it if
-// it has not exited within StopTimeout, and removes its directory. It is
+// it has not exited within stopGrace, and removes its directory. It is
 // safe to call more than once.
 func (s *Server) Stop() error {
 	s.stopOnce.Do(func() {
 		s.cmd.Process.Signal(syscall.SIGINT)
 		select {
 		case <-s.done:
-		case <-time.After(StopTimeout):
+		case <-time.After(stopGrace):
+			// A busy machine can make a shutdown slow; the data is thrown
+			// away, so killing it loses nothing.
 			s.cmd.Process.Kill()
 			<-s.done
-			s.stopErr = fmt.Errorf("testpg: postgres did not stop within %s; killed", StopTimeout)
 		}
 		if err := os.RemoveAll(filepath.Dir(s.Dir)); err != nil && s.stopErr == nil {
 			s.stopErr = fmt.Errorf("testpg: %w", err)
@@ -335,13 +364,24 @@ func (s *Server) Stop() error {
 
 // Shared starts one server for a whole test binary on first use, so that a
 // run of tests that need none starts none. Its Stop belongs in TestMain,
-// after m.Run.
+// after m.Run (Main does both).
 type Shared struct {
 	Options Options
+	// Template, if set, prepares a database that every NewDatabase then
+	// copies (CREATE DATABASE … TEMPLATE), once per test binary: the
+	// store's migrations, which cost each test more than the copy does.
+	// It gets the template's URL and must close every session it opened
+	// on it before it returns.
+	Template func(ctx context.Context, url string) error
 
 	once sync.Once
 	srv  *Server
 	err  error
+
+	// tmplMu protects tmpl and tmplErr, set by the first NewDatabase.
+	tmplMu  sync.Mutex
+	tmpl    string // the template database's name; "" until made
+	tmplErr error
 }
 
 // Get returns the shared server, starting it on the first call; it skips or
@@ -350,7 +390,7 @@ type Shared struct {
 func (sh *Shared) Get(t testing.TB) *Server {
 	t.Helper()
 	Require(t)
-	sh.once.Do(func() { sh.srv, sh.err = Start(sh.Options) })
+	sh.once.Do(func() { sh.srv, sh.err = Start(testwait.Context(t), sh.Options) })
 	if sh.err != nil {
 		t.Fatal(sh.err)
 	}
@@ -360,10 +400,41 @@ func (sh *Shared) Get(t testing.TB) *Server {
 	return sh.srv
 }
 
-// NewDatabase is Get(t).NewDatabase(t).
+// NewDatabase returns the URL of a new database for t on the shared
+// server, a copy of the Template's database if there is one, dropped when t
+// ends.
 func (sh *Shared) NewDatabase(t testing.TB) string {
 	t.Helper()
-	return sh.Get(t).NewDatabase(t)
+	srv := sh.Get(t)
+	if sh.Template == nil {
+		return srv.NewDatabase(t)
+	}
+	sh.tmplMu.Lock()
+	if sh.tmpl == "" && sh.tmplErr == nil {
+		sh.tmpl, sh.tmplErr = sh.makeTemplate(testwait.Context(t), srv)
+	}
+	tmpl, err := sh.tmpl, sh.tmplErr
+	sh.tmplMu.Unlock()
+	if err != nil {
+		t.Fatalf("testpg: template database: %v", err)
+	}
+	return srv.newDatabase(t, tmpl)
+}
+
+// makeTemplate creates the template database and runs Template on it.
+func (sh *Shared) makeTemplate(ctx context.Context, srv *Server) (string, error) {
+	u, err := srv.CreateDatabase(ctx)
+	if err != nil {
+		return "", err
+	}
+	if err := sh.Template(ctx, u); err != nil {
+		return "", err
+	}
+	cfg, err := pgx.ParseConfig(u)
+	if err != nil {
+		return "", fmt.Errorf("testpg: %w", err)
+	}
+	return cfg.Database, nil
 }
 
 // Stop stops the server if one was started.
@@ -385,4 +456,25 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// Main runs m's tests, then stops the shared servers, then, when
+// checkLeaks is set and everything passed, fails the test binary if a
+// goroutine outlived its tests (goleak). It returns the exit code for
+// os.Exit: a TestMain's whole body is os.Exit(testpg.Main(m, …)).
+func Main(m *testing.M, checkLeaks bool, shared ...*Shared) int {
+	code := m.Run()
+	for _, sh := range shared {
+		if err := sh.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			code = 1
+		}
+	}
+	if code == 0 && checkLeaks {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	return code
 }

@@ -31,10 +31,6 @@ import (
 	"github.com/postern/postern/internal/testwait"
 )
 
-// StartTimeout bounds how long Start waits for sshd to answer with its
-// banner. sshd starts in milliseconds; a slow CI machine gets a wide margin.
-const StartTimeout = 15 * time.Second
-
 // Options configure Start.
 type Options struct {
 	// ExtraConfig lines are appended to sshd_config (for example
@@ -58,15 +54,6 @@ type Options struct {
 	// sets ERROR.
 	LogLevel string
 
-	// EmptyHome makes sshd set HOME to an empty directory (Server.Home)
-	// for logins with Server.UserKey, through authorized_keys'
-	// environment= option and PermitUserEnvironment HOME. The target's
-	// shell then reads no ~/.bashrc: on a developer machine that file can
-	// cost more than the whole SSH exchange (pyenv init takes about 185 ms
-	// on the 2-core machine of bench/RESULTS.md), which would swamp a test
-	// that runs thousands of commands. The working directory stays the
-	// user's real home.
-	EmptyHome bool
 }
 
 // Server is a running sshd.
@@ -84,7 +71,19 @@ type Server struct {
 
 	Dir        string // holds sshd_config, keys and authorized_keys
 	ConfigPath string
-	Home       string // HOME of UserKey's sessions if Options.EmptyHome; "" otherwise
+	// Home is the HOME of every login: an empty directory of the test's,
+	// set through authorized_keys' environment= option on every key
+	// (UserKey, Options.AuthorizedKeys, Authorize) and
+	// PermitUserEnvironment HOME. The target's shell then reads no
+	// ~/.bashrc of the machine's user: such a file can print into a
+	// test's exact output (pyenv's rehash complains when shells start at
+	// once) and can cost more than the whole SSH exchange (pyenv init
+	// takes about 185 ms on the 2-core machine of bench/RESULTS.md). A
+	// test that compares a command run directly with the same command
+	// through postern sees the same HOME on both paths, since both log in
+	// with keys of this file. The working directory stays the user's real
+	// home (sshd changes to it before the environment applies).
+	Home string
 
 	sshd        string // path of the sshd binary
 	hostKeyPath string
@@ -153,17 +152,14 @@ func Start(t testing.TB, opts Options) *Server {
 	s.HostKey = hostSigner.PublicKey()
 	s.UserKey, s.UserKeyPEM = writeKey(t, filepath.Join(dir, "id_ed25519"), "testsshd user key")
 
-	var ak bytes.Buffer
-	if opts.EmptyHome {
-		s.Home = filepath.Join(dir, "home")
-		if err := os.Mkdir(s.Home, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		fmt.Fprintf(&ak, "environment=\"HOME=%s\" ", s.Home) // t.TempDir: no quotes in it
+	s.Home = filepath.Join(dir, "home")
+	if err := os.Mkdir(s.Home, 0o755); err != nil {
+		t.Fatal(err)
 	}
-	ak.Write(ssh.MarshalAuthorizedKey(s.UserKey.PublicKey()))
+	var ak bytes.Buffer
+	ak.WriteString(s.keyLine(string(ssh.MarshalAuthorizedKey(s.UserKey.PublicKey()))))
 	for _, k := range opts.AuthorizedKeys {
-		ak.Write(ssh.MarshalAuthorizedKey(k))
+		ak.WriteString(s.keyLine(string(ssh.MarshalAuthorizedKey(k))))
 	}
 	akPath := filepath.Join(dir, "authorized_keys")
 	if err := os.WriteFile(akPath, ak.Bytes(), 0o600); err != nil {
@@ -209,11 +205,9 @@ func Start(t testing.TB, opts Options) *Server {
 		if opts.MaxAuthTries > 0 {
 			cfg = append(cfg, "MaxAuthTries "+strconv.Itoa(opts.MaxAuthTries))
 		}
-		if opts.EmptyHome {
-			// Only HOME: the key's environment= option cannot set
-			// anything else (LD_PRELOAD, PATH).
-			cfg = append(cfg, "PermitUserEnvironment HOME")
-		}
+		// Only HOME: the keys' environment= option cannot set anything
+		// else (LD_PRELOAD, PATH).
+		cfg = append(cfg, "PermitUserEnvironment HOME")
 		cfg = append(cfg, opts.ExtraConfig...)
 		if err := os.WriteFile(s.ConfigPath, []byte(strings.Join(cfg, "\n")+"\n"), 0o600); err != nil {
 			t.Fatal(err)
@@ -240,6 +234,17 @@ func Start(t testing.TB, opts Options) *Server {
 
 func (s *Server) setKnownHostsLine() {
 	s.KnownHostsLine = fmt.Sprintf("[%s]:%d %s", s.Host, s.Port, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(s.HostKey))))
+}
+
+// keyLine returns an authorized_keys line for line (a key, or a key with
+// options of its own) that sets HOME to s.Home, unless line sets an
+// environment itself.
+func (s *Server) keyLine(line string) string {
+	line = strings.TrimSpace(line)
+	if !strings.Contains(line, "environment=") {
+		line = fmt.Sprintf("environment=\"HOME=%s\" %s", s.Home, line) // t.TempDir: no quotes in it
+	}
+	return line + "\n"
 }
 
 // listening is what sshd logs (at INFO) once it listens on its port.
@@ -271,15 +276,15 @@ func (s *Server) run(t testing.TB, sshd string) error {
 		}
 	}
 	if s.logsInfo {
-		if !s.waitLog(listening, before+1, StartTimeout, done) {
+		if !s.waitLog(listening, before+1, testwait.Deadline(t), done) {
 			cmd.Process.Kill()
 			<-done
-			return fmt.Errorf("sshd did not listen on %s within %v\n%s", s.Addr, StartTimeout, s.Log())
+			return fmt.Errorf("sshd did not listen on %s by the test's deadline\n%s", s.Addr, s.Log())
 		}
 	} else {
 		// Nothing is logged at this level: ask for the banner until it
 		// comes or sshd exits.
-		testwait.Until(t, StartTimeout, "sshd to answer on "+s.Addr, func() bool { return exited() || banner(s.Addr) })
+		testwait.Until(t, "sshd to answer on "+s.Addr, func() bool { return exited() || banner(s.Addr) })
 	}
 	if exited() {
 		return fmt.Errorf("sshd exited at start: %s\n%s", cmd.ProcessState, s.Log())
@@ -289,10 +294,10 @@ func (s *Server) run(t testing.TB, sshd string) error {
 }
 
 // waitLog waits until sshd's log holds substr at least n times and
-// reports whether it does; it gives up after timeout or when stop is
-// closed. Every write to the log wakes it.
-func (s *Server) waitLog(substr string, n int, timeout time.Duration, stop <-chan struct{}) bool {
-	timer := time.NewTimer(timeout)
+// reports whether it does; it gives up at end or when stop is closed.
+// Every write to the log wakes it.
+func (s *Server) waitLog(substr string, n int, end time.Time, stop <-chan struct{}) bool {
+	timer := time.NewTimer(time.Until(end))
 	defer timer.Stop()
 	for {
 		s.logMu.Lock()
@@ -312,14 +317,16 @@ func (s *Server) waitLog(substr string, n int, timeout time.Duration, stop <-cha
 	}
 }
 
-// banner reports whether an SSH server answers on addr.
+// banner reports whether an SSH server answers on addr. A loopback dial is
+// refused at once or connects; the read's deadline is the poll's own (the
+// next check asks again), not a bound on sshd's start.
 func banner(addr string) bool {
-	c, err := net.DialTimeout("tcp", addr, time.Second)
+	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		return false
 	}
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(2 * time.Second))
+	c.SetDeadline(time.Now().Add(time.Second))
 	buf := make([]byte, 4)
 	_, err = c.Read(buf)
 	return err == nil && string(buf) == "SSH-"
@@ -332,12 +339,12 @@ func (s *Server) LogCount(substr string) int {
 
 // WaitLog waits until sshd's log holds substr at least n times (a line
 // sshd writes when something reached it: "rcvd eow" at DEBUG2), and fails
-// t if that does not happen within timeout. It waits on the writes to the
-// log, not on a clock.
-func (s *Server) WaitLog(t testing.TB, substr string, n int, timeout time.Duration) {
+// t if that does not happen by the test's deadline. It waits on the
+// writes to the log, not on a clock.
+func (s *Server) WaitLog(t testing.TB, substr string, n int) {
 	t.Helper()
-	if !s.waitLog(substr, n, timeout, nil) {
-		t.Fatalf("testsshd: sshd's log holds %q %d times after %v; want at least %d", substr, s.LogCount(substr), timeout, n)
+	if !s.waitLog(substr, n, testwait.Deadline(t), nil) {
+		t.Fatalf("testsshd: sshd's log holds %q %d times at the test's deadline; want at least %d", substr, s.LogCount(substr), n)
 	}
 }
 
@@ -375,7 +382,7 @@ func (s *Server) Kill() {
 
 // Restart starts sshd again on the same port with the same configuration
 // and host key (after Kill or Stop, or to pick up a host key from
-// NewHostKey). It fails t if sshd does not answer within StartTimeout.
+// NewHostKey). It fails t if sshd does not answer by the test's deadline.
 func (s *Server) Restart(t testing.TB) {
 	t.Helper()
 	s.Kill()
@@ -395,15 +402,16 @@ func (s *Server) NewHostKey(t testing.TB) {
 }
 
 // Authorize appends line (an authorized_keys line) to the server's
-// authorized_keys, as an admin installs a key on a target; sshd reads the
-// file at each login, so it takes effect at once.
+// authorized_keys, as an admin installs a key on a target, with the HOME of
+// every key (Home); sshd reads the file at each login, so it takes effect
+// at once.
 func (s *Server) Authorize(t testing.TB, line string) {
 	t.Helper()
 	f, err := os.OpenFile(filepath.Join(s.Dir, "authorized_keys"), os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		t.Fatalf("testsshd: authorize: %v", err)
 	}
-	_, err = f.WriteString(strings.TrimSpace(line) + "\n")
+	_, err = f.WriteString(s.keyLine(line))
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -477,12 +485,13 @@ func (w logWriter) Write(p []byte) (int, error) {
 }
 
 // ClientConfig logs in as User with UserKey and accepts only the host key.
+// It sets no Timeout: a loopback dial connects or is refused at once, and a
+// test bounds the rest by its own deadline.
 func (s *Server) ClientConfig() *ssh.ClientConfig {
 	return &ssh.ClientConfig{
 		User:            s.User,
 		Auth:            []ssh.AuthMethod{ssh.PublicKeys(s.UserKey)},
 		HostKeyCallback: ssh.FixedHostKey(s.HostKey),
-		Timeout:         10 * time.Second,
 	}
 }
 

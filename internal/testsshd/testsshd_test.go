@@ -2,6 +2,8 @@ package testsshd
 
 import (
 	"bytes"
+	"crypto/ed25519"
+	"crypto/rand"
 	"testing"
 
 	"golang.org/x/crypto/ssh"
@@ -57,11 +59,32 @@ func TestKillRestartNewHostKey(t *testing.T) {
 	c2.Close()
 }
 
-// TestEmptyHomeAndLimits: with EmptyHome the user key's sessions see the
-// empty HOME, and MaxSessions raised past sshd's default of 10 lets one
-// connection hold more sessions at once.
+// TestEmptyHomeAndLimits: every key's sessions see the empty HOME (the
+// user key, a key of Options.AuthorizedKeys and one added by Authorize),
+// so no shell start-up file of the machine's user runs, and MaxSessions
+// raised past sshd's default of 10 lets one connection hold more sessions
+// at once.
 func TestEmptyHomeAndLimits(t *testing.T) {
-	s := Start(t, Options{EmptyHome: true, MaxSessions: 12, MaxStartups: "100:30:200", MaxAuthTries: 10})
+	extra, added := newSigner(t), newSigner(t)
+	s := Start(t, Options{MaxSessions: 12, MaxStartups: "100:30:200", MaxAuthTries: 10, AuthorizedKeys: []ssh.PublicKey{extra.PublicKey()}})
+	s.Authorize(t, string(ssh.MarshalAuthorizedKey(added.PublicKey())))
+	for name, key := range map[string]ssh.Signer{"Options.AuthorizedKeys": extra, "Authorize": added} {
+		cfg := s.ClientConfig()
+		cfg.Auth = []ssh.AuthMethod{ssh.PublicKeys(key)}
+		c, err := ssh.Dial("tcp", s.Addr, cfg)
+		if err != nil {
+			t.Fatalf("dial with the key of %s: %v\n%s", name, err, s.Log())
+		}
+		sess, err := c.NewSession()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := sess.Output(`echo "$HOME"`)
+		c.Close()
+		if got := string(bytes.TrimSpace(out)); err != nil || got != s.Home {
+			t.Errorf("HOME with the key of %s = %q, %v; want %q", name, got, err, s.Home)
+		}
+	}
 	c, err := ssh.Dial("tcp", s.Addr, s.ClientConfig())
 	if err != nil {
 		t.Fatalf("dial: %v\n%s", err, s.Log())
@@ -106,10 +129,23 @@ func TestWaitLog(t *testing.T) {
 			}
 			c.Close()
 			if level == "" {
-				s.WaitLog(t, "Accepted publickey for "+s.User, 1, StartTimeout)
+				s.WaitLog(t, "Accepted publickey for "+s.User, 1)
 			} else if n := s.LogCount("Accepted publickey"); n != 0 {
 				t.Errorf("LogLevel ERROR: the log holds %d logins; want none", n)
 			}
 		})
 	}
+}
+
+func newSigner(t *testing.T) ssh.Signer {
+	t.Helper()
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ssh.NewSignerFromKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

@@ -1,19 +1,27 @@
 // Package testwait bounds the waits of tests, and is the one place where a
 // test polls.
 //
-// Most tests wait on an event: a channel, a hook of the code under test, a
-// line a process prints, or fake time inside a testing/synctest bubble.
-// Recv bounds such a wait, so that an event that never comes fails the
-// test at once, saying what it waited for, instead of hanging it into go
-// test's ten-minute timeout.
+// A busy machine can delay anything that takes real time: a key exchange,
+// a process start, a commit. A test that gives such work a fixed few
+// seconds fails when the machine is loaded, not when the code is wrong.
+// So no wait here has a bound of its own: every wait ends at the test
+// binary's own deadline (go test -timeout, ten minutes unless set) less a
+// margin, so that what hung is reported by the wait that hung, with what
+// it waited for, rather than by go test's goroutine dump. A test that
+// measures a timeout of the code under test sets that timeout itself, or
+// uses fake time in a testing/synctest bubble.
 //
-// A few tests wait on state that nothing announces: a process leaving the
-// process table, a row another process commits, a counter behind a mutex.
-// Those call Until, which checks often, gives up at a stated bound and
-// fails the test saying what it waited for.
+// Most tests wait on an event: a channel, a hook of the code under test, a
+// line a process prints. Recv bounds such a wait. A few tests wait on state
+// that nothing announces: a process leaving the process table, a row
+// another process commits, a counter behind a mutex. Those call Until,
+// which checks often and gives up at the deadline. Context and Deadline
+// give the same bound to what takes a context or a time: a client process,
+// a dial, a connection's deadline.
 package testwait
 
 import (
+	"context"
 	"testing"
 	"time"
 )
@@ -27,21 +35,53 @@ const (
 	maxPoll = 50 * time.Millisecond
 )
 
-// Until calls cond until it returns true. When timeout passes first, or
-// the test's own deadline (go test -timeout) is about to, it fails tb with
-// "gave up after TIMEOUT waiting for WHAT". cond runs on the calling
-// goroutine and may call tb.Fatal itself (to stop at once when what it
-// waits for can no longer happen).
+// deadlineMargin is left between giving up and go test's own timeout, so
+// that the wait's message, not the timeout's goroutine dump, says what
+// hung.
+const deadlineMargin = 5 * time.Second
+
+// noDeadline bounds the waits of a test binary run with -timeout 0 (no
+// deadline), or of a testing.TB that has none (a benchmark's *testing.B):
+// something must end a wait that can never succeed.
+const noDeadline = 10 * time.Minute
+
+// Deadline returns when a wait of tb gives up: the test binary's deadline
+// less deadlineMargin, or noDeadline from now where there is none.
+func Deadline(tb testing.TB) time.Time {
+	if t, ok := tb.(interface{ Deadline() (time.Time, bool) }); ok {
+		if d, ok := t.Deadline(); ok {
+			return d.Add(-deadlineMargin)
+		}
+	}
+	return time.Now().Add(noDeadline)
+}
+
+// Remaining returns the time left until Deadline(tb), at least zero: the
+// bound to give a client's own timeout option (ssh -o ConnectTimeout) or
+// a deadline of the code under test that a test must not trip.
+func Remaining(tb testing.TB) time.Duration {
+	return max(0, time.Until(Deadline(tb)))
+}
+
+// Context returns a context that ends at Deadline(tb) and when tb ends
+// (its cleanup), for the processes and dials of a test.
+func Context(tb testing.TB) context.Context {
+	ctx, cancel := context.WithDeadline(context.Background(), Deadline(tb))
+	tb.Cleanup(cancel)
+	return ctx
+}
+
+// Until calls cond until it returns true. When Deadline(tb) passes first,
+// it fails tb with "gave up after D waiting for WHAT". cond runs on the
+// calling goroutine and may call tb.Fatal itself (to stop at once when
+// what it waits for can no longer happen).
 //
 // Until is not for a testing/synctest bubble, where time is fake: there,
 // synctest.Wait says when everything else is blocked.
-func Until(tb testing.TB, timeout time.Duration, what string, cond func() bool) {
+func Until(tb testing.TB, what string, cond func() bool) {
 	tb.Helper()
 	start := time.Now()
-	end := start.Add(timeout)
-	if d, ok := deadline(tb); ok && d.Before(end) {
-		end = d
-	}
+	end := Deadline(tb)
 	pause := minPoll
 	for checks := 1; ; checks++ {
 		if cond() {
@@ -56,37 +96,26 @@ func Until(tb testing.TB, timeout time.Duration, what string, cond func() bool) 
 	}
 }
 
-// deadlineMargin is left between giving up and go test's own timeout, so
-// that Until's message, not the timeout's goroutine dump, says what hung.
-const deadlineMargin = 5 * time.Second
-
-// deadline returns the test binary's deadline less deadlineMargin, when tb
-// is a *testing.T that has one.
-func deadline(tb testing.TB) (time.Time, bool) {
-	t, ok := tb.(interface{ Deadline() (time.Time, bool) })
-	if !ok {
-		return time.Time{}, false
-	}
-	d, ok := t.Deadline()
-	if !ok {
-		return time.Time{}, false
-	}
-	return d.Add(-deadlineMargin), true
-}
-
-// Recv receives a value from ch. When none comes within timeout it fails
-// tb saying what it waited for: a bound for a wait on an event, which
-// should come at once, so that a test that would hang fails fast instead.
-func Recv[T any](tb testing.TB, timeout time.Duration, what string, ch <-chan T) T {
+// Recv receives a value from ch. When none comes before Deadline(tb) it
+// fails tb saying what it waited for.
+func Recv[T any](tb testing.TB, what string, ch <-chan T) T {
 	tb.Helper()
-	timer := time.NewTimer(timeout)
+	start := time.Now()
+	timer := time.NewTimer(time.Until(Deadline(tb)))
 	defer timer.Stop()
 	select {
 	case v := <-ch:
 		return v
 	case <-timer.C:
-		tb.Fatalf("testwait: nothing came within %v waiting for %s", timeout, what)
+		tb.Fatalf("testwait: nothing came in %v waiting for %s", time.Since(start).Round(time.Millisecond), what)
 		var zero T
 		return zero
 	}
+}
+
+// Done waits until ch is closed or sends, as Recv does, for the channels
+// of type <-chan struct{} that signal an event.
+func Done(tb testing.TB, what string, ch <-chan struct{}) {
+	tb.Helper()
+	Recv(tb, what, ch)
 }

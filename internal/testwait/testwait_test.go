@@ -8,11 +8,12 @@ import (
 	"time"
 )
 
-// recorder is a testing.TB that keeps what Fatalf was given and ends its
-// goroutine, as a real test's Fatalf does.
+// recorder is a testing.TB with a deadline of its choosing that keeps what
+// Fatalf was given and ends its goroutine, as a real test's Fatalf does.
 type recorder struct {
 	testing.TB
-	failed string
+	deadline time.Time // as go test's -timeout would set it
+	failed   string
 }
 
 func (r *recorder) Helper() {}
@@ -22,14 +23,20 @@ func (r *recorder) Fatalf(format string, args ...any) {
 	runtime.Goexit()
 }
 
-// run calls Until on a recorder in its own goroutine (Fatalf ends it) and
-// returns the failure message, "" if none.
-func run(timeout time.Duration, what string, cond func() bool) string {
-	r := &recorder{}
+func (r *recorder) Deadline() (time.Time, bool) { return r.deadline, true }
+
+// in returns a recorder whose waits give up d from now.
+func in(d time.Duration) *recorder {
+	return &recorder{deadline: time.Now().Add(deadlineMargin + d)}
+}
+
+// run calls f on r in its own goroutine (Fatalf ends it) and returns the
+// failure message, "" if none.
+func run(r *recorder, f func(tb testing.TB)) string {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		Until(r, timeout, what, cond)
+		f(r)
 	}()
 	<-done
 	return r.failed
@@ -37,7 +44,10 @@ func run(timeout time.Duration, what string, cond func() bool) string {
 
 func TestUntilReturnsOnceCondHolds(t *testing.T) {
 	calls := 0
-	if msg := run(time.Minute, "the third call", func() bool { calls++; return calls == 3 }); msg != "" {
+	msg := run(in(time.Minute), func(tb testing.TB) {
+		Until(tb, "the third call", func() bool { calls++; return calls == 3 })
+	})
+	if msg != "" {
 		t.Fatalf("got failure %q; want none", msg)
 	}
 	if calls != 3 {
@@ -45,17 +55,21 @@ func TestUntilReturnsOnceCondHolds(t *testing.T) {
 	}
 }
 
-func TestUntilFailsSayingWhat(t *testing.T) {
-	msg := run(20*time.Millisecond, "the moon to turn blue", func() bool { return false })
+func TestUntilFailsAtTheDeadlineSayingWhat(t *testing.T) {
+	r := in(20 * time.Millisecond)
+	msg := run(r, func(tb testing.TB) { Until(tb, "the moon to turn blue", func() bool { return false }) })
 	if !strings.HasPrefix(msg, "testwait: gave up after ") || !strings.Contains(msg, "waiting for the moon to turn blue") {
 		t.Errorf("got failure %q; want it to say it gave up waiting for the moon to turn blue", msg)
+	}
+	if now, end := time.Now(), r.deadline.Add(-deadlineMargin); now.Before(end) {
+		t.Errorf("gave up %v before the deadline; want at it", end.Sub(now))
 	}
 }
 
 func TestUntilChecksAtOnce(t *testing.T) {
-	// A zero timeout still checks once: a condition that already holds
-	// passes.
-	if msg := run(0, "nothing", func() bool { return true }); msg != "" {
+	// A deadline already past still checks once: a condition that already
+	// holds passes.
+	if msg := run(in(-time.Second), func(tb testing.TB) { Until(tb, "nothing", func() bool { return true }) }); msg != "" {
 		t.Errorf("got failure %q; want none", msg)
 	}
 }
@@ -63,17 +77,26 @@ func TestUntilChecksAtOnce(t *testing.T) {
 func TestRecv(t *testing.T) {
 	ch := make(chan int, 1)
 	ch <- 7
-	if got := Recv(t, time.Minute, "seven", ch); got != 7 {
+	if got := Recv(t, "seven", ch); got != 7 {
 		t.Errorf("got %d; want 7", got)
 	}
-	r := &recorder{}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		Recv(r, 10*time.Millisecond, "a value nobody sends", make(chan int))
-	}()
-	<-done
-	if !strings.Contains(r.failed, "waiting for a value nobody sends") {
-		t.Errorf("got failure %q; want it to say what it waited for", r.failed)
+	msg := run(in(10*time.Millisecond), func(tb testing.TB) { Recv(tb, "a value nobody sends", make(chan int)) })
+	if !strings.Contains(msg, "waiting for a value nobody sends") {
+		t.Errorf("got failure %q; want it to say what it waited for", msg)
+	}
+}
+
+func TestDeadlineFollowsTheTest(t *testing.T) {
+	d, ok := t.Deadline()
+	got := Deadline(t)
+	switch {
+	case ok && !got.Equal(d.Add(-deadlineMargin)):
+		t.Errorf("got %v; want the test's deadline %v less %v", got, d, deadlineMargin)
+	case !ok && time.Until(got) > noDeadline:
+		t.Errorf("got %v from now; want at most %v without a deadline", time.Until(got), noDeadline)
+	}
+	ctx := Context(t)
+	if cd, ok := ctx.Deadline(); !ok || !cd.Equal(got) {
+		t.Errorf("Context's deadline %v, %v; want %v", cd, ok, got)
 	}
 }
