@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/postern/postern/internal/testwait"
 	"github.com/postern/postern/store"
 )
 
@@ -164,7 +165,7 @@ func TestTimeoutIsBoundedAndRetried(t *testing.T) {
 		a := r.ask("rm -rf /srv/app", 2*time.Minute)
 		d := r.dispatcher(nil, func(c *Config) { c.Timeout = 200 * time.Millisecond })
 
-		r.deliverDue(d) // bounded by hangBound; returns after the attempt's timeout
+		r.deliverDue(d) // returns after the attempt's timeout
 		row := r.outbox(a.ID)[store.NotifyPending]
 		if row.State != store.NotificationQueued || row.LastStatus != 0 || row.LastError != "no answer within 200ms" {
 			t.Fatalf("after a timeout: state %s, status %d, error %q; want queued, no status, %q",
@@ -387,14 +388,14 @@ func TestTwoDispatchersDeliverOnce(t *testing.T) {
 				d.Run(ctx)
 			}()
 		}
-		deadline := time.After(hangBound)
+		deadline := testwait.End(t)
 		for i := 0; i < want; i++ {
 			select {
 			case <-rc.arrived:
 			case <-deadline:
 				cancel()
 				wg.Wait()
-				t.Fatalf("%d of %d notifications arrived within %v", i, want, hangBound)
+				t.Fatalf("%d of %d notifications arrived by the test's deadline", i, want)
 			}
 		}
 		cancel()
@@ -446,13 +447,13 @@ func TestRunGivesBackAtShutdown(t *testing.T) {
 		}()
 		select {
 		case <-rc.arrived:
-		case <-time.After(hangBound):
+		case <-testwait.End(t):
 			t.Fatal("the notification did not arrive")
 		}
 		cancel()
 		select {
 		case <-done:
-		case <-time.After(hangBound):
+		case <-testwait.End(t):
 			t.Fatal("Run did not return after its context ended")
 		}
 		row := r.outbox(a.ID)[store.NotifyPending]

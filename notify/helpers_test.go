@@ -19,6 +19,7 @@ import (
 	"github.com/postern/postern/internal/fakeclock"
 	"github.com/postern/postern/internal/testkey"
 	"github.com/postern/postern/internal/testpg"
+	"github.com/postern/postern/internal/testwait"
 	"github.com/postern/postern/policy"
 	"github.com/postern/postern/store"
 )
@@ -58,10 +59,6 @@ func openRef(ctx context.Context, ref string, opts store.Options) (*store.Store,
 	}
 	return store.Open(ctx, ref, opts)
 }
-
-// hangBound detects a hang: far longer than anything here should take,
-// and never a measure of how fast anything is.
-const hangBound = 30 * time.Second
 
 // Secrets the tests give channels. None may appear in a log line, a
 // stored error or a test result.
@@ -250,7 +247,10 @@ func (r *rig) dispatcher(st Store, edit func(*Config)) *Dispatcher {
 		st = r.st
 	}
 	cfg := Config{Store: st, BaseURL: "https://postern.example:8443", Now: r.clock.Now,
-		Logger: zerolog.New(r.logs), Timeout: 2 * time.Second, Jitter: func(d time.Duration) time.Duration { return d }}
+		// An attempt's timeout is the test's remaining time: a receiver on
+		// loopback that answers must never be cut short by a busy machine.
+		// The tests of the timeout set their own.
+		Logger: zerolog.New(r.logs), Timeout: testwait.Remaining(r.t), Jitter: func(d time.Duration) time.Duration { return d }}
 	if edit != nil {
 		edit(&cfg)
 	}
@@ -261,12 +261,10 @@ func (r *rig) dispatcher(st Store, edit func(*Config)) *Dispatcher {
 	return d
 }
 
-// deliverDue runs one round, bounded by hangBound.
+// deliverDue runs one round, bounded by the test's deadline.
 func (r *rig) deliverDue(d *Dispatcher) int {
 	r.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), hangBound)
-	defer cancel()
-	n, err := d.DeliverDue(ctx)
+	n, err := d.DeliverDue(testwait.Context(r.t))
 	if err != nil {
 		r.t.Fatalf("DeliverDue: %v", err)
 	}

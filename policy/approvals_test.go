@@ -3,12 +3,14 @@ package policy
 import (
 	"context"
 	"errors"
-	"github.com/postern/postern/internal/fakeclock"
 	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/postern/postern/internal/fakeclock"
+	"github.com/postern/postern/internal/testwait"
 
 	"github.com/postern/postern/store"
 )
@@ -237,7 +239,7 @@ func TestSingleUse(t *testing.T) {
 				} else if !errors.Is(err, ErrAlreadyUsed) {
 					t.Errorf("waiter: got %v; want nil or ErrAlreadyUsed", err)
 				}
-			case <-time.After(10 * time.Second):
+			case <-testwait.End(t):
 				t.Fatal("waiter did not return")
 			}
 		}
@@ -439,7 +441,7 @@ func TestIdenticalRequestsShareOneApproval(t *testing.T) {
 				} else if id != first {
 					t.Fatalf("requests %s and %s for one operation; want one", first, id)
 				}
-			case <-time.After(10 * time.Second):
+			case <-testwait.End(t):
 				t.Fatal("not every session asked")
 			}
 		}
@@ -533,8 +535,8 @@ func TestWatcherReadsOnlyWaiters(t *testing.T) {
 			select {
 			case <-cs.polled:
 				seen++
-			case <-time.After(10 * time.Second):
-				t.Fatalf("the watcher polled %d times in 10s at a 10ms interval; want polling", seen)
+			case <-testwait.End(t):
+				t.Fatalf("the watcher polled %d times by the test's deadline at a 10ms interval; want polling", seen)
 			}
 		}
 		cs.mu.Lock()

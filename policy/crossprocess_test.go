@@ -62,10 +62,10 @@ func TestCLIDecisionWakesWaiter(t *testing.T) {
 			// decided_at is the subprocess's commit time, on the same clock.
 			lat := woke.Sub(r.auth.Approval.DecidedAt)
 			latencies = append(latencies, lat)
+			// How soon is a measure (BenchmarkWakeLatency), not a
+			// property a loaded machine keeps: that it woke at all, with
+			// the CLI's decision, is.
 			t.Logf("decision committed by the CLI -> waiter woke: %v (after CLI exit: %v)", lat, woke.Sub(exited))
-			if lat > 5*time.Second {
-				t.Errorf("waiter woke %v after the CLI decided; want well under 5s (goal 250ms)", lat)
-			}
 		}
 		t.Logf("cross-process wake latencies: %v", latencies)
 	})

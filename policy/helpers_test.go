@@ -13,6 +13,7 @@ import (
 
 	"github.com/postern/postern/internal/testkey"
 	"github.com/postern/postern/internal/testpg"
+	"github.com/postern/postern/internal/testwait"
 	"github.com/postern/postern/store"
 )
 
@@ -230,8 +231,8 @@ func authorizeAsync(t *testing.T, ctx context.Context, e *Engine, op Operation) 
 		return a, done
 	case r := <-done:
 		t.Fatalf("Authorize returned before asking: outcome %s, err %v", r.auth.Outcome, r.err)
-	case <-time.After(5 * time.Second):
-		t.Fatal("Authorize did not ask within 5s")
+	case <-testwait.End(t):
+		t.Fatal("Authorize did not ask by the test's deadline")
 	}
 	return Approval{}, nil
 }
@@ -242,8 +243,8 @@ func result(t *testing.T, done <-chan waitResult) waitResult {
 	select {
 	case r := <-done:
 		return r
-	case <-time.After(10 * time.Second):
-		t.Fatal("Authorize did not return within 10s")
+	case <-testwait.End(t):
+		t.Fatal("Authorize did not return by the test's deadline")
 	}
 	return waitResult{}
 }
@@ -270,8 +271,8 @@ func waitListening(t *testing.T, st *store.Store) {
 	for !st.Listening() {
 		select {
 		case <-st.Changed():
-		case <-time.After(10 * time.Second):
-			t.Fatal("the store did not start listening within 10s")
+		case <-testwait.End(t):
+			t.Fatal("the store did not start listening by the test's deadline")
 		}
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -122,13 +121,17 @@ func (k Checker) Check(ctx context.Context, t Target, signer ssh.Signer, r *Reci
 		return Result{StatusUnreachable, fmt.Sprintf("cannot reach %s: %v", addr, err)}
 	}
 	// Closing the connection when the context ends unblocks the handshake
-	// and the session alike; the deadline covers a dialer that ignores ctx.
+	// and the session alike (a dialer that ignored ctx and returned late
+	// has its connection closed at once: the func runs on registration
+	// when ctx is already done). This is the only thing that cuts the
+	// connection, and it runs after ctx is done, so that a cut is always
+	// seen as ctx's end. A deadline on the connection as well used to
+	// fire a moment before the context's own timer: the read then ended
+	// with "remote command exited without exit status" while ctx.Err()
+	// was still nil, and a timeout was reported as the target's fault.
 	stop := context.AfterFunc(ctx, func() { nc.Close() })
 	defer stop()
 	defer nc.Close()
-	if dl, ok := ctx.Deadline(); ok {
-		_ = nc.SetDeadline(dl)
-	}
 
 	var banner strings.Builder
 	cfg := &ssh.ClientConfig{
@@ -147,8 +150,8 @@ func (k Checker) Check(ctx context.Context, t Target, signer ssh.Signer, r *Reci
 		switch {
 		case hostKeyErr != nil:
 			return Result{StatusHostKeyMismatch, hostKeyErr.Error()}
-		case ctx.Err() != nil || errors.Is(err, os.ErrDeadlineExceeded):
-			return Result{StatusUnreachable, fmt.Sprintf("%s did not finish the handshake within %v", addr, timeout)}
+		case ctx.Err() != nil:
+			return Result{StatusUnreachable, fmt.Sprintf("%s did not finish the handshake: %s", addr, ended(ctx, timeout))}
 		case isAuthFailure(err):
 			return Result{StatusRejected, rejectedMessage(banner.String(), err)}
 		}
@@ -184,12 +187,20 @@ func runRead(ctx context.Context, client *ssh.Client, command string, timeout ti
 	case err == nil:
 		return Result{StatusOK, fmt.Sprintf("the target accepted the key and ran %q", command)}
 	case ctx.Err() != nil:
-		return Result{StatusUnproved, fmt.Sprintf("the key was accepted but %q did not finish within %v", command, timeout)}
+		return Result{StatusUnproved, fmt.Sprintf("the key was accepted but %q did not finish: %s", command, ended(ctx, timeout))}
 	case errors.As(err, &exit):
 		return Result{StatusUnproved, fmt.Sprintf("the key was accepted but %q exited with status %d: %s",
 			command, exit.ExitStatus(), oneLine(out.String()))}
 	}
 	return Result{StatusUnproved, fmt.Sprintf("the key was accepted but %q failed: %v", command, err)}
+}
+
+// ended says why ctx ended: the check's own bound, or its caller's.
+func ended(ctx context.Context, timeout time.Duration) string {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return fmt.Sprintf("the check's bound of %v ran out", timeout)
+	}
+	return "the check was cancelled"
 }
 
 // isAuthFailure tells a refused key from other handshake errors. x/crypto

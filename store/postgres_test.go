@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/postern/postern/internal/testwait"
 )
 
 // TestMigrationsParity: SQLite's and PostgreSQL's migrations are the same
@@ -446,8 +447,8 @@ func waitListening(t *testing.T, s *Store) {
 	for !s.Listening() {
 		select {
 		case <-s.Changed():
-		case <-time.After(10 * time.Second):
-			t.Fatal("the store did not start listening within 10s")
+		case <-testwait.End(t):
+			t.Fatal("the store did not start listening by the test's deadline")
 		}
 	}
 }
@@ -456,8 +457,8 @@ func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
 	t.Helper()
 	select {
 	case <-ch:
-	case <-time.After(10 * time.Second):
-		t.Fatalf("Changed was not closed within 10s after %s", what)
+	case <-testwait.End(t):
+		t.Fatalf("Changed was not closed by the test's deadline after %s", what)
 	}
 }
 

@@ -1,10 +1,10 @@
 package store
 
 import (
-	"context"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/postern/postern/internal/testwait"
 )
 
 // TestCheckWritable: an open store takes a write and is left as it was; a
@@ -37,8 +37,7 @@ func TestCheckWritable(t *testing.T) {
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
 				s, _, _ := openTestStore(t)
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				defer cancel()
+				ctx := testwait.Context(t)
 				before, err := s.DataVersion(ctx)
 				if err != nil {
 					t.Fatal(err)

@@ -3,7 +3,6 @@ package web
 import (
 	"crypto/tls"
 	"crypto/x509"
-	"github.com/postern/postern/store"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +11,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/postern/postern/internal/testwait"
+	"github.com/postern/postern/store"
 )
 
 func TestPasswordHashRoundTrip(t *testing.T) {
@@ -154,7 +156,7 @@ func TestTLSConfigRefusesOldVersions(t *testing.T) {
 		max  uint16
 		want bool
 	}{{tls.VersionTLS11, false}, {tls.VersionTLS12, true}, {tls.VersionTLS13, true}} {
-		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", srv.Listener.Addr().String(),
+		conn, err := tls.DialWithDialer(&net.Dialer{Deadline: testwait.Deadline(t)}, "tcp", srv.Listener.Addr().String(),
 			&tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS10, MaxVersion: tc.max})
 		if conn != nil {
 			conn.Close()

@@ -12,10 +12,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/rs/zerolog"
 
+	"github.com/postern/postern/internal/testwait"
 	"github.com/postern/postern/notify"
 	"github.com/postern/postern/store"
 )
@@ -86,12 +86,13 @@ func (l *lockedLog) String() string {
 }
 
 // withNotifier gives a site's Config a dispatcher over its store and a
-// logger writing to log.
-func withNotifier(log *lockedLog) func(*Config) {
+// logger writing to log. A delivery's timeout is t's remaining time: a
+// receiver on loopback is never cut short by a busy machine.
+func withNotifier(t *testing.T, log *lockedLog) func(*Config) {
 	return func(c *Config) {
 		c.Logger = zerolog.New(log)
 		d, err := notify.New(notify.Config{Store: c.Store, BaseURL: "https://postern.test", Now: c.Now,
-			Logger: zerolog.New(log), Timeout: 10 * time.Second})
+			Logger: zerolog.New(log), Timeout: testwait.Remaining(t)})
 		if err != nil {
 			panic(err)
 		}
@@ -115,7 +116,7 @@ func checkNoHookSecret(t *testing.T, place, text string) {
 // show holds the URL's token or the secret.
 func TestNotificationsPage(t *testing.T) {
 	log := &lockedLog{}
-	ps := newPageSite(t, withNotifier(log))
+	ps := newPageSite(t, withNotifier(t, log))
 	pc := ps.admin("alice")
 	hook := newHookReceiver(t)
 	var seen strings.Builder // every page and flash, for the leak check
@@ -211,7 +212,7 @@ func regexpRow(page, id string) string {
 // their state and error.
 func TestNotificationsPageDeliveryLog(t *testing.T) {
 	log := &lockedLog{}
-	ps := newPageSite(t, withNotifier(log))
+	ps := newPageSite(t, withNotifier(t, log))
 	pc := ps.admin("alice")
 	hook := newHookReceiver(t)
 	hook.setStatus(http.StatusBadGateway)
@@ -236,7 +237,7 @@ func TestNotificationsPageDeliveryLog(t *testing.T) {
 // TestNotificationsPageNeedsLoginAndCSRF: the page needs a session and its
 // forms the session's CSRF token.
 func TestNotificationsPageNeedsLoginAndCSRF(t *testing.T) {
-	ps := newPageSite(t, withNotifier(&lockedLog{}))
+	ps := newPageSite(t, withNotifier(t, &lockedLog{}))
 	hook := newHookReceiver(t)
 	if _, err := ps.st.CreateNotifyChannel(context.Background(), store.NewNotifyChannel{Name: "ops", URL: hook.url(),
 		OnPending: true}); err != nil {
@@ -305,7 +306,7 @@ func (as *apiSite) notifyCall(method, path, token, body string) (apiResp, map[st
 // or the secret.
 func TestNotificationsAPI(t *testing.T) {
 	log := &lockedLog{}
-	as := newAPISite(t, withNotifier(log))
+	as := newAPISite(t, withNotifier(t, log))
 	doc := loadOpenAPI(t)
 	hook := newHookReceiver(t)
 	var seen strings.Builder
@@ -410,7 +411,7 @@ func TestNotificationsAPI(t *testing.T) {
 // TestNotificationsAPIChangesNeedAnAdminToken: a token that belongs to no
 // admin can list channels but not change or test them.
 func TestNotificationsAPIChangesNeedAnAdminToken(t *testing.T) {
-	as := newAPISite(t, withNotifier(&lockedLog{}))
+	as := newAPISite(t, withNotifier(t, &lockedLog{}))
 	// Scope admin, so that what refuses it is its lack of an owner.
 	tok, sha := NewConsoleToken()
 	if _, err := as.st.CreateConsoleToken(context.Background(), "old", sha, as.alice, store.ScopeAdmin); err != nil {

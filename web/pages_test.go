@@ -29,6 +29,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/postern/postern/internal/fakeclock"
+	"github.com/postern/postern/internal/testwait"
 	"github.com/postern/postern/policy"
 	"github.com/postern/postern/recipes"
 	"github.com/postern/postern/store"
@@ -145,9 +146,9 @@ func (ps *pageSite) client() *pageClient {
 	}
 	c := *ps.ts.Client() // a copy: the server's client is shared
 	c.Jar = jar
-	// A request that hangs fails the test (an event stream included: no
-	// test reads one for longer).
-	c.Timeout = streamWait
+	// A request that hangs fails the test at its deadline (an event stream
+	// included).
+	c.Timeout = testwait.Remaining(ps.t)
 	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	return &pageClient{ps: ps, c: &c}
 }
@@ -444,8 +445,8 @@ func TestEventStreamAnnouncesApprovals(t *testing.T) {
 		cancel()
 		select {
 		case <-ran:
-		case <-time.After(streamWait):
-			t.Errorf("the site's Run did not return within %v of its context's end", streamWait)
+		case <-testwait.End(t):
+			t.Errorf("the site's Run did not return by the test's deadline after its context's end")
 		}
 	}()
 
@@ -502,17 +503,11 @@ func TestEventStreamAnnouncesApprovals(t *testing.T) {
 	}
 }
 
-// streamWait bounds a test's wait for a line of an event stream, for
-// Serve to return, or for a request: past it the test fails saying what
-// it waited for, rather than running into go test's timeout.
-const streamWait = 30 * time.Second
-
 // waitLine reads lines until want; false if the stream ended first. It
-// fails t when want has not come within streamWait.
+// fails t when want has not come by the test's deadline.
 func waitLine(t *testing.T, lines <-chan string, want string) bool {
 	t.Helper()
-	timeout := time.NewTimer(streamWait)
-	defer timeout.Stop()
+	end := testwait.End(t)
 	for {
 		select {
 		case l, ok := <-lines:
@@ -522,8 +517,8 @@ func waitLine(t *testing.T, lines <-chan string, want string) bool {
 			if l == want {
 				return true
 			}
-		case <-timeout.C:
-			t.Fatalf("no %q on the event stream within %v", want, streamWait)
+		case <-end:
+			t.Fatalf("no %q on the event stream by the test's deadline", want)
 		}
 	}
 }
@@ -1085,7 +1080,7 @@ func TestEventStreamEndsAtShutdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	req.AddCookie(&http.Cookie{Name: sessionCookie, Value: token})
-	resp, err := (&http.Client{Transport: tr, Timeout: streamWait}).Do(req)
+	resp, err := (&http.Client{Transport: tr, Timeout: testwait.Remaining(t)}).Do(req)
 	if err != nil {
 		t.Fatalf("GET /events: %v", err)
 	}
@@ -1100,7 +1095,7 @@ func TestEventStreamEndsAtShutdown(t *testing.T) {
 	stop()
 	if _, err := io.Copy(io.Discard, resp.Body); err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
 		if errors.Is(err, context.DeadlineExceeded) || os.IsTimeout(err) {
-			t.Fatalf("the event stream was still open %v after shutdown: %v", streamWait, err)
+			t.Fatalf("the event stream was still open at the test's deadline after shutdown: %v", err)
 		}
 		t.Logf("stream ended with %v", err)
 	}
@@ -1109,7 +1104,7 @@ func TestEventStreamEndsAtShutdown(t *testing.T) {
 		if err != nil {
 			t.Errorf("Serve: %v; want nil after shutdown", err)
 		}
-	case <-time.After(streamWait):
-		t.Fatalf("Serve did not return within %v of its context's end", streamWait)
+	case <-testwait.End(t):
+		t.Fatalf("Serve did not return by the test's deadline after its context's end")
 	}
 }

@@ -71,6 +71,14 @@ func Context(tb testing.TB) context.Context {
 	return ctx
 }
 
+// End returns a channel that receives at Deadline(tb), for a select that
+// waits on several events at once; the case that receives from it fails
+// the test saying what did not come. (An unstopped timer is collected
+// once unreferenced, since Go 1.23.)
+func End(tb testing.TB) <-chan time.Time {
+	return time.After(time.Until(Deadline(tb)))
+}
+
 // Until calls cond until it returns true. When Deadline(tb) passes first,
 // it fails tb with "gave up after D waiting for WHAT". cond runs on the
 // calling goroutine and may call tb.Fatal itself (to stop at once when
