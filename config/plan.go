@@ -48,6 +48,9 @@ type planner struct {
 	conns    map[string]bool
 	channels map[string]bool
 	grants   map[[2]string]bool // agent, alias
+	// connEnv is the environment each valid declared connection will
+	// have, which its grants' rules are checked against.
+	connEnv map[string]store.Env
 }
 
 // makePlan reads the database and compares f with it. An error means the
@@ -59,7 +62,8 @@ func makePlan(ctx context.Context, m *manage.Manager, f *File, opts Options) (*p
 		return nil, err
 	}
 	p := &planner{m: m, f: f, opts: opts, by: opts.Actor, cur: cur,
-		agents: map[string]bool{}, conns: map[string]bool{}, channels: map[string]bool{}, grants: map[[2]string]bool{}}
+		agents: map[string]bool{}, conns: map[string]bool{}, channels: map[string]bool{}, grants: map[[2]string]bool{},
+		connEnv: map[string]store.Env{}}
 	if p.by.Via == "" {
 		p.by.Via = "apply"
 	}

@@ -125,6 +125,7 @@ func (p *planner) connection(ctx context.Context, where string, c Connection) {
 	if !ok {
 		return
 	}
+	p.connEnv[c.Alias] = c.env()
 	opts := manage.CheckOptions{AllowUnverified: p.opts.AllowUnverified || c.AllowUnverified, Timeout: p.opts.Timeout}
 	have, exists := p.cur.conns[c.Alias]
 	if !exists {

@@ -71,16 +71,11 @@ func (p *planner) grantRules(where string, g Grant) (store.Rules, bool) {
 }
 
 // grantEnv is the environment a grant's rules are checked against: the
-// stored connection's, or the one the file gives it.
+// one the file gives its connection (dev if it gives none), else the
+// stored connection's.
 func (p *planner) grantEnv(alias string) store.Env {
-	env := store.Env("")
-	if c, ok := p.cur.conns[alias]; ok {
-		env = c.Env
+	if env, ok := p.connEnv[alias]; ok {
+		return env
 	}
-	for _, c := range p.f.Connections {
-		if c.Alias == alias && c.Env != "" {
-			env = store.Env(c.Env)
-		}
-	}
-	return env
+	return p.cur.conns[alias].Env
 }

@@ -230,6 +230,15 @@ connection = "web"
 destructive = "ask"`,
 			want: []string{"~ grant bot web: read=allow write=deny destructive=ask (was read=allow write=ask destructive=deny)",
 				"dry run, nothing changed: 1 to change, 0 done, 0 failed, 3 unchanged, 0 not in the file"}},
+		{name: "grant checked against the env the file gives its connection", seed: connWeb + `env = "production"`,
+			file: agentBot + connWeb + `
+[[grant]]
+agent = "bot"
+connection = "web"
+destructive = "allow"`,
+			want: []string{"+ agent bot: keys {a1.fp}", "~ connection web: env production -> dev",
+				"+ grant bot web: read=allow write=deny destructive=allow",
+				"dry run, nothing changed: 3 to change, 0 done, 0 failed, 0 unchanged, 0 not in the file"}},
 
 		// What the file does not name.
 		{name: "what the file leaves out is kept", seed: allFour,
