@@ -5,7 +5,10 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/pem"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"golang.org/x/crypto/ssh"
@@ -367,6 +370,23 @@ user = "deploy"
 key_file = "locked.key"`,
 			setup: func(r *rig) { r.write("locked.key", string(lockedKey(r.t))) },
 			want:  []string{`connection "web" (connection #1): key_file locked.key: private key is protected by a passphrase; give an unencrypted copy (ssh-keygen -p -N '' -f COPY)`}},
+		{name: "connection's key file a device", file: `[[connection]]
+alias = "web"
+host = "10.0.0.5"
+user = "deploy"
+key_file = "/dev/zero"`,
+			want: []string{`connection "web" (connection #1): key_file: /dev/zero: a character device; give a regular file`}},
+		{name: "connection's key file too large", file: `[[connection]]
+alias = "web"
+host = "10.0.0.5"
+user = "deploy"
+key_file = "big.key"`,
+			setup: func(r *rig) {
+				if err := os.Truncate(r.write("big.key", ""), maxKeyFile+1); err != nil {
+					r.t.Fatal(err)
+				}
+			},
+			want: []string{`connection "web" (connection #1): key_file: {dir}/big.key: larger than 64 KiB, the most a key file may hold`}},
 		{name: "new connection without a host key", file: `[[connection]]
 alias = "web"
 host = "10.0.0.5"
@@ -402,6 +422,20 @@ events = ["pending", "sent"]`,
 name = "ops"
 url_file = "nosuch.url"`,
 			want: []string{`notify "ops" (notify #1): url_file: stat {dir}/nosuch.url: no such file or directory`}},
+		{name: "channel's URL file a FIFO", file: `[[notify]]
+name = "ops"
+url_file = "url.fifo"`,
+			setup: func(r *rig) {
+				if err := syscall.Mkfifo(filepath.Join(r.dir, "url.fifo"), 0o600); err != nil {
+					r.t.Fatal(err)
+				}
+			},
+			want: []string{`notify "ops" (notify #1): url_file: {dir}/url.fifo: a named pipe (FIFO); give a regular file`}},
+		{name: "channel's URL file too large", file: `[[notify]]
+name = "ops"
+url_file = "big.url"`,
+			setup: func(r *rig) { r.write("big.url", "https://hooks.example.com/"+strings.Repeat("a", maxURLFile)) },
+			want:  []string{`notify "ops" (notify #1): url_file: {dir}/big.url: larger than 8 KiB, the most a url file may hold`}},
 		{name: "channel's URL", file: `[[notify]]
 name = "ops"
 url = "ftp://hooks.example.com/x"`,
@@ -411,6 +445,17 @@ name = "ops"
 url_file = "ops.url"
 secret_file = "nosuch.secret"`,
 			want: []string{`notify "ops" (notify #1): secret_file: stat {dir}/nosuch.secret: no such file or directory`}},
+		{name: "channel's secret file a directory", file: `[[notify]]
+name = "ops"
+url_file = "ops.url"
+secret_file = "."`,
+			want: []string{`notify "ops" (notify #1): secret_file: {dir}: a directory; give a regular file`}},
+		{name: "channel's secret file too large", file: `[[notify]]
+name = "ops"
+url_file = "ops.url"
+secret_file = "big.secret"`,
+			setup: func(r *rig) { r.write("big.secret", strings.Repeat("s", maxSecretFile+1)) },
+			want:  []string{`notify "ops" (notify #1): secret_file: {dir}/big.secret: larger than 8 KiB, the most a secret file may hold`}},
 		{name: "new channel without a URL", file: `[[notify]]
 name = "ops"
 secret_file = "ops.secret"`,

@@ -5,7 +5,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/postern/postern/internal/testsshd"
 )
@@ -185,6 +187,67 @@ write = %q
 	r = c.run("", "apply", "-f", bad)
 	if r.code != 2 || !strings.Contains(r.stderr, `write: "sometimes"`) || !strings.Contains(r.stderr, "nothing was changed") {
 		t.Errorf("apply of a bad rule: exit %d, %q; want 2 naming the rule", r.code, r.stderr)
+	}
+	if c.snapshot() != before {
+		t.Error("a refused apply changed the data")
+	}
+}
+
+// refuseBound bounds an apply that must refuse its file at once; the bound
+// only keeps a regression (a read that blocks on a FIFO or never ends on
+// /dev/zero) from hanging the test.
+const refuseBound = time.Minute
+
+// TestApplyRefusesFiles: apply reads only regular files of a bounded size:
+// the config file given to -f and the key, URL and secret files it names.
+// /dev/zero, a FIFO (with no writer: apply must not wait for one) and a
+// directory are refused at once, each by name, and nothing is changed.
+func TestApplyRefusesFiles(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, file := range []string{"/dev/zero", fifo} {
+		r, ended := runBounded(t, refuseBound, "apply", "-f", file, "--data", c.data)
+		if !ended || r.code != 2 || !strings.Contains(r.stderr, "postern: config: "+file+": a ") ||
+			!strings.Contains(r.stderr, "; give a regular file") {
+			t.Errorf("apply -f %s: ended %v, exit %d, %q; want exit 2 at once naming the file", file, ended, r.code, r.stderr)
+		}
+	}
+	conf := writeFile(t, dir, "postern.toml", fmt.Sprintf(`
+[[connection]]
+alias = "web"
+host = "127.0.0.1"
+user = "deploy"
+host_keys = [%q]
+key_file = "/dev/zero"
+
+[[notify]]
+name = "ops"
+url_file = %q
+secret_file = %q
+`, hostLine(t, "127.0.0.1"), fifo, dir))
+	before := c.snapshot()
+	r, ended := runBounded(t, refuseBound, "apply", "-f", conf, "--data", c.data)
+	for _, want := range []string{
+		`connection "web" (connection #1): key_file: /dev/zero: a character device; give a regular file`,
+		`notify "ops" (notify #1): url_file: ` + fifo + `: a named pipe (FIFO); give a regular file`,
+	} {
+		if !ended || r.code != 2 || !strings.Contains(r.stderr, want) {
+			t.Errorf("apply of a file naming /dev/zero and a FIFO: ended %v, exit %d, %q; want exit 2 with %q", ended, r.code, r.stderr, want)
+		}
+	}
+	r, ended = runBounded(t, refuseBound, "apply", "-f", writeFile(t, dir, "secret.toml", fmt.Sprintf(`
+[[notify]]
+name = "ops"
+url = "https://hooks.example.com/x"
+secret_file = %q
+`, dir)), "--data", c.data)
+	if want := `notify "ops" (notify #1): secret_file: ` + dir + `: a directory; give a regular file`; !ended || r.code != 2 || !strings.Contains(r.stderr, want) {
+		t.Errorf("apply of a file naming a directory: ended %v, exit %d, %q; want exit 2 with %q", ended, r.code, r.stderr, want)
 	}
 	if c.snapshot() != before {
 		t.Error("a refused apply changed the data")
