@@ -47,37 +47,49 @@ func Apply(ctx context.Context, m *manage.Manager, f *File, opts Options) (*Resu
 		return nil, err
 	}
 	res := &Result{Planned: len(p.changes), Unchanged: p.unchanged, Kept: len(p.kept)}
-	w := opts.Out
+	// Every line is shown escaped: it may quote what the file holds and
+	// what a target answered to the key check.
+	say := func(s string) { fmt.Fprintln(opts.Out, policy.VisibleLine(s)) }
 	if len(p.changes) == 0 {
-		fmt.Fprintln(w, "nothing to change")
+		say("nothing to change")
 	}
 	for _, c := range p.changes {
-		fmt.Fprintln(w, c.line)
+		say(c.line)
 		if opts.DryRun {
 			continue
 		}
 		note, err := c.do(ctx)
 		if note != "" {
-			fmt.Fprintln(w, "    "+note)
+			say("    " + note)
 		}
 		if err != nil {
 			res.Failed++
-			fmt.Fprintln(w, "    FAILED: "+errText(err))
+			say("    FAILED: " + errText(err))
 			continue
 		}
 		res.Done++
 	}
 	for _, k := range p.kept {
-		fmt.Fprintln(w, "  "+k+" (not in the file; kept, --prune removes it)")
+		say("  " + k + " (not in the file; kept, --prune removes it)")
 	}
 	verb := "applied"
 	if opts.DryRun {
 		verb = "dry run, nothing changed"
 	}
-	fmt.Fprintf(w, "%s: %d to change, %d done, %d failed, %d unchanged, %d not in the file\n",
+	fmt.Fprintf(opts.Out, "%s: %d to change, %d done, %d failed, %d unchanged, %d not in the file\n",
 		verb, res.Planned, res.Done, res.Failed, res.Unchanged, res.Kept)
 	return res, nil
 }
+
+// visibleError is an error whose text quotes what a file holds or names (a
+// key, a name, a path): its text shows every control, bidi or other
+// invisible character as an escape (policy.VisibleLine), so that none
+// reaches the admin's terminal as itself (an ESC[2J in a key would clear
+// the screen and could print a fake "applied"). It wraps err.
+type visibleError struct{ err error }
+
+func (e visibleError) Error() string { return policy.VisibleLine(e.err.Error()) }
+func (e visibleError) Unwrap() error { return e.err }
 
 // errText is an error for the plan's output, without package prefixes.
 func errText(err error) string {

@@ -135,7 +135,18 @@ const (
 // Load reads and parses path strictly: an unknown key, a wrong type or a
 // duplicate table is an error that names the line. path must be a regular
 // file of at most maxConfigFile bytes.
+//
+// Its errors show control and invisible characters escaped: they quote
+// the file's keys and name its path.
 func Load(path string) (*File, error) {
+	f, err := load(path)
+	if err != nil {
+		return nil, visibleError{err}
+	}
+	return f, nil
+}
+
+func load(path string) (*File, error) {
 	b, err := readRegular(path, maxConfigFile, "a config file")
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
@@ -153,13 +164,14 @@ func Load(path string) (*File, error) {
 }
 
 // Parse reads a file's bytes strictly; relative file names in it are
-// relative to the working directory.
+// relative to the working directory. Its errors show control and
+// invisible characters escaped.
 func Parse(b []byte) (*File, error) {
 	var f File
 	dec := toml.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&f); err != nil {
-		return nil, tomlError(err)
+		return nil, visibleError{tomlError(err)}
 	}
 	return &f, nil
 }

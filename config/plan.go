@@ -208,8 +208,10 @@ func readCurrent(ctx context.Context, st *store.Store) (*current, error) {
 // every mistake.
 type planError struct{ msgs []string }
 
+// add records a mistake, escaped (policy.VisibleLine): it quotes names,
+// values and paths from the file.
 func (e *planError) add(format string, args ...any) {
-	e.msgs = append(e.msgs, fmt.Sprintf(format, args...))
+	e.msgs = append(e.msgs, policy.VisibleLine(fmt.Sprintf(format, args...)))
 }
 
 func (e *planError) err() error {

@@ -253,3 +253,32 @@ secret_file = %q
 		t.Error("a refused apply changed the data")
 	}
 }
+
+// TestApplyEscapesErrors: a config file whose key holds ESC[2J (clear the
+// screen) and BEL, and names holding them, cannot reach the admin's
+// terminal: everything apply prints shows them as escapes.
+func TestApplyEscapesErrors(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	dir := t.TempDir()
+	for _, tt := range []struct{ name, conf, want string }{
+		{"unknown key", "[[agent]]\nname = \"bot\"\n\"\\u001b[2J\\u0007applied OK\" = 1\n",
+			"unknown key agent.<U+001B>[2J<U+0007>applied OK"},
+		{"names", "[[grant]]\nagent = \"\\u001b[2J\"\nconnection = \"\\u0007\\u202e\"\n",
+			`grant <U+001B>[2J on <U+0007><U+202E> (grant #1): no agent "\x1b[2J" in the file or the database`},
+	} {
+		r, ended := runBounded(t, refuseBound, "apply", "-f", writeFile(t, dir, "esc.toml", tt.conf), "--data", c.data)
+		if !ended || r.code != 2 || !strings.Contains(r.stderr, tt.want) {
+			t.Errorf("%s: ended %v, exit %d, %q; want exit 2 with %q", tt.name, ended, r.code, r.stderr, tt.want)
+		}
+		for i, b := range []byte(r.stdout + r.stderr) {
+			if b < 0x20 && b != '\n' || b == 0x7f {
+				t.Errorf("%s: apply printed the control byte %#x at %d: %q", tt.name, b, i, r.stdout+r.stderr)
+				break
+			}
+		}
+		if strings.ContainsRune(r.stderr, '\u202e') {
+			t.Errorf("%s: apply printed U+202E as itself: %q", tt.name, r.stderr)
+		}
+	}
+}
