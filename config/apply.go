@@ -15,7 +15,7 @@ import (
 
 // Options configure Apply.
 type Options struct {
-	DryRun bool // print the plan, change nothing
+	DryRun bool // print the files read and the plan, change nothing
 	Prune  bool // also remove what the file does not name
 	// AllowUnverified keeps every new or changed connection whose key
 	// check is not ok (never a host key mismatch), as a connection's own
@@ -50,6 +50,11 @@ func Apply(ctx context.Context, m *manage.Manager, f *File, opts Options) (*Resu
 	// Every line is shown escaped: it may quote what the file holds and
 	// what a target answered to the key check.
 	say := func(s string) { fmt.Fprintln(opts.Out, policy.VisibleLine(s)) }
+	if opts.DryRun {
+		for _, r := range p.reads {
+			say("reads " + r)
+		}
+	}
 	if len(p.changes) == 0 {
 		say("nothing to change")
 	}

@@ -24,8 +24,10 @@ type File struct {
 	Notify      []Channel    `toml:"notify,omitempty"`
 
 	// dir is the directory of the file: relative file names in it are
-	// relative to it.
-	dir string
+	// relative to it. source is the file's own path (absolute), "" when
+	// it was parsed from bytes.
+	dir    string
+	source string
 }
 
 // Serve is the [serve] table: postern serve's settings.
@@ -155,11 +157,11 @@ func load(path string) (*File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("config: %s: %w", path, err)
 	}
-	abs, err := filepath.Abs(filepath.Dir(path))
+	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	f.dir = abs
+	f.dir, f.source = filepath.Dir(abs), abs
 	return f, nil
 }
 

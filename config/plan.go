@@ -24,6 +24,7 @@ type plan struct {
 	changes   []change
 	unchanged int
 	kept      []string
+	reads     []string // the files read, each "PATH: what it is", for --dry-run
 }
 
 // planner makes a plan in named phases, one per kind of resource, in the
@@ -67,6 +68,9 @@ func makePlan(ctx context.Context, m *manage.Manager, f *File, opts Options) (*p
 	if p.by.Via == "" {
 		p.by.Via = "apply"
 	}
+	if f.source != "" {
+		p.out.reads = append(p.out.reads, f.source+": the config file")
+	}
 	for i, a := range f.Agents {
 		p.agent(fmt.Sprintf("agent %q (agent #%d)", a.Name, i+1), a)
 	}
@@ -89,6 +93,17 @@ func makePlan(ctx context.Context, m *manage.Manager, f *File, opts Options) (*p
 // add puts a change in the plan.
 func (p *planner) add(line string, do func(ctx context.Context) (string, error)) {
 	p.out.changes = append(p.out.changes, change{line: line, do: do})
+}
+
+// read reads a file the config names for owner ("connection web"), and
+// lists it among the files read.
+func (p *planner) read(name, what, owner string, limit int64) ([]byte, error) {
+	b, err := p.f.readFile(name, what, limit)
+	if err != nil {
+		return nil, err
+	}
+	p.out.reads = append(p.out.reads, p.f.path(name)+": "+what+" of "+owner)
+	return b, nil
 }
 
 // bad records a mistake in the resource at where.

@@ -59,7 +59,7 @@ func (p *planner) checkChannel(where string, c Channel) (*channelDecl, bool) {
 		p.bad(where, "give url or url_file, not both")
 		return nil, false
 	case c.URLFile != "":
-		b, err := p.f.readFile(c.URLFile, "url_file", maxURLFile)
+		b, err := p.read(c.URLFile, "url_file", "notify "+c.Name, maxURLFile)
 		if err != nil {
 			p.bad(where, "%s", err)
 			return nil, false
@@ -76,7 +76,7 @@ func (p *planner) checkChannel(where string, c Channel) (*channelDecl, bool) {
 		}
 	}
 	if c.SecretFile != "" {
-		b, err := p.f.readFile(c.SecretFile, "secret_file", maxSecretFile)
+		b, err := p.read(c.SecretFile, "secret_file", "notify "+c.Name, maxSecretFile)
 		if err != nil {
 			p.bad(where, "%s", err)
 			return nil, false

@@ -178,7 +178,7 @@ func (p *planner) checkConnection(where string, c Connection) (*connDecl, bool) 
 	if c.KeyFile == "" {
 		return d, true
 	}
-	b, err := p.f.readFile(c.KeyFile, "key_file", maxKeyFile)
+	b, err := p.read(c.KeyFile, "key_file", "connection "+c.Alias, maxKeyFile)
 	if err != nil {
 		p.bad(where, "%s", err)
 		return nil, false

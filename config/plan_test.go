@@ -49,10 +49,18 @@ events = ["pending"]
 	allFour = agentBot + connWeb + grantBotWeb + notifyOps
 )
 
+// How a dry run lists the files read for connWeb and notifyOps.
+const (
+	readsWeb       = "reads {dir}/c1.key: key_file of connection web"
+	readsOpsURL    = "reads {dir}/ops.url: url_file of notify ops"
+	readsOpsSecret = "reads {dir}/ops.secret: secret_file of notify ops"
+)
+
 // kept is how a dry run lists what the file does not name.
 func kept(what string) string { return "  " + what + " (not in the file; kept, --prune removes it)" }
 
-// TestPlan: every kind of plan, as a dry run prints it. After the dry run
+// TestPlan: every kind of plan, as a dry run prints it (after the files it
+// read, each with what it is for). After the dry run
 // each case is applied for real (every change made), and a second apply
 // of the same file finds nothing to change.
 func TestPlan(t *testing.T) {
@@ -61,7 +69,7 @@ func TestPlan(t *testing.T) {
 		seed string // applied first, "" for an empty database
 		file string
 		opts Options
-		want []string // the dry run's lines
+		want []string // the dry run's lines after the config file's "reads" line
 	}{
 		{name: "an empty file on an empty database",
 			want: []string{"nothing to change", "dry run, nothing changed: 0 to change, 0 done, 0 failed, 0 unchanged, 0 not in the file"}},
@@ -104,7 +112,7 @@ disabled = true`, opts: Options{Prune: true},
 
 		// Connections.
 		{name: "new connection, pinned, with a key file", file: connWeb,
-			want: []string{"+ connection web: deploy@10.0.0.5:22, env dev, host key {h1.fp}, key {c1.fp}",
+			want: []string{readsWeb, "+ connection web: deploy@10.0.0.5:22, env dev, host key {h1.fp}, key {c1.fp}",
 				"dry run, nothing changed: 1 to change, 0 done, 0 failed, 0 unchanged, 0 not in the file"}},
 		{name: "new connection, two pins", file: `[[connection]]
 alias = "web"
@@ -112,7 +120,7 @@ host = "10.0.0.5"
 user = "deploy"
 host_keys = ["{h1}", "10.0.0.5 {h2}"]
 key_file = "c1.key"`,
-			want: []string{"+ connection web: deploy@10.0.0.5:22, env dev, host key {h1.fp}, {h2.fp}, key {c1.fp}",
+			want: []string{readsWeb, "+ connection web: deploy@10.0.0.5:22, env dev, host key {h1.fp}, {h2.fp}, key {c1.fp}",
 				"dry run, nothing changed: 1 to change, 0 done, 0 failed, 0 unchanged, 0 not in the file"}},
 		{name: "new connection, host key accepted, key generated", file: `[[connection]]
 alias = "db"
@@ -126,7 +134,7 @@ generate_key = true`,
 			want: []string{"+ connection db: postgres@db.internal:2222, env production, host key the key it presents now, key generated",
 				"dry run, nothing changed: 1 to change, 0 done, 0 failed, 0 unchanged, 0 not in the file"}},
 		{name: "connection as declared", seed: connWeb, file: connWeb,
-			want: []string{"nothing to change", "dry run, nothing changed: 0 to change, 0 done, 0 failed, 1 unchanged, 0 not in the file"}},
+			want: []string{readsWeb, "nothing to change", "dry run, nothing changed: 0 to change, 0 done, 0 failed, 1 unchanged, 0 not in the file"}},
 		{name: "connection keeps its key and pins when the file names none", seed: connWeb, file: `[[connection]]
 alias = "web"
 host = "10.0.0.5"
@@ -149,7 +157,7 @@ recipe = "linux"`,
 			want: []string{"~ connection web: host 10.0.0.5 -> 10.0.0.6, port 22 -> 2200, user deploy -> admin, env dev -> staging, recipe none -> linux",
 				"dry run, nothing changed: 1 to change, 0 done, 0 failed, 0 unchanged, 0 not in the file"}},
 		{name: "connection's recipe and env left out go back to the defaults", seed: connWeb + "recipe = \"linux\"\nenv = \"test\"\n", file: connWeb,
-			want: []string{"~ connection web: env test -> dev, recipe linux -> none",
+			want: []string{readsWeb, "~ connection web: env test -> dev, recipe linux -> none",
 				"dry run, nothing changed: 1 to change, 0 done, 0 failed, 0 unchanged, 0 not in the file"}},
 		{name: "connection re-pinned", seed: connWeb, file: `[[connection]]
 alias = "web"
@@ -174,12 +182,12 @@ alias = "web"
 host = "10.0.0.5"
 user = "deploy"
 key_file = "c2.key"`,
-			want: []string{"~ connection web: key {c1.fp} -> {c2.fp}",
+			want: []string{"reads {dir}/c2.key: key_file of connection web", "~ connection web: key {c1.fp} -> {c2.fp}",
 				"dry run, nothing changed: 1 to change, 0 done, 0 failed, 0 unchanged, 0 not in the file"}},
 
 		// Notification channels.
 		{name: "new channel, URL and secret from files", file: notifyOps,
-			want: []string{"+ notify ops: json to https://hooks.example.com/…, events pending",
+			want: []string{readsOpsURL, readsOpsSecret, "+ notify ops: json to https://hooks.example.com/…, events pending",
 				"dry run, nothing changed: 1 to change, 0 done, 0 failed, 0 unchanged, 0 not in the file"}},
 		{name: "new channel, URL inline, every event", file: `[[notify]]
 name = "alerts"
@@ -188,7 +196,7 @@ url = "` + otherURL + `"`,
 			want: []string{"+ notify alerts: ntfy to https://ntfy.example.com/…, events pending,decided",
 				"dry run, nothing changed: 1 to change, 0 done, 0 failed, 0 unchanged, 0 not in the file"}},
 		{name: "channel as declared", seed: notifyOps, file: notifyOps,
-			want: []string{"nothing to change", "dry run, nothing changed: 0 to change, 0 done, 0 failed, 1 unchanged, 0 not in the file"}},
+			want: []string{readsOpsURL, readsOpsSecret, "nothing to change", "dry run, nothing changed: 0 to change, 0 done, 0 failed, 1 unchanged, 0 not in the file"}},
 		{name: "channel keeps its URL and secret when the file names none", seed: notifyOps, file: `[[notify]]
 name = "ops"
 events = ["pending"]`,
@@ -204,7 +212,7 @@ name = "ops"
 url_file = "other.url"
 secret_file = "other.secret"
 events = ["pending"]`,
-			want: []string{"~ notify ops: url -> https://ntfy.example.com/…, secret changed",
+			want: []string{"reads {dir}/other.url: url_file of notify ops", "reads {dir}/other.secret: secret_file of notify ops", "~ notify ops: url -> https://ntfy.example.com/…, secret changed",
 				"dry run, nothing changed: 1 to change, 0 done, 0 failed, 0 unchanged, 0 not in the file"}},
 
 		// Grants.
@@ -220,18 +228,18 @@ connection = "web"
 read = "ask"
 write = "ask"
 destructive = "allow"` + notifyOps,
-			want: []string{"+ agent bot: keys {a1.fp}", "+ connection web: deploy@10.0.0.5:22, env dev, host key {h1.fp}, key {c1.fp}",
+			want: []string{readsWeb, readsOpsURL, readsOpsSecret, "+ agent bot: keys {a1.fp}", "+ connection web: deploy@10.0.0.5:22, env dev, host key {h1.fp}, key {c1.fp}",
 				"+ notify ops: json to https://hooks.example.com/…, events pending",
 				"+ grant bot web: read=ask write=ask destructive=allow",
 				"dry run, nothing changed: 4 to change, 0 done, 0 failed, 0 unchanged, 0 not in the file"}},
 		{name: "everything as declared", seed: allFour, file: allFour,
-			want: []string{"nothing to change", "dry run, nothing changed: 0 to change, 0 done, 0 failed, 4 unchanged, 0 not in the file"}},
+			want: []string{readsWeb, readsOpsURL, readsOpsSecret, "nothing to change", "dry run, nothing changed: 0 to change, 0 done, 0 failed, 4 unchanged, 0 not in the file"}},
 		{name: "grant's rules", seed: allFour, file: agentBot + connWeb + notifyOps + `
 [[grant]]
 agent = "bot"
 connection = "web"
 destructive = "ask"`,
-			want: []string{"~ grant bot web: read=allow write=deny destructive=ask (was read=allow write=ask destructive=deny)",
+			want: []string{readsWeb, readsOpsURL, readsOpsSecret, "~ grant bot web: read=allow write=deny destructive=ask (was read=allow write=ask destructive=deny)",
 				"dry run, nothing changed: 1 to change, 0 done, 0 failed, 3 unchanged, 0 not in the file"}},
 		{name: "grant checked against the env the file gives its connection", seed: connWeb + `env = "production"`,
 			file: agentBot + connWeb + `
@@ -239,7 +247,7 @@ destructive = "ask"`,
 agent = "bot"
 connection = "web"
 destructive = "allow"`,
-			want: []string{"+ agent bot: keys {a1.fp}", "~ connection web: env production -> dev",
+			want: []string{readsWeb, "+ agent bot: keys {a1.fp}", "~ connection web: env production -> dev",
 				"+ grant bot web: read=allow write=deny destructive=allow",
 				"dry run, nothing changed: 3 to change, 0 done, 0 failed, 0 unchanged, 0 not in the file"}},
 
@@ -254,7 +262,7 @@ destructive = "allow"`,
 [[agent]]
 name = "old"
 keys = ["{a2}"]`, file: allFour, opts: Options{Prune: true},
-			want: []string{"- agent old", "dry run, nothing changed: 1 to change, 0 done, 0 failed, 4 unchanged, 0 not in the file"}},
+			want: []string{readsWeb, readsOpsURL, readsOpsSecret, "- agent old", "dry run, nothing changed: 1 to change, 0 done, 0 failed, 4 unchanged, 0 not in the file"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -269,10 +277,12 @@ keys = ["{a2}"]`, file: allFour, opts: Options{Prune: true},
 			if err != nil {
 				t.Fatalf("dry run: %v", err)
 			}
-			want := strings.Split(r.expand(strings.Join(tt.want, "\n")), "\n")
+			want := strings.Split(r.expand(strings.Join(append([]string{"reads {dir}/postern.toml: the config file"}, tt.want...), "\n")), "\n")
 			diffLines(t, "dry run", strings.Split(strings.TrimSuffix(out, "\n"), "\n"), want)
 
-			r.mustApply(tt.file, tt.opts)
+			if out := r.mustApply(tt.file, tt.opts); strings.HasPrefix(out, "reads ") {
+				t.Errorf("apply without --dry-run lists the files read:\n%s", out)
+			}
 			out, res, err := r.apply(tt.file, tt.opts)
 			if err != nil || res.Planned != 0 {
 				t.Errorf("second apply: %+v, %v; want nothing to change\n%s", res, err, out)

@@ -30,7 +30,9 @@ allow_unverified (or --allow-unverified). Running it again changes nothing.
 
 Nothing the file does not name is removed unless --prune: then agents,
 connections, grants, notification channels and agents' keys that the file
-leaves out are removed (grants first). --dry-run prints the plan only.
+leaves out are removed (grants first). --dry-run prints the files it
+reads (the config file and the key, URL and secret files it names) and
+the plan, and changes nothing.
 
 apply exits 2 when the file cannot be applied as written (nothing is
 changed), 1 when a change failed (the others were made), 0 otherwise.`,
@@ -39,7 +41,7 @@ changed), 1 when a change failed (the others were made), 0 otherwise.`,
 	data := addDataFlag(cmd)
 	fl := cmd.Flags()
 	fl.StringVarP(&file, "file", "f", "", "the config file (required)")
-	fl.BoolVar(&dryRun, "dry-run", false, "print what would change, change nothing")
+	fl.BoolVar(&dryRun, "dry-run", false, "print the files read and what would change, change nothing")
 	fl.BoolVar(&prune, "prune", false, "also remove what the file does not name")
 	fl.BoolVar(&allowUnverified, "allow-unverified", false, "keep new or changed connections whose key check is not ok (never a host key mismatch)")
 	fl.DurationVar(&timeout, "timeout", recipes.DefaultCheckTimeout, "bound on each key check")

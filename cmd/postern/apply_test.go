@@ -125,10 +125,10 @@ events = ["pending"]
 	}
 }
 
-// TestApplyPruneAndChanges: apply changes what differs (a rule, an
-// agent's key, a connection's port), keeps what the file does not name,
-// and --prune removes it; a file with a mistake changes nothing and says
-// where the mistake is.
+// TestApplyPruneAndChanges: apply --dry-run lists the files it reads; apply
+// changes what differs (a rule, an agent's key, a connection's port),
+// keeps what the file does not name, and --prune removes it; a file with a
+// mistake changes nothing and says where the mistake is.
 func TestApplyPruneAndChanges(t *testing.T) {
 	t.Parallel()
 	c := newCLI(t)
@@ -159,6 +159,12 @@ write = %q
 	}
 	port := itoa(closedPort(t))
 	f := writeFile(t, dir, "a.toml", base("ask", port))
+	dry := c.ok("", "apply", "-f", f, "--dry-run")
+	for _, want := range []string{"reads " + f + ": the config file\n", "reads " + target.priv + ": key_file of connection web\n"} {
+		if !strings.Contains(dry, want) {
+			t.Errorf("apply --dry-run lacks %q:\n%s", want, dry)
+		}
+	}
 	out := c.ok("", "apply", "-f", f, "--timeout", "5s")
 	if !strings.Contains(out, "stored unverified") || !strings.Contains(out, "old (not in the file; kept") {
 		t.Errorf("first apply: %q; want the unverified connection stored and agent old kept", out)
