@@ -2,6 +2,8 @@ package config
 
 import (
 	"bytes"
+	"errors"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -173,6 +175,9 @@ func TestLoadRefuses(t *testing.T) {
 	}
 	if err := os.Truncate(big, maxConfigFile+1); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := Load(filepath.Join(dir, "nosuch.toml")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Load of a missing file: %v; want an error that is fs.ErrNotExist", err)
 	}
 	for path, want := range map[string]string{
 		fifo:        "config: " + fifo + ": a named pipe (FIFO); give a regular file",

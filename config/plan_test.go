@@ -683,3 +683,76 @@ func TestPruneGrantGoneMeanwhile(t *testing.T) {
 		t.Errorf("removing a grant that is gone: %v; want no error", err)
 	}
 }
+
+// TestExport: export writes what the database holds without a secret (no
+// key file, URL or secret), every connection setting included, and
+// applying the export changes nothing.
+func TestExport(t *testing.T) {
+	r := newRig(t)
+	r.mustApply(allFour+`
+[[connection]]
+alias = "db"
+host = "10.0.0.6"
+port = 2222
+user = "postgres"
+env = "production"
+recipe = "linux"
+host_keys = ["{h2}"]
+key_file = "c2.key"
+`, Options{})
+	f, err := Export(context.Background(), r.st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Marshal(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := r.expand(`[[agent]]
+name = 'bot'
+keys = [
+  '{a1}'
+]
+
+[[connection]]
+alias = 'db'
+host = '10.0.0.6'
+port = 2222
+user = 'postgres'
+env = 'production'
+recipe = 'linux'
+host_keys = [
+  '{h2}'
+]
+
+[[connection]]
+alias = 'web'
+host = '10.0.0.5'
+user = 'deploy'
+env = 'dev'
+host_keys = [
+  '{h1}'
+]
+
+[[grant]]
+agent = 'bot'
+connection = 'web'
+read = 'allow'
+write = 'ask'
+destructive = 'deny'
+
+[[notify]]
+name = 'ops'
+format = 'json'
+events = [
+  'pending'
+]
+`)
+	if string(b) != want {
+		t.Errorf("export:\n%s\nwant:\n%s", b, want)
+	}
+	out, res, err := r.apply(string(b), Options{})
+	if err != nil || res.Planned != 0 {
+		t.Errorf("applying the export: %+v, %v; want nothing to change\n%s", res, err, out)
+	}
+}
