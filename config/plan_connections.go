@@ -126,13 +126,13 @@ func (p *planner) connection(ctx context.Context, where string, c Connection) {
 		return
 	}
 	p.connEnv[c.Alias] = c.env()
-	opts := manage.CheckOptions{AllowUnverified: p.opts.AllowUnverified || c.AllowUnverified, Timeout: p.opts.Timeout}
+	check := manage.CheckOptions{AllowUnverified: p.opts.AllowUnverified || c.AllowUnverified, Timeout: p.opts.Timeout}
 	have, exists := p.cur.conns[c.Alias]
 	if !exists {
-		p.addConnection(where, d, opts)
+		p.addConnection(where, d, check)
 		return
 	}
-	p.updateConnection(ctx, where, d, have, opts)
+	p.updateConnection(ctx, where, d, have, check)
 }
 
 // checkConnection checks a connection's alias, target, settings and host
@@ -197,7 +197,7 @@ func (p *planner) checkConnection(where string, c Connection) (*connDecl, bool) 
 }
 
 // addConnection plans a new connection, which needs a host key and a key.
-func (p *planner) addConnection(where string, d *connDecl, opts manage.CheckOptions) {
+func (p *planner) addConnection(where string, d *connDecl, check manage.CheckOptions) {
 	switch {
 	case len(d.HostKeys) == 0 && !d.AcceptNewHostKey:
 		p.bad(where, "a new connection needs host_keys or accept_new_host_key")
@@ -221,14 +221,14 @@ func (p *planner) addConnection(where string, d *connDecl, opts manage.CheckOpti
 	}
 	p.add(fmt.Sprintf("+ connection %s: %s@%s:%d, env %s, host key %s, key %s", d.Alias, d.User, d.Host, spec.Port, spec.Env, pin, keyText),
 		func(ctx context.Context) (string, error) {
-			res, err := p.m.AddConnection(ctx, p.by, spec, opts)
+			res, err := p.m.AddConnection(ctx, p.by, spec, check)
 			return connectionNote(res), err
 		})
 }
 
 // updateConnection plans one change of what differs: settings, pins (when
 // the file gives them) and the key (when it gives one).
-func (p *planner) updateConnection(ctx context.Context, where string, d *connDecl, have store.Connection, opts manage.CheckOptions) {
+func (p *planner) updateConnection(ctx context.Context, where string, d *connDecl, have store.Connection, check manage.CheckOptions) {
 	var e manage.ConnectionEdit
 	var diffs []string
 	for _, s := range connSettings() {
@@ -270,7 +270,7 @@ func (p *planner) updateConnection(ctx context.Context, where string, d *connDec
 		return
 	}
 	p.add("~ connection "+d.Alias+": "+strings.Join(diffs, ", "), func(ctx context.Context) (string, error) {
-		res, err := p.m.UpdateConnection(ctx, p.by, d.Alias, e, opts)
+		res, err := p.m.UpdateConnection(ctx, p.by, d.Alias, e, check)
 		return connectionNote(res), err
 	})
 }
