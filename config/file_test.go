@@ -12,8 +12,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/postern/postern/internal/testwait"
 )
 
 func TestParse(t *testing.T) {
@@ -146,12 +144,10 @@ func TestReadRegular(t *testing.T) {
 				b   []byte
 				err error
 			}
-			done := make(chan result, 1)
-			go func() {
+			r := returns(t, "readRegular("+tt.path+")", func() result {
 				b, err := readRegular(tt.path, limit, "a key file")
-				done <- result{b, err}
-			}()
-			r := testwait.Recv(t, time.Minute, "readRegular("+tt.path+") to return", done)
+				return result{b, err}
+			})
 			switch {
 			case tt.want == "" && (r.err != nil || len(r.b) != limit):
 				t.Errorf("got %d bytes, %v; want %d bytes", len(r.b), r.err, limit)
@@ -185,13 +181,36 @@ func TestLoadRefuses(t *testing.T) {
 		dir:         "config: " + dir + ": a directory; give a regular file",
 		big:         "config: " + big + ": larger than 1 MiB, the most a config file may hold",
 	} {
-		done := make(chan error, 1)
-		go func() {
+		err := returns(t, "Load("+path+")", func() error {
 			_, err := Load(path)
-			done <- err
-		}()
-		if err := testwait.Recv(t, time.Minute, "Load("+path+") to return", done); err == nil || err.Error() != want {
+			return err
+		})
+		if err == nil || err.Error() != want {
 			t.Errorf("Load(%s): %v; want %q", path, err, want)
 		}
+	}
+}
+
+// returns runs fn and returns what it returns, failing t if fn has not
+// returned shortly before the test's deadline: a read that blocks (on a
+// FIFO) fails the test saying so instead of hanging it into go test's
+// timeout.
+func returns[T any](t *testing.T, what string, fn func() T) T {
+	t.Helper()
+	done := make(chan T, 1)
+	go func() { done <- fn() }()
+	var end <-chan time.Time
+	if d, ok := t.Deadline(); ok {
+		left := time.Until(d)
+		timer := time.NewTimer(max(left-5*time.Second, left/2))
+		defer timer.Stop()
+		end = timer.C
+	}
+	select {
+	case v := <-done:
+		return v
+	case <-end:
+		t.Fatalf("%s did not return by the test's deadline", what)
+		panic("unreachable")
 	}
 }
