@@ -28,10 +28,9 @@ func Export(ctx context.Context, st *store.Store) (*File, error) {
 		return nil, err
 	}
 	for _, c := range conns {
-		x := Connection{Alias: c.Alias, Host: c.Host, User: c.User, Env: string(c.Env), Recipe: c.Recipe,
-			HostKeys: c.HostKeys}
-		if c.Port != store.DefaultSSHPort {
-			x.Port = c.Port
+		x := Connection{Alias: c.Alias, HostKeys: c.HostKeys}
+		for _, s := range connSettings() {
+			s.export(&c, &x)
 		}
 		f.Connections = append(f.Connections, x)
 	}

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/pelletier/go-toml/v2"
@@ -21,8 +24,10 @@ type File struct {
 	Notify      []Channel    `toml:"notify,omitempty"`
 
 	// dir is the directory of the file: relative file names in it are
-	// relative to it.
-	dir string
+	// relative to it. source is the file's own path (absolute), "" when
+	// it was parsed from bytes.
+	dir    string
+	source string
 }
 
 // Serve is the [serve] table: postern serve's settings.
@@ -112,21 +117,39 @@ func (d *Duration) UnmarshalText(b []byte) error {
 // MarshalText writes "2m0s".
 func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
 
-// maxFile bounds a config file and the files it names: keys and URLs are
-// small, and a huge file is a mistake.
-const maxFile = 1 << 20
+// Bounds on the files apply reads. Each is far above what a real file of
+// its kind holds and far below what would hurt; a larger file is a mistake
+// (a log, an image, /dev/zero) and is refused by name before it is read.
+const (
+	// maxConfigFile bounds a postern.toml: hundreds of agents and
+	// connections with their keys take tens of KiB.
+	maxConfigFile = 1 << 20
+	// maxKeyFile bounds a key_file: an OpenSSH private key of RSA 16384,
+	// the largest ssh-keygen makes, is about 12 KiB.
+	maxKeyFile = 64 << 10
+	// maxURLFile bounds a url_file: the store takes a URL of up to 2 KiB.
+	maxURLFile = 8 << 10
+	// maxSecretFile bounds a secret_file: the store takes a secret of up
+	// to store.MaxNotifySecretLen (4 KiB).
+	maxSecretFile = 8 << 10
+)
 
 // Load reads and parses path strictly: an unknown key, a wrong type or a
-// duplicate table is an error that names the line.
+// duplicate table is an error that names the line. path must be a regular
+// file of at most maxConfigFile bytes.
+//
+// Its errors show control and invisible characters escaped: they quote
+// the file's keys and name its path.
 func Load(path string) (*File, error) {
-	st, err := os.Stat(path)
+	f, err := load(path)
 	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
+		return nil, visibleError{err}
 	}
-	if st.IsDir() || st.Size() > maxFile {
-		return nil, fmt.Errorf("config: %s is a directory or over %d bytes", path, maxFile)
-	}
-	b, err := os.ReadFile(path)
+	return f, nil
+}
+
+func load(path string) (*File, error) {
+	b, err := readRegular(path, maxConfigFile, "a config file")
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
@@ -134,22 +157,23 @@ func Load(path string) (*File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("config: %s: %w", path, err)
 	}
-	abs, err := filepath.Abs(filepath.Dir(path))
+	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	f.dir = abs
+	f.dir, f.source = filepath.Dir(abs), abs
 	return f, nil
 }
 
 // Parse reads a file's bytes strictly; relative file names in it are
-// relative to the working directory.
+// relative to the working directory. Its errors show control and
+// invisible characters escaped.
 func Parse(b []byte) (*File, error) {
 	var f File
 	dec := toml.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&f); err != nil {
-		return nil, tomlError(err)
+		return nil, visibleError{tomlError(err)}
 	}
 	return &f, nil
 }
@@ -193,20 +217,90 @@ func (f *File) path(name string) string {
 	return filepath.Join(f.dir, name)
 }
 
-// readFile reads a file the config names, bounded; what names it in
-// errors, never its content.
-func (f *File) readFile(name, what string) ([]byte, error) {
-	p := f.path(name)
-	st, err := os.Stat(p)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
-	if st.IsDir() || st.Size() > maxFile {
-		return nil, fmt.Errorf("%s %s is a directory or over %d bytes", what, p, maxFile)
-	}
-	b, err := os.ReadFile(p)
+// readFile reads a file the config names (what: "key_file") of at most
+// limit bytes; errors name the file, never its content.
+func (f *File) readFile(name, what string, limit int64) ([]byte, error) {
+	b, err := readRegular(f.path(name), limit, "a "+strings.TrimSuffix(what, "_file")+" file")
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	return b, nil
+}
+
+// readRegular reads the regular file at path, of at most limit bytes.
+// Anything else is refused before a byte is read: a FIFO would block until
+// a writer came, a device such as /dev/zero never ends, a directory is no
+// content. The file is checked before it is opened (opening some devices
+// does something) and again once open (it may have been replaced in
+// between); it is opened non-blocking, so that even a FIFO swapped in at
+// that moment cannot hang the open. kind names the file in the size error
+// ("a key file").
+func readRegular(path string, limit int64, kind string) ([]byte, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkRegular(path, st, limit, kind); err != nil {
+		return nil, err
+	}
+	file, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer file.Close()
+	if st, err = file.Stat(); err != nil {
+		return nil, err
+	}
+	if err := checkRegular(path, st, limit, kind); err != nil {
+		return nil, err
+	}
+	b, err := io.ReadAll(io.LimitReader(file, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > limit { // it grew since the check
+		return nil, tooLarge(path, limit, kind)
+	}
+	return b, nil
+}
+
+// checkRegular refuses what is not a regular file of at most limit bytes.
+func checkRegular(path string, st fs.FileInfo, limit int64, kind string) error {
+	m := st.Mode()
+	var what string
+	switch {
+	case m.IsRegular():
+		if st.Size() > limit {
+			return tooLarge(path, limit, kind)
+		}
+		return nil
+	case m.IsDir():
+		what = "a directory"
+	case m&fs.ModeNamedPipe != 0:
+		what = "a named pipe (FIFO)"
+	case m&fs.ModeSocket != 0:
+		what = "a socket"
+	case m&fs.ModeCharDevice != 0:
+		what = "a character device"
+	case m&fs.ModeDevice != 0:
+		what = "a block device"
+	default:
+		what = "not a regular file"
+	}
+	return fmt.Errorf("%s: %s; give a regular file", path, what)
+}
+
+func tooLarge(path string, limit int64, kind string) error {
+	return fmt.Errorf("%s: larger than %s, the most %s may hold", path, sizeText(limit), kind)
+}
+
+// sizeText shows a bound: "1 MiB", "64 KiB".
+func sizeText(n int64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
 }

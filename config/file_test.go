@@ -1,8 +1,15 @@
 package config
 
 import (
+	"bytes"
+	"errors"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -74,5 +81,136 @@ func TestParseErrors(t *testing.T) {
 				t.Errorf("Parse: %v; want an error with %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestReadRegular: apply reads only regular files, and only up to a
+// bound: a FIFO, a device, a directory or a socket is refused by name
+// before a byte is read (a FIFO without a writer, too, without blocking),
+// and so is a file over the bound. Symbolic links are followed.
+func TestReadRegular(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, size int64) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, bytes.Repeat([]byte("k"), int(min(size, 4096))), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Truncate(p, size); err != nil { // sparse beyond 4 KiB
+			t.Fatal(err)
+		}
+		return p
+	}
+	const limit = 1 << 10
+	exact := write("exact", limit)
+	over := write("over", limit+1)
+	huge := write("huge", 1<<40)
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(dir, "sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink(exact, link); err != nil {
+		t.Fatal(err)
+	}
+	zeroLink := filepath.Join(dir, "zero-link")
+	if err := os.Symlink("/dev/zero", zeroLink); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, path string
+		want       string // "" for a read of limit bytes
+	}{
+		{"regular, at the bound", exact, ""},
+		{"link to a regular file", link, ""},
+		{"one byte over", over, over + ": larger than 1 KiB, the most a key file may hold"},
+		{"a terabyte", huge, huge + ": larger than 1 KiB, the most a key file may hold"},
+		{"FIFO", fifo, fifo + ": a named pipe (FIFO); give a regular file"},
+		{"/dev/zero", "/dev/zero", "/dev/zero: a character device; give a regular file"},
+		{"link to /dev/zero", zeroLink, zeroLink + ": a character device; give a regular file"},
+		{"/dev/null", "/dev/null", "/dev/null: a character device; give a regular file"},
+		{"directory", dir, dir + ": a directory; give a regular file"},
+		{"socket", sock, sock + ": a socket; give a regular file"},
+		{"missing", filepath.Join(dir, "nosuch"), "stat " + filepath.Join(dir, "nosuch") + ": no such file or directory"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			type result struct {
+				b   []byte
+				err error
+			}
+			r := returns(t, "readRegular("+tt.path+")", func() result {
+				b, err := readRegular(tt.path, limit, "a key file")
+				return result{b, err}
+			})
+			switch {
+			case tt.want == "" && (r.err != nil || len(r.b) != limit):
+				t.Errorf("got %d bytes, %v; want %d bytes", len(r.b), r.err, limit)
+			case tt.want != "" && (r.err == nil || r.err.Error() != tt.want):
+				t.Errorf("got %d bytes, error %v; want error %q", len(r.b), r.err, tt.want)
+			}
+		})
+	}
+}
+
+// TestLoadRefuses: the config file itself is bounded and must be regular.
+func TestLoadRefuses(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "postern.toml")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	big := filepath.Join(dir, "big.toml")
+	if err := os.WriteFile(big, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(big, maxConfigFile+1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(filepath.Join(dir, "nosuch.toml")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Load of a missing file: %v; want an error that is fs.ErrNotExist", err)
+	}
+	for path, want := range map[string]string{
+		fifo:        "config: " + fifo + ": a named pipe (FIFO); give a regular file",
+		"/dev/zero": "config: /dev/zero: a character device; give a regular file",
+		dir:         "config: " + dir + ": a directory; give a regular file",
+		big:         "config: " + big + ": larger than 1 MiB, the most a config file may hold",
+	} {
+		err := returns(t, "Load("+path+")", func() error {
+			_, err := Load(path)
+			return err
+		})
+		if err == nil || err.Error() != want {
+			t.Errorf("Load(%s): %v; want %q", path, err, want)
+		}
+	}
+}
+
+// returns runs fn and returns what it returns, failing t if fn has not
+// returned shortly before the test's deadline: a read that blocks (on a
+// FIFO) fails the test saying so instead of hanging it into go test's
+// timeout.
+func returns[T any](t *testing.T, what string, fn func() T) T {
+	t.Helper()
+	done := make(chan T, 1)
+	go func() { done <- fn() }()
+	var end <-chan time.Time
+	if d, ok := t.Deadline(); ok {
+		left := time.Until(d)
+		timer := time.NewTimer(max(left-5*time.Second, left/2))
+		defer timer.Stop()
+		end = timer.C
+	}
+	select {
+	case v := <-done:
+		return v
+	case <-end:
+		t.Fatalf("%s did not return by the test's deadline", what)
+		panic("unreachable")
 	}
 }

@@ -3,12 +3,16 @@ package notify
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"io"
+	"net"
 	"net/http"
-	"net/url"
+	"net/textproto"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/postern/postern/store"
@@ -74,45 +78,76 @@ func post(ctx context.Context, client *http.Client, target store.NotifyTarget, m
 	req.Header.Set("User-Agent", userAgent)
 	resp, err := client.Do(req)
 	if err != nil {
-		return failedRequest(ctx, err, timeout, target)
+		return failedRequest(ctx, err, timeout)
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrain))
 	resp.Body.Close()
 	return answered(resp, now)
 }
 
-// failedRequest explains an attempt that got no answer. The HTTP client's
-// errors are *url.Error, whose text quotes the URL: only the cause is kept,
-// and the URL is scrubbed from it as well in case the cause repeats it.
-func failedRequest(ctx context.Context, err error, timeout time.Duration, target store.NotifyTarget) attempt {
+// failedRequest explains an attempt that got no answer, or an answer that
+// is not HTTP, in postern's own words. The HTTP client's errors quote the
+// URL (a *url.Error holds it whole) and what the receiver sent (a
+// malformed status line is quoted byte for byte), and neither may be
+// stored, logged or shown: the receiver's bytes may echo the URL's token,
+// and on a port where another service answers they are that service's
+// (escape sequences included).
+func failedRequest(ctx context.Context, err error, timeout time.Duration) attempt {
 	if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return attempt{err: "postern stopped during the attempt", retry: true, stopped: true}
-	}
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		err = ue.Err
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return attempt{err: "no answer within " + timeout.String(), retry: true}
 	}
-	return attempt{err: "no answer: " + scrub(err.Error(), target.URL), retry: true}
+	return attempt{err: "no answer: " + noAnswerReason(err), retry: true}
 }
 
-// scrub removes every form of the URL from text: the whole URL, and its
-// path and query, which is where tokens live.
-func scrub(text, rawURL string) string {
-	if rawURL == "" {
-		return text
+// noAnswerReason names why a request got no usable answer; it never
+// quotes err.
+func noAnswerReason(err error) string {
+	var (
+		dnsErr     *net.DNSError
+		certErr    *tls.CertificateVerificationError
+		unknownCA  x509.UnknownAuthorityError
+		hostErr    x509.HostnameError
+		invalidErr x509.CertificateInvalidError
+		recordErr  tls.RecordHeaderError
+		alertErr   tls.AlertError
+		protoErr   textproto.ProtocolError
+		opErr      *net.OpError
+	)
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
+		return "the receiver reset the connection"
+	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
+		return "the receiver's host or network is unreachable"
+	case errors.As(err, &dnsErr) && dnsErr.IsNotFound:
+		return "the receiver's host name does not resolve"
+	case errors.As(err, &dnsErr):
+		return "the receiver's host name could not be looked up"
+	case errors.Is(err, http.ErrSchemeMismatch):
+		return "the receiver answered plain HTTP to HTTPS"
+	case errors.As(err, &certErr), errors.As(err, &unknownCA), errors.As(err, &hostErr), errors.As(err, &invalidErr):
+		return "the receiver's TLS certificate is not trusted"
+	case errors.As(err, &recordErr):
+		return "the receiver does not speak TLS"
+	case errors.As(err, &alertErr):
+		return "the receiver refused the TLS handshake"
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "the receiver closed the connection without answering"
+	// A status line or header that does not parse: net/http says
+	// "malformed HTTP ..." (its own words, then the receiver's bytes,
+	// which are not kept).
+	case errors.As(err, &protoErr), strings.Contains(err.Error(), "malformed HTTP"):
+		return "the receiver's answer is not HTTP"
+	case errors.As(err, &opErr) && opErr.Op == "proxyconnect":
+		return "the proxy could not be reached"
+	case errors.As(err, &opErr) && opErr.Op == "dial":
+		return "the receiver could not be reached"
 	}
-	text = strings.ReplaceAll(text, rawURL, "(the channel's URL)")
-	if u, err := url.Parse(rawURL); err == nil {
-		for _, part := range []string{u.RequestURI(), u.EscapedPath(), u.Path, u.RawQuery, u.User.String()} {
-			if len(part) > 1 {
-				text = strings.ReplaceAll(text, part, "…")
-			}
-		}
-	}
-	return text
+	return "the request failed"
 }
 
 // answered classifies a receiver's answer by its status alone; the body is

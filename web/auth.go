@@ -175,12 +175,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	addr := clientAddr(r)
-	nameKey := strings.ToLower(name)
-	if ok, wait := s.loginByAddr.Peek(addr); !ok {
-		s.tooManyLogins(w, r, name, next, wait)
-		return
-	}
-	if ok, wait := s.loginByName.Peek(nameKey); !ok {
+	if ok, wait := s.logins.allow(name, addr); !ok {
 		s.tooManyLogins(w, r, name, next, wait)
 		return
 	}
@@ -200,13 +195,12 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !match {
-		s.loginByAddr.Charge(addr)
-		s.loginByName.Charge(nameKey)
+		s.logins.failed(name, addr)
 		s.cfg.Logger.Info().Str("admin", name).Str("addr", addr).Msg("web: failed login")
 		s.renderLogin(w, r, http.StatusUnauthorized, loginData{Next: next, Name: name, Error: "Wrong name or password."})
 		return
 	}
-	s.loginByName.Reset(nameKey)
+	s.logins.succeeded(name, addr)
 	token, sha := NewToken("")
 	csrf, _ := NewToken("")
 	expires := s.cfg.Now().Add(s.cfg.SessionLifetime)

@@ -553,7 +553,7 @@ func TestLoginLimit(t *testing.T) {
 	ps := newPageSite(t, nil)
 	ps.addAdmin("alice")
 	pc := ps.client()
-	for i := range loginNameBurst {
+	for i := range loginAccountBurst {
 		if status, _, _ := pc.tryLogin("alice", "wrong password here"); status != http.StatusUnauthorized {
 			t.Fatalf("failure %d: got status %d; want 401", i+1, status)
 		}
@@ -561,7 +561,7 @@ func TestLoginLimit(t *testing.T) {
 	// The clock does not move: the limit stays, even for the right password.
 	status, h, body := pc.tryLogin("alice", pagePassword)
 	if status != http.StatusTooManyRequests {
-		t.Fatalf("after %d failures: got status %d; want 429", loginNameBurst, status)
+		t.Fatalf("after %d failures: got status %d; want 429", loginAccountBurst, status)
 	}
 	if secs, err := strconv.Atoi(h.Get("Retry-After")); err != nil || secs < 1 {
 		t.Errorf("got Retry-After %q; want a positive number of seconds", h.Get("Retry-After"))

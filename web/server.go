@@ -45,16 +45,6 @@ const (
 	maxLimiterKeys = 10000
 )
 
-// Login limits: a name gets 5 failed attempts, then one more a minute; an
-// address gets 20, then one more every 15 seconds. A success clears the
-// name's count.
-const (
-	loginNameBurst = 5
-	loginNameRate  = 1.0 / 60
-	loginAddrBurst = 20
-	loginAddrRate  = 1.0 / 15
-)
-
 // Config configures New.
 type Config struct {
 	Store   *store.Store     // required
@@ -90,9 +80,8 @@ type Server struct {
 	handler http.Handler
 	pages   *pageSet
 
-	loginByName *ratelimit.Keyed
-	loginByAddr *ratelimit.Keyed
-	apiLimit    *ratelimit.Keyed
+	logins   *loginLimiter
+	apiLimit *ratelimit.Keyed
 
 	events *eventHub
 }
@@ -132,12 +121,11 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{
-		cfg:         cfg,
-		pages:       pages,
-		loginByName: ratelimit.New(loginNameRate, loginNameBurst, maxLimiterKeys, cfg.Now),
-		loginByAddr: ratelimit.New(loginAddrRate, loginAddrBurst, maxLimiterKeys, cfg.Now),
-		apiLimit:    ratelimit.New(cfg.APIRate, cfg.APIBurst, maxLimiterKeys, cfg.Now),
-		events:      newEventHub(cfg.Store, cfg.EventPoll, cfg.Logger),
+		cfg:      cfg,
+		pages:    pages,
+		logins:   newLoginLimiter(cfg.Now),
+		apiLimit: ratelimit.New(cfg.APIRate, cfg.APIBurst, maxLimiterKeys, cfg.Now),
+		events:   newEventHub(cfg.Store, cfg.EventPoll, cfg.Logger),
 	}
 	if s.cfg.Ready == nil {
 		s.cfg.Ready = s.checkReady

@@ -10,6 +10,7 @@ import (
 
 	"github.com/postern/postern/config"
 	"github.com/postern/postern/manage"
+	"github.com/postern/postern/policy"
 	"github.com/postern/postern/recipes"
 )
 
@@ -29,7 +30,9 @@ allow_unverified (or --allow-unverified). Running it again changes nothing.
 
 Nothing the file does not name is removed unless --prune: then agents,
 connections, grants, notification channels and agents' keys that the file
-leaves out are removed (grants first). --dry-run prints the plan only.
+leaves out are removed (grants first). --dry-run prints the files it
+reads (the config file and the key, URL and secret files it names) and
+the plan, and changes nothing.
 
 apply exits 2 when the file cannot be applied as written (nothing is
 changed), 1 when a change failed (the others were made), 0 otherwise.`,
@@ -38,11 +41,11 @@ changed), 1 when a change failed (the others were made), 0 otherwise.`,
 	data := addDataFlag(cmd)
 	fl := cmd.Flags()
 	fl.StringVarP(&file, "file", "f", "", "the config file (required)")
-	fl.BoolVar(&dryRun, "dry-run", false, "print what would change, change nothing")
+	fl.BoolVar(&dryRun, "dry-run", false, "print the files read and what would change, change nothing")
 	fl.BoolVar(&prune, "prune", false, "also remove what the file does not name")
 	fl.BoolVar(&allowUnverified, "allow-unverified", false, "keep new or changed connections whose key check is not ok (never a host key mismatch)")
 	fl.DurationVar(&timeout, "timeout", recipes.DefaultCheckTimeout, "bound on each key check")
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+	run := func(cmd *cobra.Command) error {
 		if file == "" {
 			return usagef("apply: give the config file with -f FILE")
 		}
@@ -73,6 +76,7 @@ changed), 1 when a change failed (the others were made), 0 otherwise.`,
 			return nil
 		})
 	}
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error { return visibleErr(run(cmd)) }
 	return cmd
 }
 
@@ -91,7 +95,7 @@ file names none. Applying the export to the same database changes nothing.`,
 	}
 	data := addDataFlag(cmd)
 	cmd.Flags().StringVarP(&file, "file", "f", "", "write to this new file instead of standard output")
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+	run := func(cmd *cobra.Command) error {
 		s, err := data.open(cmd.Context())
 		if err != nil {
 			return storeErr(err)
@@ -120,5 +124,28 @@ file names none. Applying the export to the same database changes nothing.`,
 		}
 		return err
 	}
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error { return visibleErr(run(cmd)) }
 	return cmd
 }
+
+// visibleErr is err with its text shown as policy.Visible shows it (every
+// control, bidi or other invisible character escaped, newlines kept for
+// apply's list of mistakes), still a usage error if it was one. apply and
+// export print what a file, the database or a target holds: none of it may
+// reach the admin's terminal as itself.
+func visibleErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ue usageError
+	if asUsageError(err, &ue) {
+		return usageError{visibleError{ue.err}}
+	}
+	return visibleError{err}
+}
+
+// visibleError shows an error's text as policy.Visible does.
+type visibleError struct{ cause error }
+
+func (e visibleError) Error() string { return policy.Visible(e.cause.Error()) }
+func (e visibleError) Unwrap() error { return e.cause }

@@ -5,7 +5,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/postern/postern/internal/testsshd"
 )
@@ -123,10 +125,10 @@ events = ["pending"]
 	}
 }
 
-// TestApplyPruneAndChanges: apply changes what differs (a rule, an
-// agent's key, a connection's port), keeps what the file does not name,
-// and --prune removes it; a file with a mistake changes nothing and says
-// where the mistake is.
+// TestApplyPruneAndChanges: apply --dry-run lists the files it reads; apply
+// changes what differs (a rule, an agent's key, a connection's port),
+// keeps what the file does not name, and --prune removes it; a file with a
+// mistake changes nothing and says where the mistake is.
 func TestApplyPruneAndChanges(t *testing.T) {
 	t.Parallel()
 	c := newCLI(t)
@@ -157,6 +159,12 @@ write = %q
 	}
 	port := itoa(closedPort(t))
 	f := writeFile(t, dir, "a.toml", base("ask", port))
+	dry := c.ok("", "apply", "-f", f, "--dry-run")
+	for _, want := range []string{"reads " + f + ": the config file\n", "reads " + target.priv + ": key_file of connection web\n"} {
+		if !strings.Contains(dry, want) {
+			t.Errorf("apply --dry-run lacks %q:\n%s", want, dry)
+		}
+	}
 	out := c.ok("", "apply", "-f", f, "--timeout", "5s")
 	if !strings.Contains(out, "stored unverified") || !strings.Contains(out, "old (not in the file; kept") {
 		t.Errorf("first apply: %q; want the unverified connection stored and agent old kept", out)
@@ -188,5 +196,95 @@ write = %q
 	}
 	if c.snapshot() != before {
 		t.Error("a refused apply changed the data")
+	}
+}
+
+// refuseBound bounds an apply that must refuse its file at once; the bound
+// only keeps a regression (a read that blocks on a FIFO or never ends on
+// /dev/zero) from hanging the test.
+const refuseBound = time.Minute
+
+// TestApplyRefusesFiles: apply reads only regular files of a bounded size:
+// the config file given to -f and the key, URL and secret files it names.
+// /dev/zero, a FIFO (with no writer: apply must not wait for one) and a
+// directory are refused at once, each by name, and nothing is changed.
+func TestApplyRefusesFiles(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, file := range []string{"/dev/zero", fifo} {
+		r, ended := runBounded(t, refuseBound, "apply", "-f", file, "--data", c.data)
+		if !ended || r.code != 2 || !strings.Contains(r.stderr, "postern: config: "+file+": a ") ||
+			!strings.Contains(r.stderr, "; give a regular file") {
+			t.Errorf("apply -f %s: ended %v, exit %d, %q; want exit 2 at once naming the file", file, ended, r.code, r.stderr)
+		}
+	}
+	conf := writeFile(t, dir, "postern.toml", fmt.Sprintf(`
+[[connection]]
+alias = "web"
+host = "127.0.0.1"
+user = "deploy"
+host_keys = [%q]
+key_file = "/dev/zero"
+
+[[notify]]
+name = "ops"
+url_file = %q
+secret_file = %q
+`, hostLine(t, "127.0.0.1"), fifo, dir))
+	before := c.snapshot()
+	r, ended := runBounded(t, refuseBound, "apply", "-f", conf, "--data", c.data)
+	for _, want := range []string{
+		`connection "web" (connection #1): key_file: /dev/zero: a character device; give a regular file`,
+		`notify "ops" (notify #1): url_file: ` + fifo + `: a named pipe (FIFO); give a regular file`,
+	} {
+		if !ended || r.code != 2 || !strings.Contains(r.stderr, want) {
+			t.Errorf("apply of a file naming /dev/zero and a FIFO: ended %v, exit %d, %q; want exit 2 with %q", ended, r.code, r.stderr, want)
+		}
+	}
+	r, ended = runBounded(t, refuseBound, "apply", "-f", writeFile(t, dir, "secret.toml", fmt.Sprintf(`
+[[notify]]
+name = "ops"
+url = "https://hooks.example.com/x"
+secret_file = %q
+`, dir)), "--data", c.data)
+	if want := `notify "ops" (notify #1): secret_file: ` + dir + `: a directory; give a regular file`; !ended || r.code != 2 || !strings.Contains(r.stderr, want) {
+		t.Errorf("apply of a file naming a directory: ended %v, exit %d, %q; want exit 2 with %q", ended, r.code, r.stderr, want)
+	}
+	if c.snapshot() != before {
+		t.Error("a refused apply changed the data")
+	}
+}
+
+// TestApplyEscapesErrors: a config file whose key holds ESC[2J (clear the
+// screen) and BEL, and names holding them, cannot reach the admin's
+// terminal: everything apply prints shows them as escapes.
+func TestApplyEscapesErrors(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	dir := t.TempDir()
+	for _, tt := range []struct{ name, conf, want string }{
+		{"unknown key", "[[agent]]\nname = \"bot\"\n\"\\u001b[2J\\u0007applied OK\" = 1\n",
+			"unknown key agent.<U+001B>[2J<U+0007>applied OK"},
+		{"names", "[[grant]]\nagent = \"\\u001b[2J\"\nconnection = \"\\u0007\\u202e\"\n",
+			`grant <U+001B>[2J on <U+0007><U+202E> (grant #1): no agent "\x1b[2J" in the file or the database`},
+	} {
+		r, ended := runBounded(t, refuseBound, "apply", "-f", writeFile(t, dir, "esc.toml", tt.conf), "--data", c.data)
+		if !ended || r.code != 2 || !strings.Contains(r.stderr, tt.want) {
+			t.Errorf("%s: ended %v, exit %d, %q; want exit 2 with %q", tt.name, ended, r.code, r.stderr, tt.want)
+		}
+		for i, b := range []byte(r.stdout + r.stderr) {
+			if b < 0x20 && b != '\n' || b == 0x7f {
+				t.Errorf("%s: apply printed the control byte %#x at %d: %q", tt.name, b, i, r.stdout+r.stderr)
+				break
+			}
+		}
+		if strings.ContainsRune(r.stderr, '\u202e') {
+			t.Errorf("%s: apply printed U+202E as itself: %q", tt.name, r.stderr)
+		}
 	}
 }
