@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/postern/postern/internal/testwait"
 )
 
 func TestParse(t *testing.T) {
@@ -192,25 +194,11 @@ func TestLoadRefuses(t *testing.T) {
 }
 
 // returns runs fn and returns what it returns, failing t if fn has not
-// returned shortly before the test's deadline: a read that blocks (on a
-// FIFO) fails the test saying so instead of hanging it into go test's
-// timeout.
+// returned by the test's deadline: a read that blocks (on a FIFO) fails
+// the test saying so instead of hanging it into go test's timeout.
 func returns[T any](t *testing.T, what string, fn func() T) T {
 	t.Helper()
 	done := make(chan T, 1)
 	go func() { done <- fn() }()
-	var end <-chan time.Time
-	if d, ok := t.Deadline(); ok {
-		left := time.Until(d)
-		timer := time.NewTimer(max(left-5*time.Second, left/2))
-		defer timer.Stop()
-		end = timer.C
-	}
-	select {
-	case v := <-done:
-		return v
-	case <-end:
-		t.Fatalf("%s did not return by the test's deadline", what)
-		panic("unreachable")
-	}
+	return testwait.Recv(t, what+" to return", done)
 }
