@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/postern/postern/policy"
 	"github.com/postern/postern/recipes"
 	"github.com/postern/postern/store"
 )
@@ -202,18 +203,23 @@ func GrantOf(g store.ElevatedGrant, now time.Time) Grant {
 // Approval is an approval request. Operation, reasons and the agent's
 // reason are the redacted text the store keeps, and the agent's: untrusted.
 type Approval struct {
-	ID              string   `json:"id"`
-	Status          string   `json:"status"`
-	Agent           string   `json:"agent"`
-	AgentID         string   `json:"agent_id"`
-	Connection      string   `json:"connection"`
-	ConnectionID    string   `json:"connection_id"`
-	Env             string   `json:"env"`
-	Target          string   `json:"target"` // user@host:port, "" when the connection was removed
-	Class           string   `json:"class"`
-	Kind            string   `json:"kind"`
-	Operation       string   `json:"operation"`
-	OperationSHA256 string   `json:"operation_sha256"`
+	ID              string `json:"id"`
+	Status          string `json:"status"`
+	Agent           string `json:"agent"`
+	AgentID         string `json:"agent_id"`
+	Connection      string `json:"connection"`
+	ConnectionID    string `json:"connection_id"`
+	Env             string `json:"env"`
+	Target          string `json:"target"` // user@host:port, "" when the connection was removed
+	Class           string `json:"class"`
+	Kind            string `json:"kind"`
+	Operation       string `json:"operation"`
+	OperationSHA256 string `json:"operation_sha256"`
+	// OperationLines and OperationBytes are the operation's size, so that
+	// a client that shows part of it can say how much it does not show
+	// (policy.Extent: the page, the CLI and notifications do).
+	OperationLines  int      `json:"operation_lines"`
+	OperationBytes  int      `json:"operation_bytes"`
 	Reasons         string   `json:"reasons"`
 	AgentReason     string   `json:"agent_reason"`
 	SourceAddr      string   `json:"source_addr"`
@@ -241,6 +247,7 @@ func ApprovalOf(a store.Approval, now time.Time) Approval {
 	if status == store.ApprovalPending && !now.Before(a.ExpiresAt) {
 		status = store.ApprovalExpired
 	}
+	ext := policy.ExtentOf(a.Operation)
 	approvers := []string{}
 	switch {
 	case a.Status == store.ApprovalDenied && a.FirstApprover != "":
@@ -250,7 +257,8 @@ func ApprovalOf(a store.Approval, now time.Time) Approval {
 	}
 	return Approval{ID: a.ID, Status: status, Agent: a.AgentName, AgentID: a.AgentID, Connection: a.ConnectionAlias,
 		ConnectionID: a.ConnectionID, Env: string(a.ConnectionEnv), Target: approvalTarget(a), Class: a.Class,
-		Kind: a.Kind, Operation: a.Operation, OperationSHA256: a.OperationSHA256, Reasons: a.Reasons,
+		Kind: a.Kind, Operation: a.Operation, OperationSHA256: a.OperationSHA256,
+		OperationLines: ext.Lines, OperationBytes: ext.Bytes, Reasons: a.Reasons,
 		AgentReason: a.AgentReason, SourceAddr: a.SourceAddr, ApprovalsNeeded: a.ApprovalsNeeded,
 		Approvers: approvers, FirstApprover: a.FirstApprover, FirstApprovedAt: Time(a.FirstApprovedAt),
 		DecidedBy: a.DecidedBy, DecidedAt: Time(a.DecidedAt), Reason: a.Reason, ExpiresAt: Time(a.ExpiresAt),

@@ -33,6 +33,11 @@ type approvalCard struct {
 	// Scopable: the approval may be given a wider scope than the request
 	// (never for a production destructive operation).
 	Scopable bool
+	// Extent is the operation's size and what of it lies beyond the
+	// command box's first view, said on the card before the decision
+	// forms: a command must not hide its end below a screenful of
+	// harmless text.
+	Extent policy.Extent
 
 	// What the decision forms and the countdown need, copied into each
 	// view because a nested template sees only its own data.
@@ -80,6 +85,7 @@ func newApprovalCard(a store.Approval, now time.Time, csrf, next string) approva
 	}
 	v.Deciders = strings.Join(a.Deciders(), " and ")
 	v.Target = approvalTarget(a)
+	v.Extent = policy.ExtentOf(a.Operation)
 	v.Scopable = a.ApprovalsNeeded == 1 && !(a.Class == string(policy.Destructive) && a.ConnectionEnv == store.EnvProduction)
 	return v
 }

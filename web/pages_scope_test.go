@@ -90,7 +90,7 @@ func TestCardShowsWhatMatters(t *testing.T) {
 	for _, path := range []string{"/approvals", "/approvals/" + a.ID} {
 		_, _, body := pc.get(path)
 		for _, want := range []string{
-			`<pre class="command" dir="ltr">cp /tmp/ok.txt /tmp/&lt;U&#43;202E&gt;cte/nimda.txt&lt;U&#43;202C&gt;</pre>`,
+			`<pre class="command" dir="ltr" tabindex="0"><code class="cmd">cp /tmp/ok.txt /tmp/&lt;U&#43;202E&gt;cte/nimda.txt&lt;U&#43;202C&gt;</code></pre>`,
 			`The agent says: <q dir="ltr">rotate the &lt;U&#43;200B&gt;cert</q>`,
 			`from 127.0.0.1:40022`,
 			`<span class="target" dir="ltr">deploy@127.0.0.1:2022</span>`,

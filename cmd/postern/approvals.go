@@ -148,6 +148,11 @@ func printApprovals(w io.Writer, list []policy.Approval, now time.Time) error {
 			expires = "in " + a.ExpiresAt.Sub(now).Round(time.Second).String()
 		}
 		op := kindOp(a.Kind, a.Operation)
+		if ext := policy.ExtentOf(a.Operation); ext.Lines > 1 || ext.MoreBytes > 0 {
+			// The whole command is on the line (newlines escaped), and
+			// its size before it says how far to read.
+			op = "[" + ext.String() + "] " + op
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
 			a.ID, a.Status, a.AgentName, a.ConnectionAlias, a.Class, approvals, expires, op)
 	}

@@ -272,7 +272,7 @@
   }
 
   function showNotification(article, id) {
-    var op = escapeInvisible(textOf(article, 'pre.command'));
+    var op = escapeInvisible(textOf(article, 'pre.command .cmd'));
     if (op.length > 200) {
       op = op.slice(0, 200) + '…';
     }
@@ -348,6 +348,15 @@
       answered('dismissed');
     });
   }
+
+  // A command box's scroll marker hides once the box is scrolled to its
+  // end (scroll events do not bubble: listen in the capture phase).
+  document.addEventListener('scroll', function (ev) {
+    var box = ev.target;
+    if (box && box.matches && box.matches('pre.command')) {
+      box.toggleAttribute('data-end', box.scrollTop + box.clientHeight >= box.scrollHeight - 2);
+    }
+  }, true);
 
   markKnown();
   showCount();
