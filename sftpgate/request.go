@@ -274,7 +274,7 @@ func agentOp(r *request) Op {
 	case fxpOpen:
 		op.Method, op.Class = "get", policy.Read
 		if r.pflags&(fxfWrite|fxfAppend|fxfCreat|fxfTrunc|fxfExcl) != 0 {
-			op.Method, op.Class = "put", policy.Write
+			op.Method, op.Class, op.Detail = "put", policy.Write, openFlagsText(r.pflags)
 		}
 	case fxpOpendir:
 		op.Method, op.Class = "list", policy.Read
