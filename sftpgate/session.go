@@ -258,6 +258,9 @@ func (s *session) refuseDecided(id uint32, alias string, err error) error {
 // sftp shows only a code's generic text, and `df` not even that), and op
 // is recorded through Config.Refused. Nothing reaches a target.
 func (s *session) refuseOp(id, code uint32, op Op, reason string) error {
+	if s.fixed != "" {
+		op.Alias = s.fixed
+	}
 	s.notice(reason)
 	if s.cfg.Refused != nil {
 		refused := s.cfg.Refused

@@ -3,6 +3,7 @@ package sftpgate
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -290,6 +291,25 @@ func TestRefusalsSayWhyAndAreRecorded(t *testing.T) {
 	}
 }
 
+// TestFixedViewRefusalRecorded: in an alias's own view the gate's refusal
+// is recorded on that alias.
+func TestFixedViewRefusalRecorded(t *testing.T) {
+	var rec refusals
+	h := startHarness(t, harnessOpts{fixed: "web", raw: true, config: func(c *Config) { c.Refused = rec.refused }})
+	r := newRawConn(t, h.conn)
+	if code, _ := r.status(fxpOpen, "x\x07", uint32(fxfWrite|fxfCreat), uint32(0)); code != fxPermissionDenied {
+		t.Errorf("open of a path with BEL: got %d; want permission denied", code)
+	}
+	var got []string
+	testwait.Until(t, "the refusal to be recorded", func() bool {
+		got = append(got, rec.take()...)
+		return len(got) > 0
+	})
+	if want := `put write "web" ["x?"]: sftpgate: path contains control byte 0x07 at offset 1`; !slices.Equal(got, []string{want}) {
+		t.Errorf("recorded %q; want [%q]", got, want)
+	}
+}
+
 // TestRevokedAliasLeavesTheRoot: an alias whose grant is revoked during the
 // session is gone from "/" at the next listing, and a path on it answers as
 // a missing path does; so does one the Decider finds no grant for.
@@ -456,5 +476,68 @@ func TestWriteRowWhenSessionEnds(t *testing.T) {
 	o := h.awaitOutcome("put", "/f")
 	if o.Status != fxOK || !slices.Equal(o.Rode, []string{"the session ended before the file was closed"}) {
 		t.Errorf("the put's outcome: got %+v; want status 0 and the session's end", o)
+	}
+}
+
+// TestCopyAcrossAliasesSourceLost: when the source's target ends its
+// session in the middle of a copy, the copy-data is answered with the loss,
+// nothing waits past it, and the session goes on.
+func TestCopyAcrossAliasesSourceLost(t *testing.T) {
+	src, dst := newRawTarget(t), newRawTarget(t)
+	chunk := strings.Repeat("a", copyChunk)
+	src.answer = func(req []byte) []byte {
+		switch req[4] {
+		case fxpOpen:
+			return handleAnswer(req, "s")
+		case fxpRead:
+			d := &decoder{b: req, off: 9}
+			d.str()
+			if d.u64() == 0 {
+				b := newPacket(fxpData, 8+len(chunk))
+				b = appendU32(b, binary.BigEndian.Uint32(req[5:9]))
+				b = appendStr(b, chunk)
+				return finish(b)
+			}
+			// The second read: the target dies with it unanswered.
+			src.mu.Lock()
+			defer src.mu.Unlock()
+			src.conns[0].Close()
+		}
+		return nil
+	}
+	dst.answer = func(req []byte) []byte {
+		if req[4] == fxpOpen {
+			return handleAnswer(req, "d")
+		}
+		return nil
+	}
+	dial := func(ctx context.Context, alias string) (*Upstream, error) {
+		if alias == "web" {
+			return src.dial(ctx, alias)
+		}
+		return dst.dial(ctx, alias)
+	}
+	h := startHarness(t, harnessOpts{aliases: []string{"web", "db"}, raw: true, dial: dial})
+	r := newRawConn(t, h.conn)
+	hs := r.handleOf(fxpOpen, "/web/f", uint32(fxfRead), uint32(0))
+	hd := r.handleOf(fxpOpen, "/db/g", uint32(fxfWrite|fxfCreat|fxfTrunc), uint32(0))
+	if code, msg := r.status(fxpExtended, extCopyData, hs, uint64(0), uint64(0), hd, uint64(0)); code != fxConnectionLost || !strings.Contains(msg, "web ended") {
+		t.Errorf("copy-data: got %d %q; want the loss of web's session", code, msg)
+	}
+	var wrote int
+	testwait.Until(t, "db to take the chunk read before the loss", func() bool {
+		wrote = 0
+		for _, req := range dst.requests() {
+			if req[4] == fxpWrite {
+				wrote++
+			}
+		}
+		return wrote > 0
+	})
+	if wrote != 1 {
+		t.Errorf("db got %d writes; want the one chunk read before the loss", wrote)
+	}
+	if code, msg := r.status(fxpStat, "/"); code != fxOK {
+		t.Errorf("stat / after the loss: got %d %q; want the session going on", code, msg)
 	}
 }
