@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/postern/postern/policy"
 	"github.com/postern/postern/sftpgate"
@@ -48,8 +49,38 @@ func (s *Server) serveSFTP(ac *agentConn, ch ssh.Channel, reqs <-chan *ssh.Reque
 		cfg.Aliases = []string{cfg.Fixed}
 	}
 	sort.Strings(cfg.Aliases)
+	virtual := cfg.Fixed == ""
+	rides := &sftpRides{writes: map[string]*sftpRide{}}
 	cfg.Decide = func(ctx context.Context, op sftpgate.Op) (sftpgate.Finish, error) {
-		return s.decideSFTP(ctx, ac, ch, op, agentReason)
+		fin, how, err := s.decideSFTP(ctx, ac, ch, op, agentReason, virtual)
+		if err != nil || !ridable(op) {
+			return fin, err
+		}
+		// A change may ride on this write until its row is written.
+		done := rides.add(op, how)
+		return func(o sftpgate.Outcome) {
+			done()
+			fin(o)
+		}, nil
+	}
+	cfg.Ride = func(ctx context.Context, write, op sftpgate.Op) bool {
+		how, ok := rides.how(write)
+		return ok && s.stillAllows(ctx, ac, write, how)
+	}
+	cfg.Refused = func(op sftpgate.Op, reason string) { s.auditSFTPRefusal(ac, op, reason, agentReason) }
+	if virtual {
+		cfg.Granted = func(ctx context.Context) ([]string, error) {
+			grants, err := s.cfg.Store.GrantsForAgent(ctx, ac.agentID)
+			if err != nil {
+				return nil, err
+			}
+			ac.setGrants(grants)
+			aliases := make([]string, 0, len(grants))
+			for _, g := range grants {
+				aliases = append(aliases, g.Alias)
+			}
+			return aliases, nil
+		}
 	}
 	cfg.Dial = func(ctx context.Context, alias string) (*sftpgate.Upstream, error) { return s.dialSFTP(ctx, ac, alias) }
 	log := s.log.With().Str("conn_id", ac.id).Str("agent_id", ac.agentID).Str("view", cfg.Fixed).Logger()
@@ -74,18 +105,27 @@ func (s *Server) serveSFTP(ac *agentConn, ch ssh.Channel, reqs <-chan *ssh.Reque
 // decideSFTP decides and audits one SFTP operation like an exec command. On
 // an allow it returns the function that writes the audit row once the
 // target has answered, with the target's status code as the row's exit
-// status.
-func (s *Server) decideSFTP(ctx context.Context, ac *agentConn, ch ssh.Channel, op sftpgate.Op, agentReason string) (sftpgate.Finish, error) {
+// status, and how the operation was let through (policy.Allowed by the
+// rule, policy.Approved by an admin or a scope). Its refusals name the
+// paths in the agent's own view (virtual: the virtual root's "/ALIAS/...");
+// one for an alias the agent holds no grant for wraps
+// sftpgate.ErrNoSuchAlias, which the gate answers as for a missing path.
+func (s *Server) decideSFTP(ctx context.Context, ac *agentConn, ch ssh.Channel, op sftpgate.Op, agentReason string, virtual bool) (sftpgate.Finish, policy.Outcome, error) {
 	start := s.cfg.Now()
+	noSuchAlias := fmt.Errorf("postern: no such connection %q: %w", op.Alias, sftpgate.ErrNoSuchAlias)
 	g, ok := grantFor(ac, op.Alias)
 	if !ok {
-		return nil, fmt.Errorf("postern: no such connection %q", op.Alias)
+		return nil, "", noSuchAlias
 	}
 	conn, err := ac.connection(ctx, s.cfg.Store, g.ConnectionID)
 	if err != nil {
-		return nil, fmt.Errorf("postern: no such connection %q", op.Alias)
+		return nil, "", noSuchAlias
 	}
 	text := sftpText(op)
+	said := text // as the agent is told
+	if virtual {
+		said = sftpText(inVirtualRoot(op))
+	}
 	authorize := func() (policy.Record, error) {
 		pop := policy.Operation{
 			AgentID:              ac.agentID,
@@ -115,15 +155,15 @@ func (s *Server) decideSFTP(ctx context.Context, ac *agentConn, ch ssh.Channel, 
 		s.audit(rec, start)
 		switch {
 		case errors.Is(err, policy.ErrExpired):
-			return nil, fmt.Errorf("postern: approval expired: %s %s", op.Class, text)
+			return nil, "", fmt.Errorf("postern: approval expired: %s %s", op.Class, said)
 		case errors.Is(err, policy.ErrDenied):
 			var de *policy.DeniedError
 			if errors.As(err, &de) && de.NoGrant {
-				return nil, fmt.Errorf("postern: no such connection %q", op.Alias)
+				return nil, "", noSuchAlias
 			}
-			return nil, fmt.Errorf("postern: denied: %s %s: %s", op.Class, text, denialReason(err))
+			return nil, "", fmt.Errorf("postern: denied: %s %s: %s", op.Class, said, denialReason(err))
 		}
-		return nil, fmt.Errorf("postern: refused: %s %s", op.Class, text)
+		return nil, "", fmt.Errorf("postern: refused: %s %s", op.Class, said)
 	}
 	return func(o sftpgate.Outcome) {
 		if o.Answered {
@@ -133,8 +173,135 @@ func (s *Server) decideSFTP(ctx context.Context, ac *agentConn, ch ssh.Channel, 
 		} else {
 			rec.Reason = "no answer from the target: " + o.Message
 		}
+		if len(o.Rode) > 0 {
+			// What rode on this write after its open, each with the
+			// target's answer: the row is the record of all of it.
+			rode := "then " + strings.Join(o.Rode, "; then ")
+			if rec.Reason != "" {
+				rode = rec.Reason + "; " + rode
+			}
+			rec.Reason = rode
+		}
 		s.audit(rec, start)
-	}, nil
+	}, rec.Outcome, nil
+}
+
+// inVirtualRoot is op with its paths as the agent names them in the
+// virtual root ("/ALIAS/PATH"), for what the agent is told.
+func inVirtualRoot(op sftpgate.Op) sftpgate.Op {
+	paths := make([]string, len(op.Paths))
+	for i, p := range op.Paths {
+		paths[i] = sftpgate.VirtualPath(op.Alias, p)
+	}
+	op.Paths = paths
+	return op
+}
+
+// ridable reports whether a change may ride on op (docs/sftp.md): an open
+// for writing.
+func ridable(op sftpgate.Op) bool {
+	return op.Method == "put" || op.Method == "open"
+}
+
+// sftpRides keeps, for each write of one SFTP session that a change may
+// ride on, how its rule let it through, until the write's row is written.
+type sftpRides struct {
+	// mu guards writes.
+	mu     sync.Mutex
+	writes map[string]*sftpRide // by rideKey
+}
+
+// sftpRide is how a write was let through, for the writes of one alias and
+// text whose rows are not written yet.
+type sftpRide struct {
+	how policy.Outcome // the latest's
+	n   int
+}
+
+func rideKey(op sftpgate.Op) string { return op.Alias + "\x00" + sftpText(op) }
+
+// add keeps how write was let through; done forgets it, once its row is
+// written.
+func (r *sftpRides) add(write sftpgate.Op, how policy.Outcome) (done func()) {
+	key := rideKey(write)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	w := r.writes[key]
+	if w == nil {
+		w = &sftpRide{}
+		r.writes[key] = w
+	}
+	w.how = how
+	w.n++
+	return func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if w.n--; w.n == 0 {
+			delete(r.writes, key)
+		}
+	}
+}
+
+// how returns how write was let through, if its row is still to write.
+func (r *sftpRides) how(write sftpgate.Op) (policy.Outcome, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	w := r.writes[rideKey(write)]
+	if w == nil {
+		return "", false
+	}
+	return w.how, true
+}
+
+// stillAllows reports whether the rule that let write through (how:
+// policy.Allowed by an allow rule, policy.Approved under an ask rule)
+// would let it through the same way now, without asking anyone: a change
+// that rides on it (a chmod right after the upload) needs no decision of
+// its own. A rule changed since, to deny, to ask or to allow, is a no, and
+// so is anything that cannot be read: the change is then decided as any
+// other.
+func (s *Server) stillAllows(ctx context.Context, ac *agentConn, write sftpgate.Op, how policy.Outcome) bool {
+	g, ok := grantFor(ac, write.Alias)
+	if !ok {
+		return false
+	}
+	conn, err := ac.connection(ctx, s.cfg.Store, g.ConnectionID)
+	if err != nil {
+		return false
+	}
+	d := s.cfg.Policy.Decide(ctx, policy.Operation{
+		AgentID:              ac.agentID,
+		ConnectionID:         conn.ID,
+		ConnectionAlias:      conn.Alias,
+		ConnectionModifiedAt: conn.ModifiedAt,
+		Class:                write.Class,
+		Kind:                 policy.SFTP,
+		Text:                 sftpText(write),
+	})
+	if d.Err != nil || d.NoGrant {
+		return false
+	}
+	switch how {
+	case policy.Allowed:
+		return d.Rule == policy.Allow && d.Scope == nil
+	case policy.Approved:
+		return d.Rule == policy.Ask || (d.Rule == policy.Allow && d.Scope != nil)
+	}
+	return false
+}
+
+// auditSFTPRefusal writes the denied row of an SFTP operation the gate
+// refused itself (a change in the virtual root, an operation across two
+// aliases): like every refusal, it is in the agent's audit trail.
+func (s *Server) auditSFTPRefusal(ac *agentConn, op sftpgate.Op, reason, agentReason string) {
+	rec := policy.Record{AgentID: ac.agentID, AgentName: ac.agentName, SourceAddr: ac.source, AgentReason: agentReason,
+		Class: op.Class, Kind: policy.SFTP, Outcome: policy.Denied, Operation: sftpText(op),
+		Reason: strings.TrimPrefix(reason, "sftpgate: ")}
+	if g, ok := grantFor(ac, op.Alias); ok {
+		rec.ConnectionID, rec.ConnectionAlias = g.ConnectionID, g.Alias
+	}
+	s.log.Debug().Str("conn_id", ac.id).Str("agent_id", ac.agentID).Str("decision", string(policy.Denied)).Msg("sftp operation refused by the gate")
+	s.audit(rec, s.cfg.Now())
 }
 
 // sftpText is an SFTP operation as approved and audited: the method, its

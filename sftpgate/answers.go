@@ -18,27 +18,37 @@ func (s *session) answer(up *upstream, p pending, frame []byte) {
 	}
 	binary.BigEndian.PutUint32(frame[5:9], p.agentID)
 	out := frame
+	fin := p.finish
+	var o Outcome
+	if fin != nil || p.ride != nil {
+		// Decoded only for a decided operation or a ride: a write's
+		// status is not.
+		o = outcomeOf(frame)
+	}
 	switch p.kind {
 	case answerHandle:
 		p.open.up = up
-		out = s.opened(p.open, frame)
+		var kept bool
+		if out, kept = s.opened(p.open, frame, fin, o); kept {
+			fin = nil // called when the handle is closed
+		} else if fin != nil {
+			o = outcomeOf(out)
+		}
 	case answerRealpath, answerReadlink:
 		out = s.nameInView(up.alias, p.kind, frame)
+		if fin != nil {
+			o = outcomeOf(out)
+		}
 	case answerLimits:
 		out = capLimits(frame)
-	}
-	var o Outcome
-	if p.finish != nil || p.made != "" {
-		// Decoded only for a decided operation: a write's status is not.
-		o = outcomeOf(out)
-	}
-	if p.made != "" && o.Status == fxOK {
-		s.markWritten(p.made)
 	}
 	if err := s.agent.write(out); err != nil {
 		s.log.Debug().Err(err).Msg("sftp answer to the agent failed")
 	}
-	s.record(p.finish, o)
+	s.record(fin, o)
+	if p.ride != nil {
+		s.noteRide(p.ride, p.note, o)
+	}
 	if p.slot {
 		<-s.slots
 	}
@@ -50,9 +60,18 @@ func (s *session) lost(up *upstream, p pending) {
 	if err := s.reply(p.agentID, fxConnectionLost, msg); err != nil {
 		s.log.Debug().Err(err).Msg("sftp answer to the agent failed")
 	}
-	s.record(p.finish, Outcome{Status: fxConnectionLost, Message: msg})
+	s.unanswered(p, Outcome{Status: fxConnectionLost, Message: msg})
 	if p.slot {
 		<-s.slots
+	}
+}
+
+// unanswered records the outcome of a request that got no answer from its
+// target: its decision's, and the write's it rode on.
+func (s *session) unanswered(p pending, o Outcome) {
+	s.record(p.finish, o)
+	if p.ride != nil {
+		s.noteRide(p.ride, p.note, o)
 	}
 }
 
@@ -181,7 +200,9 @@ func (s *session) end(err error) {
 		s.rwc.Close()
 	}
 	s.wg.Wait()
-	// Every reader has ended: no outcome is left to queue.
+	// Every reader has ended: the writes still open, and the one just
+	// closed, get their rows now; then no outcome is left to queue.
+	s.settleAll()
 	close(s.outcomes)
 	<-s.recorded
 	s.cancel()
@@ -201,4 +222,25 @@ func (s *session) drain() bool {
 		}
 	}
 	return true
+}
+
+// settleAll writes the rows of the writes whose record is still kept: the
+// handles the agent left open and the one it closed last. It runs once
+// the dispatcher and every reader have ended.
+func (s *session) settleAll() {
+	if w := s.justClosed; w != nil {
+		s.justClosed = nil
+		s.settle(w, "")
+	}
+	s.mu.Lock()
+	var open []*handle
+	for _, h := range s.handles {
+		if h.write {
+			open = append(open, h)
+		}
+	}
+	s.mu.Unlock()
+	for _, h := range open {
+		s.settle(h, "the session ended before the file was closed")
+	}
 }

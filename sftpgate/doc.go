@@ -10,6 +10,6 @@
 // to one upstream session apart from decisions; or a virtual root listing
 // one directory per alias the agent holds a grant for (`sftp bastion`),
 // where the gate keeps one upstream session per alias, maps paths and
-// handles between the agent's view and each target's, and answers "/"
-// itself.
+// handles between the agent's view and each target's, answers "/" itself,
+// and carries out a copy-data between two aliases, which no target can.
 package sftpgate

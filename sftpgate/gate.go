@@ -47,18 +47,52 @@ type Outcome struct {
 	Status uint32
 	// Message is the status message of an answer other than SSH_FX_OK.
 	Message string
+	// Rode lists, for an open for writing, what rode on its decision and
+	// how the target answered each (docs/sftp.md, "riding on a write"):
+	// an fsetstat on its handle, a setstat of its file right after the
+	// handle was closed, a copy-data into it. At most maxRideNotes, then
+	// a count of the rest.
+	Rode []string
 }
 
 // Finish records the outcome of an operation the Decider let run. The gate
-// calls it exactly once, after the agent has been sent the answer.
+// calls it exactly once, after the agent has been sent the answer; for an
+// open for writing that the target granted, once the handle is closed and
+// what rides on the write has been answered (or the session ended), so
+// that its row says what rode on it.
 type Finish func(Outcome)
 
 // Decider decides op. nil error lets it run, and then finish (which may be
 // nil) is called with its outcome. A refusal's Error() is sent to the agent
-// as the status message of a permission-denied answer, and on Stderr. It
-// may block (an approval) and must honour ctx, which ends when the agent
-// stops sending or the session ends.
+// as the status message of a permission-denied answer, and on Stderr; a
+// refusal that wraps ErrNoSuchAlias is answered as for a missing path
+// instead. It may block (an approval) and must honour ctx, which ends when
+// the agent stops sending or the session ends.
 type Decider func(ctx context.Context, op Op) (Finish, error)
+
+// ErrNoSuchAlias is what a Decider's refusal wraps when the agent holds no
+// grant for op.Alias (one revoked during the session): the gate answers
+// SSH_FX_NO_SUCH_FILE, as a server does for a path that is not there, and
+// the alias is gone from the virtual root at once. The Decider audits it
+// as any refusal.
+var ErrNoSuchAlias = errors.New("sftpgate: no such alias")
+
+// Rider says whether op, a change of modes, times or a size that rides on
+// a write (docs/sftp.md), may still ride on it: write is the open of that
+// write's handle as it was decided. It returns true only while the rule
+// that let write through would still let it through the same way (a rule
+// changed since, to deny, to ask or to allow, means no), without asking
+// anyone. The gate then forwards op undecided and records it on write's
+// row (Outcome.Rode); otherwise op is decided on its own like any other.
+type Rider func(ctx context.Context, write, op Op) bool
+
+// Refusal records a refusal the gate makes itself, with no Decider asked:
+// a change in the virtual root "/", an operation across two aliases,
+// statvfs of "/", a path no target may be sent. op's Paths are the agent's
+// own, as it sent them (control bytes replaced), since the operation
+// reaches no target; its Alias is "" unless one alias is concerned. reason
+// is what the agent was told.
+type Refusal func(op Op, reason string)
 
 // Upstream is one SFTP session to a target: the byte stream of its sftp
 // subsystem, before the version exchange.
@@ -110,10 +144,24 @@ type Config struct {
 	Aliases []string
 	// Fixed, if set, serves that alias's own tree instead of the virtual
 	// root: a pass-through to one upstream session.
-	Fixed  string
-	Decide Decider
-	Dial   Dialer
-	Logger zerolog.Logger
+	Fixed string
+	// Granted, if set, reads the agent's aliases as they are now. The
+	// virtual root calls it whenever it answers about "/" or "/ALIAS"
+	// itself (a listing, a stat, a mkdir), so that a grant revoked during
+	// the session is gone from "/" at once and one given appears. On an
+	// error the aliases stay as they were: every operation on a target is
+	// decided by the Decider anyway. Aliases alone if nil.
+	Granted func(ctx context.Context) ([]string, error)
+	Decide  Decider
+	Dial    Dialer
+	// Ride, if set, decides whether a change rides on a write (Rider). If
+	// nil nothing rides: every fsetstat and setstat is decided on its own.
+	Ride Rider
+	// Refused, if set, records the gate's own refusals (Refusal); it is
+	// called from the goroutine that records outcomes, not the one that
+	// answers the agent.
+	Refused Refusal
+	Logger  zerolog.Logger
 	// Stderr, if set, also receives each refusal's message as one line.
 	// OpenSSH's sftp and scp print only a status code's generic text
 	// ("Permission denied"), never the server's message, so without it an
@@ -206,12 +254,16 @@ func Serve(ctx context.Context, rwc io.ReadWriteCloser, cfg Config) error {
 
 // session is one agent's SFTP session.
 type session struct {
-	cfg     Config
-	log     zerolog.Logger
-	fixed   string
-	aliases map[string]bool // the virtual root's directories
-	names   []string        // the same, sorted
-	started time.Time       // the virtual directories' modification time
+	cfg   Config
+	log   zerolog.Logger
+	fixed string
+	// aliases are the virtual root's directories, and names the same
+	// sorted: Config.Aliases, then as Config.Granted reads them and less
+	// those the Decider found no grant for. Only the dispatcher reads and
+	// writes them.
+	aliases map[string]bool
+	names   []string
+	started time.Time // the virtual directories' modification time
 
 	// ctx ends with the session; decideCtx also when the agent stops
 	// sending, so that a request waiting for an approval stops waiting.
@@ -251,12 +303,18 @@ type session struct {
 	ups    map[string]*upstream
 	closed bool
 
-	// mu protects handles, nextHandle and written. Lock order: upMu is
-	// never held while taking mu, nor mu while taking an upstream's mu.
+	// mu protects handles, nextHandle and each handle's record (fin,
+	// outcome, riding, settled, dropped). Lock order: upMu is never held
+	// while taking mu, nor mu while taking an upstream's mu.
 	mu         sync.Mutex
 	handles    map[string]*handle
 	nextHandle uint64
-	written    recentSet
+
+	// justClosed is the write handle the agent closed last, while a
+	// setstat of its file may still ride on it: until the agent asks for
+	// anything but a stat or setstat of that file. Only the dispatcher
+	// reads and writes it.
+	justClosed *handle
 
 	// readerDone is closed when the agent reader has ended.
 	readerDone chan struct{}
@@ -293,7 +351,6 @@ func newSession(ctx context.Context, rwc io.ReadWriteCloser, cfg Config) *sessio
 		slots:      make(chan struct{}, maxOutstanding),
 		ups:        map[string]*upstream{},
 		handles:    map[string]*handle{},
-		written:    newRecentSet(recentWrites),
 	}
 	s.ctx, s.cancel = context.WithCancel(ctx)
 	s.decideCtx, s.cancelDecide = context.WithCancel(s.ctx)

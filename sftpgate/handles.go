@@ -2,6 +2,8 @@ package sftpgate
 
 import (
 	"encoding/binary"
+	"fmt"
+	"slices"
 	"strconv"
 )
 
@@ -20,12 +22,28 @@ type handle struct {
 	// append, create, truncate, exclusive): writes, fsync and an fsetstat
 	// of modes and times ride on it.
 	write bool
+	// op is the open as it was decided, for Config.Ride.
+	op Op
 	// end is where the handle's writes so far end (the largest offset
 	// plus length). Only the dispatcher reads and writes it.
 	end uint64
-	// next is the root listing's next entry to send.
-	next int
+	// entries is the listing of "/" taken when it was opened, and next
+	// the entry to send next. Only the dispatcher reads and writes them.
+	entries []rootEntry
+	next    int
+
+	// The write's record, kept until the handle is closed and what rides
+	// on it has been answered (see settle). Guarded by session.mu.
+	fin     Finish  // the open's; nil once called, or if it had none
+	outcome Outcome // the open's, with Rode added as rides are answered
+	riding  int     // rides forwarded and not yet answered
+	settled bool    // no more rides come: fin is called once riding is 0
+	dropped int     // rides answered beyond maxRideNotes
 }
+
+// maxRideNotes bounds what one write's row says rode on it: an agent may
+// send any number of fsetstats on one handle.
+const maxRideNotes = 16
 
 // lookup returns the handle the agent named.
 func (s *session) lookup(name string) *handle {
@@ -61,86 +79,106 @@ func (s *session) addHandle(h *handle) string {
 		name = strconv.FormatUint(s.nextHandle, 10)
 	}
 	s.handles[name] = h
-	if h.write {
-		s.written.add(writtenKey(h.alias, h.path))
-	}
 	return name
 }
 
-// dropHandles forgets every handle on up, whose session ended.
-func (s *session) dropHandles(up *upstream) {
+// dropHandles forgets every handle on up, whose session ended; the rows of
+// the writes among them are written now, saying why.
+func (s *session) dropHandles(up *upstream, why string) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	var dropped []*handle
 	for name, h := range s.handles {
 		if h.up == up {
 			delete(s.handles, name)
+			dropped = append(dropped, h)
 		}
 	}
-}
-
-// writtenKey is path on alias in the set of what the session wrote.
-func writtenKey(alias, path string) string { return alias + "\x00" + path }
-
-// wroteTo reports whether the session opened path on alias for writing, or
-// made it with mkdir.
-func (s *session) wroteTo(alias, path string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.written.has(writtenKey(alias, path))
-}
-
-// markWritten adds a path the session made to what it wrote.
-func (s *session) markWritten(key string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.written.add(key)
+	s.mu.Unlock()
+	for _, h := range dropped {
+		s.settle(h, why)
+	}
 }
 
 // opened records the handle a target answered an open with, and returns
 // the answer as the agent gets it (in the virtual root, with the gate's
 // handle name). An answer that is not a handle (a refusal) passes as it is.
-func (s *session) opened(h *handle, frame []byte) []byte {
+// A write's Finish (fin, with the open's outcome o) is kept with its handle
+// until the handle is closed; kept reports that it was.
+func (s *session) opened(h *handle, frame []byte, fin Finish, o Outcome) (answer []byte, kept bool) {
 	if frame[4] != fxpHandle {
-		return frame
+		return frame, false
 	}
 	d := &decoder{b: frame, off: 9}
 	remote, at := d.str()
 	if d.err != nil {
-		return statusPacket(binary.BigEndian.Uint32(frame[5:9]), fxFailure, "sftpgate: the target answered with a malformed handle")
+		return statusPacket(binary.BigEndian.Uint32(frame[5:9]), fxFailure, "sftpgate: the target answered with a malformed handle"), false
 	}
 	h.remote = remote
+	if h.write {
+		h.fin, h.outcome = fin, o
+	}
 	name := s.addHandle(h)
 	if name == remote {
-		return frame
+		return frame, h.write
 	}
-	return splice(frame, edit{at, strField(name)})
+	return splice(frame, edit{at, strField(name)}), h.write
 }
 
-// recentWrites bounds recentSet: the files a session opened for writing,
-// and the directories it made, that a later setstat of modes and times may
-// ride on. `scp -p` and `sftp put -p` set them right after each file (and
-// each directory's after its files), so the recent ones suffice.
-const recentWrites = 1024
-
-// recentSet is a set of strings that keeps the newest n.
-type recentSet struct {
-	n     int
-	order []string
-	set   map[string]bool
+// noteRide adds one ride's answer to h's outcome, and calls h's Finish if
+// h is settled and that was the last ride awaited.
+func (s *session) noteRide(h *handle, note string, o Outcome) {
+	switch {
+	case !o.Answered:
+		note += ": no answer (" + o.Message + ")"
+	case o.Status == fxOK:
+		note += ": status 0"
+	default:
+		note += fmt.Sprintf(": status %d %s", o.Status, printable(o.Message))
+	}
+	s.mu.Lock()
+	if len(h.outcome.Rode) < maxRideNotes {
+		h.outcome.Rode = append(h.outcome.Rode, note)
+	} else {
+		h.dropped++
+	}
+	h.riding--
+	fin, out := s.takeFinish(h)
+	s.mu.Unlock()
+	s.record(fin, out)
 }
 
-func newRecentSet(n int) recentSet { return recentSet{n: n, set: map[string]bool{}} }
-
-func (r *recentSet) add(k string) {
-	if r.set[k] {
-		return
-	}
-	if len(r.order) >= r.n {
-		delete(r.set, r.order[0])
-		r.order = r.order[1:]
-	}
-	r.order = append(r.order, k)
-	r.set[k] = true
+// startRide counts a ride about to be forwarded on h: h's Finish waits for
+// its answer.
+func (s *session) startRide(h *handle) {
+	s.mu.Lock()
+	h.riding++
+	s.mu.Unlock()
 }
 
-func (r *recentSet) has(k string) bool { return r.set[k] }
+// settle says that nothing more rides on h (its file's time right after
+// the close has passed, or its session ended, as why says if set): h's
+// Finish is called now, or when the last ride forwarded is answered.
+func (s *session) settle(h *handle, why string) {
+	s.mu.Lock()
+	if why != "" && !h.settled && h.fin != nil {
+		h.outcome.Rode = append(h.outcome.Rode, why)
+	}
+	h.settled = true
+	fin, out := s.takeFinish(h)
+	s.mu.Unlock()
+	s.record(fin, out)
+}
+
+// takeFinish returns h's Finish and outcome when they are due, and clears
+// it so that it runs once. The caller holds s.mu.
+func (s *session) takeFinish(h *handle) (Finish, Outcome) {
+	if !h.settled || h.riding > 0 || h.fin == nil {
+		return nil, Outcome{}
+	}
+	fin, out := h.fin, h.outcome
+	h.fin = nil
+	if h.dropped > 0 {
+		out.Rode = append(slices.Clone(out.Rode), fmt.Sprintf("and %d more", h.dropped))
+	}
+	return fin, out
+}

@@ -168,7 +168,9 @@ type harnessOpts struct {
 	home    string // the fixed target's start directory
 	raw     bool   // no pkg/sftp client: the test speaks raw packets
 	decide  Decider
+	ride    Rider  // nil: every ride the gate offers is taken
 	dial    Dialer // instead of in-memory targets
+	config  func(*Config)
 	stderr  io.Writer
 }
 
@@ -209,10 +211,14 @@ func startHarness(t testing.TB, o harnessOpts) *harness {
 			}, nil
 		}
 	}
+	if o.ride == nil {
+		o.ride = func(context.Context, Op, Op) bool { return true }
+	}
 	cfg := Config{
 		Aliases: o.aliases,
 		Fixed:   o.fixed,
 		Decide:  decide,
+		Ride:    o.ride,
 		Logger:  zerolog.Nop(),
 		Dial: func(ctx context.Context, alias string) (*Upstream, error) {
 			m := h.targets[alias]
@@ -238,6 +244,9 @@ func startHarness(t testing.TB, o harnessOpts) *harness {
 		cfg.Dial = o.dial
 	}
 	cfg.Stderr = o.stderr
+	if o.config != nil {
+		o.config(&cfg)
+	}
 	a, b := tcpPair(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { h.done <- Serve(ctx, b, cfg) }()

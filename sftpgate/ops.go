@@ -8,6 +8,9 @@ import (
 	"github.com/postern/postern/shellclass"
 )
 
+// noFileSystem is the answer to a statvfs of the virtual root.
+const noFileSystem = "sftpgate: the virtual root has no file system; try /ALIAS"
+
 // The handlers of each request: classify, map, decide (or ride on a
 // handle's decision), forward. See docs/sftp.md for the classes.
 
@@ -16,7 +19,7 @@ func (s *session) open(r *request) error {
 	write := r.pflags&(fxfWrite|fxfAppend|fxfCreat|fxfTrunc|fxfExcl) != 0
 	t, err := s.resolve(r.path, write)
 	if err != nil {
-		return s.refusePath(r.id, err)
+		return s.refusePath(r, err)
 	}
 	if t.root {
 		return s.reply(r.id, fxFailure, "sftpgate: / is a directory")
@@ -41,7 +44,7 @@ func (s *session) open(r *request) error {
 		op.Class = policy.Destructive
 		op.Detail = strings.TrimPrefix(op.Detail+"; ", "; ") + dev + ": " + shellclass.SideEffectDeviceWhy
 	}
-	h := &handle{alias: t.alias, path: t.path, shown: t.shown, write: write}
+	h := &handle{alias: t.alias, path: t.path, shown: t.shown, write: write, op: op}
 	return s.decideAndForward(r, op, withPaths(r, t.path, r.path2), pending{kind: answerHandle, open: h})
 }
 
@@ -49,13 +52,13 @@ func (s *session) open(r *request) error {
 func (s *session) opendir(r *request) error {
 	t, err := s.resolve(r.path, false)
 	if err != nil {
-		return s.refusePath(r.id, err)
+		return s.refusePath(r, err)
 	}
 	if s.tooManyHandles() {
 		return s.reply(r.id, fxFailure, fmt.Sprintf("sftpgate: %d handles open; close some", maxHandles))
 	}
 	if t.root {
-		name := s.addHandle(&handle{dir: true})
+		name := s.addHandle(&handle{dir: true, entries: s.rootEntries()})
 		b := newPacket(fxpHandle, 8+len(name))
 		b = appendU32(b, r.id)
 		b = appendStr(b, name)
@@ -76,6 +79,7 @@ func (s *session) handleOf(r *request, name string) (*handle, error) {
 	}
 	if h.up != nil && h.up.ended() != nil {
 		s.forget(name)
+		s.settle(h, "the session to "+h.alias+" ended before the file was closed")
 		return nil, s.reply(r.id, fxConnectionLost, "sftpgate: the session to "+h.alias+" ended; open the file again")
 	}
 	return h, nil
@@ -98,7 +102,10 @@ func withHandle(r *request, h, h2 *handle) []byte {
 }
 
 // closeHandle: the handle is forgotten at once (as OpenSSH's sftp-server
-// forgets it whatever close(2) says) and the close rides on its open.
+// forgets it whatever close(2) says) and the close rides on its open. A
+// write's file is then the one a setstat of modes and times may ride on
+// (`put -p` in asyncssh, a chmod after paramiko's put), until the agent
+// asks for anything but a stat or setstat of it.
 func (s *session) closeHandle(r *request) error {
 	h, err := s.handleOf(r, r.handle)
 	if h == nil {
@@ -107,6 +114,9 @@ func (s *session) closeHandle(r *request) error {
 	s.forget(r.handle)
 	if h.up == nil {
 		return s.reply(r.id, fxOK, "Success")
+	}
+	if h.write {
+		s.justClosed = h
 	}
 	return s.send(h.up, r, withHandle(r, h, nil), pending{kind: answerAsIs}, nil)
 }
@@ -123,7 +133,7 @@ func (s *session) onHandle(r *request) error {
 		case r.typ == fxpReaddir:
 			return s.agent.write(s.rootReaddir(r.id, h))
 		case r.ext == extFstatVFS:
-			return s.reply(r.id, fxOpUnsupported, "sftpgate: the virtual root has no file system; try /ALIAS")
+			return s.refuseOp(r.id, fxOpUnsupported, Op{Class: policy.Read, Method: "fstatvfs", Paths: []string{"/"}}, noFileSystem)
 		}
 		return s.reply(r.id, fxFailure, "sftpgate: / is a directory")
 	}
@@ -140,35 +150,53 @@ func (s *session) onHandle(r *request) error {
 // that ends the file where this handle's writes end: an upload in place
 // (OpenSSH's scp writes over the file, then truncates it there), which
 // leaves what an open with the truncate flag, a write, leaves. Modes and
-// times on a handle opened for writing ride on its open too; anything else
-// is decided as a write.
+// times on a handle opened for writing ride on its open too, while the
+// rule that let the open through still does (Config.Ride); anything else
+// is decided, as a write.
 func (s *session) fsetstat(r *request) error {
 	h, err := s.handleOf(r, r.handle)
 	if h == nil {
 		return err
 	}
 	if h.up == nil {
-		return s.refuse(r.id, errReadOnlyRoot)
+		return s.refuseOp(r.id, fxPermissionDenied, Op{Class: policy.Write, Method: "fsetstat", Paths: []string{"/"}, Detail: r.attrs.describe()}, errReadOnlyRoot.Error())
 	}
 	frame := withHandle(r, h, nil)
-	rest := r.attrs
-	rest.flags &^= attrSize
-	endsWrite := r.attrs.flags&attrSize == 0 || r.attrs.size == h.end
-	if h.write && endsWrite && rest.ridesOnWrite() {
-		return s.send(h.up, r, frame, pending{kind: answerAsIs}, nil)
-	}
 	op := Op{Alias: h.alias, Class: policy.Write, Method: "fsetstat", Paths: []string{h.shown}, Detail: r.attrs.describe()}
 	if r.attrs.flags&attrSize != 0 {
 		op.Class = policy.Destructive
 	}
+	rest := r.attrs
+	rest.flags &^= attrSize
+	endsWrite := r.attrs.flags&attrSize == 0 || r.attrs.size == h.end
+	if h.write && endsWrite && rest.ridesOnWrite() && s.rides(h, op) {
+		return s.rideOn(r, h, h.up, frame, "fsetstat ("+op.Detail+")")
+	}
 	return s.decideAndForward(r, op, frame, pending{kind: answerAsIs})
+}
+
+// rides reports whether op may ride on the write of handle w: the Rider
+// says whether the rule that let w's open through still does.
+func (s *session) rides(w *handle, op Op) bool {
+	return s.cfg.Ride != nil && s.cfg.Ride(s.decideCtx, w.op, op)
+}
+
+// rideOn forwards r, undecided, on the decision of w's open (on up, or to
+// w's alias if up is nil); its answer is noted on w's row.
+func (s *session) rideOn(r *request, w *handle, up *upstream, frame []byte, note string) error {
+	s.startRide(w)
+	p := pending{kind: answerAsIs, ride: w, note: note}
+	if up != nil {
+		return s.send(up, r, frame, p, nil)
+	}
+	return s.forward(r, w.alias, frame, p, nil)
 }
 
 // stat and lstat: "/" and "/ALIAS" are answered by the gate.
 func (s *session) stat(r *request) error {
 	t, err := s.resolve(r.path, false)
 	if err != nil {
-		return s.refusePath(r.id, err)
+		return s.refusePath(r, err)
 	}
 	if t.root || t.top {
 		return s.agent.write(s.rootAttrs(r.id, t))
@@ -178,38 +206,42 @@ func (s *session) stat(r *request) error {
 }
 
 // setstat and lsetstat: a size is a truncation, decided as destructive;
-// modes and times on a file this session opened for writing ride on that
-// open (`scp -p` sets them after the data); anything else is a write.
+// modes and times of the file of the write handle the agent has just
+// closed ride on that write while its rule still lets it through (asyncssh's
+// put with preserve, a chmod right after paramiko's put); anything else is
+// a write.
 func (s *session) setstat(r *request, method string) error {
 	t, err := s.resolve(r.path, true)
 	if err != nil {
-		return s.refusePath(r.id, err)
+		return s.refusePath(r, err)
 	}
 	frame := withPaths(r, t.path, r.path2)
-	if r.attrs.ridesOnWrite() && s.wroteTo(t.alias, t.path) {
-		return s.forward(r, t.alias, frame, pending{kind: answerAsIs}, nil)
-	}
 	op := Op{Alias: t.alias, Class: policy.Write, Method: method, Paths: []string{t.shown}, Detail: r.attrs.describe()}
 	if r.attrs.flags&attrSize != 0 {
 		op.Class = policy.Destructive
 	}
+	if w := s.justClosed; w != nil && r.attrs.ridesOnWrite() && w.alias == t.alias && w.shown == t.shown && s.rides(w, op) {
+		return s.rideOn(r, w, nil, frame, method+" ("+op.Detail+")")
+	}
 	return s.decideAndForward(r, op, frame, pending{kind: answerAsIs})
 }
 
-// change decides and forwards mkdir, rmdir and remove.
+// change decides and forwards mkdir, rmdir and remove. A mkdir of "/" or
+// of an alias's directory answers as a server does for a directory that
+// exists (asyncssh's makedirs tries every component from "/" down, and
+// goes on past one that exists).
 func (s *session) change(r *request, class policy.Class, method, detail string) error {
+	if method == "mkdir" && s.fixed == "" && checkPath(r.path) == nil {
+		if t, err := s.resolve(r.path, false); err == nil && (t.root || t.top) {
+			return s.reply(r.id, fxFailure, "sftpgate: "+virtualPath(location{Alias: t.alias, Path: t.path})+" already exists")
+		}
+	}
 	t, err := s.resolve(r.path, true)
 	if err != nil {
-		return s.refusePath(r.id, err)
+		return s.refusePath(r, err)
 	}
 	op := Op{Alias: t.alias, Class: class, Method: method, Paths: []string{t.shown}, Detail: detail}
-	p := pending{kind: answerAsIs}
-	if method == "mkdir" {
-		// A directory this session made takes its mode and times
-		// afterwards as part of the mkdir (`scp -r -p`, `put -r -p`).
-		p.made = writtenKey(t.alias, t.path)
-	}
-	return s.decideAndForward(r, op, withPaths(r, t.path, r.path2), p)
+	return s.decideAndForward(r, op, withPaths(r, t.path, r.path2), pending{kind: answerAsIs})
 }
 
 // realpath canonicalises p on its target and answers in the agent's view;
@@ -217,7 +249,7 @@ func (s *session) change(r *request, class policy.Class, method, detail string) 
 func (s *session) realpath(r *request, p string) error {
 	t, err := s.resolve(p, false)
 	if err != nil {
-		return s.refusePath(r.id, err)
+		return s.refusePath(r, err)
 	}
 	if t.root || t.top {
 		return s.agent.write(nameAnswer(r.id, virtualPath(location{Alias: t.alias, Path: t.path})))
@@ -253,7 +285,7 @@ func (s *session) expandPath(r *request) error {
 func (s *session) readlink(r *request) error {
 	t, err := s.resolve(r.path, false)
 	if err != nil {
-		return s.refusePath(r.id, err)
+		return s.refusePath(r, err)
 	}
 	if t.root || t.top {
 		return s.reply(r.id, fxFailure, "sftpgate: "+virtualPath(location{Alias: t.alias, Path: t.path})+" is not a symbolic link")
@@ -266,10 +298,10 @@ func (s *session) readlink(r *request) error {
 func (s *session) statvfs(r *request) error {
 	t, err := s.resolve(r.path, false)
 	if err != nil {
-		return s.refusePath(r.id, err)
+		return s.refusePath(r, err)
 	}
 	if t.root {
-		return s.reply(r.id, fxOpUnsupported, "sftpgate: the virtual root has no file system; try /ALIAS")
+		return s.refuseOp(r.id, fxOpUnsupported, agentOp(r), noFileSystem)
 	}
 	op := Op{Alias: t.alias, Class: policy.Read, Method: "statvfs", Paths: []string{t.shown}}
 	return s.decideAndForward(r, op, withPaths(r, t.path, r.path2), pending{kind: answerAsIs})
@@ -281,14 +313,14 @@ func (s *session) statvfs(r *request) error {
 func (s *session) rename(r *request, method string) error {
 	src, err := s.resolve(r.path, true)
 	if err != nil {
-		return s.refusePath(r.id, err)
+		return s.refusePath(r, err)
 	}
 	dst, err := s.resolve(r.path2, true)
 	if err != nil {
-		return s.refusePath(r.id, err)
+		return s.refusePath(r, err)
 	}
 	if src.alias != dst.alias {
-		return s.reply(r.id, fxFailure, fmt.Sprintf("sftpgate: cannot %s across aliases (%s to %s); copy instead", method, src.alias, dst.alias))
+		return s.refuseOp(r.id, fxFailure, agentOp(r), fmt.Sprintf("sftpgate: cannot %s across aliases (%s to %s); copy instead", method, src.alias, dst.alias))
 	}
 	op := Op{Alias: src.alias, Class: policy.Write, Method: method, Paths: []string{src.shown, dst.shown}}
 	if method != "hardlink" { // which never replaces anything
@@ -343,7 +375,7 @@ func (s *session) destination(dst target, replaces bool) string {
 func (s *session) symlink(r *request) error {
 	link, err := s.resolve(r.path2, true)
 	if err != nil {
-		return s.refusePath(r.id, err)
+		return s.refusePath(r, err)
 	}
 	content := r.path
 	if s.fixed == "" {
@@ -352,7 +384,7 @@ func (s *session) symlink(r *request) error {
 		err = checkPath(content)
 	}
 	if err != nil {
-		return s.refuse(r.id, err)
+		return s.refuseOp(r.id, fxPermissionDenied, agentOp(r), err.Error())
 	}
 	op := Op{Alias: link.alias, Class: policy.Write, Method: "symlink", Paths: []string{content, link.shown}}
 	if dev, ok := shellclass.SideEffectDevice(content); ok {
@@ -379,35 +411,6 @@ func (s *session) limits(r *request) error {
 	return s.decideAndForward(r, op, r.frame, pending{kind: answerLimits})
 }
 
-// copyData copies between two handles on one target. It rides on the
-// destination's open when that was decided as a write.
-func (s *session) copyData(r *request) error {
-	src, err := s.handleOf(r, r.handle)
-	if src == nil {
-		return err
-	}
-	dst, err := s.handleOf(r, r.handle2)
-	if dst == nil {
-		return err
-	}
-	if src.up == nil || dst.up == nil {
-		return s.reply(r.id, fxFailure, "sftpgate: / is a directory")
-	}
-	if src.up != dst.up {
-		return s.reply(r.id, fxFailure, fmt.Sprintf("sftpgate: cannot copy across aliases (%s to %s)", src.alias, dst.alias))
-	}
-	frame := withHandle(r, src, dst)
-	if dst.write {
-		if !dst.up.supports(extCopyData) {
-			return s.reply(r.id, fxOpUnsupported, fmt.Sprintf("sftpgate: %s's sftp server does not support %s", dst.alias, extCopyData))
-		}
-		return s.send(dst.up, r, frame, pending{kind: answerAsIs}, nil)
-	}
-	op := Op{Alias: dst.alias, Class: policy.Write, Method: "copy-data", Paths: []string{src.shown, dst.shown},
-		Detail: fmt.Sprintf("%d bytes from offset %d to offset %d", r.readLen, r.readOff, r.writeOff)}
-	return s.decideAndForward(r, op, frame, pending{kind: answerAsIs})
-}
-
 // homeDirectory: in the virtual root the agent's own home is the root.
 func (s *session) homeDirectory(r *request) error {
 	if s.fixed == "" {
@@ -417,7 +420,7 @@ func (s *session) homeDirectory(r *request) error {
 		return s.reply(r.id, fxFailure, "sftpgate: the virtual root holds no user's home directory; try /ALIAS")
 	}
 	if err := checkPath(r.path); err != nil {
-		return s.refuse(r.id, err)
+		return s.refuseOp(r.id, fxPermissionDenied, agentOp(r), err.Error())
 	}
 	op := Op{Alias: s.fixed, Class: policy.Read, Method: "home-directory", Paths: []string{r.path}}
 	return s.decideAndForward(r, op, r.frame, pending{kind: answerAsIs})

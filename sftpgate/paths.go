@@ -116,3 +116,14 @@ func agentLinkTarget(alias, content string) string {
 	}
 	return virtualPath(location{Alias: alias, Path: path.Clean(content)})
 }
+
+// VirtualPath is where path p on alias's target lies in the virtual root
+// ("/ALIAS/p"), for a message to the agent that names a path of an Op in
+// its own view. A relative p (a symbolic link's content) is returned as
+// it is: the target resolves it from the link's directory.
+func VirtualPath(alias, p string) string {
+	if !path.IsAbs(p) {
+		return p
+	}
+	return virtualPath(location{Alias: alias, Path: path.Clean(p)})
+}

@@ -2,6 +2,9 @@ package sftpgate
 
 import (
 	"fmt"
+	"strings"
+
+	"github.com/postern/postern/policy"
 )
 
 // The extensions postern understands, with the version string OpenSSH's
@@ -259,4 +262,67 @@ func opName(r *request) string {
 		}
 	}
 	return "other"
+}
+
+// agentOp is r as the agent sent it, for the record of a refusal the gate
+// makes itself: its class and method as a decision would name them, and
+// its paths as sent (asSent).
+func agentOp(r *request) Op {
+	op := Op{Class: policy.Write, Method: opName(r)}
+	paths := []string{r.path}
+	switch r.typ {
+	case fxpOpen:
+		op.Method, op.Class = "get", policy.Read
+		if r.pflags&(fxfWrite|fxfAppend|fxfCreat|fxfTrunc|fxfExcl) != 0 {
+			op.Method, op.Class, op.Detail = "put", policy.Write, openFlagsText(r.pflags)
+		}
+	case fxpOpendir:
+		op.Method, op.Class = "list", policy.Read
+	case fxpStat, fxpLstat, fxpRealpath, fxpReadlink:
+		op.Class = policy.Read
+	case fxpRemove, fxpRmdir:
+		op.Class = policy.Destructive
+	case fxpSetstat, fxpMkdir:
+		op.Detail = r.attrs.describe()
+		if r.attrs.flags&attrSize != 0 {
+			op.Class = policy.Destructive
+		}
+	case fxpRename, fxpSymlink:
+		paths = append(paths, r.path2)
+	case fxpExtended:
+		switch r.ext {
+		case extPosixRename, extHardlink:
+			paths = append(paths, r.path2)
+		case extLsetstat:
+			op.Detail = r.attrs.describe()
+			if r.attrs.flags&attrSize != 0 {
+				op.Class = policy.Destructive
+			}
+		case extStatVFS, extExpandPath, extHomeDir, extLimits, extUsersGroups:
+			op.Class = policy.Read
+		}
+		op.Method = strings.TrimSuffix(r.ext, "@openssh.com")
+	}
+	for _, p := range paths {
+		op.Paths = append(op.Paths, asSent(p))
+	}
+	return op
+}
+
+// maxShownPath bounds a path as a refusal's record shows it: a path the
+// gate refused for its length is shown cut.
+const maxShownPath = 512
+
+// asSent is a path the agent sent as a record may show it: control bytes
+// replaced, so that it cannot forge lines, and cut at maxShownPath bytes.
+func asSent(p string) string {
+	cut := len(p) > maxShownPath
+	if cut {
+		p = p[:maxShownPath]
+	}
+	p = printableLine(p)
+	if cut {
+		p += "..."
+	}
+	return p
 }

@@ -60,15 +60,13 @@ func (s *session) rootEntries() []rootEntry {
 	return entries
 }
 
-// rootReaddir answers a readdir of "/" from h: the next batch of entries,
-// then SSH_FX_EOF.
+// rootReaddir answers a readdir of "/" from h: the next batch of the
+// entries taken when it was opened, then SSH_FX_EOF.
 func (s *session) rootReaddir(id uint32, h *handle) []byte {
-	entries := s.rootEntries()
-	s.mu.Lock()
+	entries := h.entries
 	start := h.next
 	end := min(start+rootBatch, len(entries))
 	h.next = end
-	s.mu.Unlock()
 	if start >= len(entries) {
 		return statusPacket(id, fxEOF, "End of file")
 	}
@@ -112,6 +110,31 @@ func (s *session) virtualName(alias, p string) (string, bool) {
 		return "", false
 	}
 	return virtualPath(location{Alias: alias, Path: path.Clean(p)}), true
+}
+
+// refreshAliases reads the agent's aliases again (Config.Granted), so that
+// "/" shows the grants as they are now. On an error they stay as they
+// were: what reaches a target is decided by the Decider anyway.
+func (s *session) refreshAliases() {
+	if s.fixed != "" || s.cfg.Granted == nil {
+		return
+	}
+	aliases, err := s.cfg.Granted(s.ctx)
+	if err != nil {
+		s.log.Warn().Err(err).Msg("sftp: reading the agent's aliases failed; the virtual root keeps the last ones read")
+		return
+	}
+	s.names, s.aliases = sortedAliases(aliases)
+}
+
+// dropAlias takes alias out of the virtual root: the Decider found no
+// grant for it.
+func (s *session) dropAlias(alias string) {
+	if s.fixed != "" || !s.aliases[alias] {
+		return
+	}
+	delete(s.aliases, alias)
+	s.names = slices.DeleteFunc(slices.Clone(s.names), func(n string) bool { return n == alias })
 }
 
 // sortedAliases returns the usable aliases sorted and as a set. A name that

@@ -168,6 +168,12 @@ func (s *session) handle(frame []byte) error {
 		return s.reply(r.id, fxBadMessage, err.Error())
 	}
 	s.cfg.Metrics.SFTPOperation(opName(&r))
+	if w := s.justClosed; w != nil && !s.aboutFile(&r, w) {
+		// The time right after the close has passed: nothing more rides
+		// on that write, and its row is written.
+		s.justClosed = nil
+		s.settle(w, "")
+	}
 	switch r.typ {
 	case fxpOpen:
 		return s.open(&r)
@@ -229,11 +235,38 @@ func (s *session) reply(id, code uint32, msg string) error {
 	return s.agent.write(statusPacket(id, code, msg))
 }
 
-// refuse answers a refused request with permission denied and the reason,
-// which also goes to Stderr.
+// refuse answers a request the Decider refused with permission denied and
+// the reason, which also goes to Stderr. The Decider has recorded it.
 func (s *session) refuse(id uint32, err error) error {
 	s.notice(err.Error())
 	return s.reply(id, fxPermissionDenied, err.Error())
+}
+
+// refuseDecided answers a request the Decider refused: as for a missing
+// path when the agent holds no grant for the alias (ErrNoSuchAlias), which
+// then leaves the virtual root; with the reason otherwise.
+func (s *session) refuseDecided(id uint32, alias string, err error) error {
+	if errors.Is(err, ErrNoSuchAlias) {
+		s.dropAlias(alias)
+		return s.reply(id, fxNoSuchFile, "No such file")
+	}
+	return s.refuse(id, err)
+}
+
+// refuseOp answers a request the gate refuses itself, with code and
+// reason: the reason goes in the status message and on Stderr (OpenSSH's
+// sftp shows only a code's generic text, and `df` not even that), and op
+// is recorded through Config.Refused. Nothing reaches a target.
+func (s *session) refuseOp(id, code uint32, op Op, reason string) error {
+	if s.fixed != "" {
+		op.Alias = s.fixed
+	}
+	s.notice(reason)
+	if s.cfg.Refused != nil {
+		refused := s.cfg.Refused
+		s.outcomes <- func() { refused(op, reason) }
+	}
+	return s.reply(id, code, reason)
 }
 
 // notice writes one line on Config.Stderr. Its failure is ignored: the
@@ -283,7 +316,7 @@ type target struct {
 
 // errNoSuchFile answers a path in the virtual root that no alias holds:
 // to the agent, a directory it holds no grant for does not exist.
-var errNoSuchFile = errors.New("sftpgate: no such alias")
+var errNoSuchFile = ErrNoSuchAlias
 
 // errReadOnlyRoot refuses a change to the virtual root itself.
 var errReadOnlyRoot = errors.New("sftpgate: the virtual root is read-only; work inside /ALIAS/")
@@ -301,6 +334,11 @@ func (s *session) resolve(p string, write bool) (target, error) {
 	loc, err := mapPath(p)
 	if err != nil {
 		return target{}, err
+	}
+	if loc.Alias == "" || loc.isAliasDir() || !s.aliases[loc.Alias] {
+		// An answer about the root itself, or an alias not held when
+		// last read: read the grants as they are now.
+		s.refreshAliases()
 	}
 	t := target{alias: loc.Alias, path: loc.Path, shown: loc.Path, root: loc.Alias == "", top: loc.isAliasDir()}
 	switch {
@@ -328,12 +366,33 @@ func (s *session) shown(p string) string {
 	return p
 }
 
-// refusePath answers a request whose path resolve refused.
-func (s *session) refusePath(id uint32, err error) error {
+// refusePath answers a request whose path resolve refused: as for a
+// missing path when no alias holds it, else as the gate's own refusal,
+// recorded.
+func (s *session) refusePath(r *request, err error) error {
 	if errors.Is(err, errNoSuchFile) {
-		return s.reply(id, fxNoSuchFile, "No such file")
+		return s.reply(r.id, fxNoSuchFile, "No such file")
 	}
-	return s.refuse(id, err)
+	return s.refuseOp(r.id, fxPermissionDenied, agentOp(r), err.Error())
+}
+
+// aboutFile reports whether r is a stat or a setstat of w's file: the
+// requests that may come between a write's close and a setstat that rides
+// on it (paramiko's put stats the file it wrote).
+func (s *session) aboutFile(r *request, w *handle) bool {
+	switch {
+	case r.typ == fxpStat, r.typ == fxpLstat, r.typ == fxpSetstat, r.ext == extLsetstat:
+	default:
+		return false
+	}
+	if checkPath(r.path) != nil {
+		return false
+	}
+	if s.fixed != "" {
+		return w.alias == s.fixed && w.shown == s.shown(r.path)
+	}
+	loc, err := mapPath(r.path)
+	return err == nil && loc.Alias == w.alias && loc.Path == w.path
 }
 
 // withPath returns r's frame with its first path (second if second) set to
@@ -356,12 +415,13 @@ func withPaths(r *request, p1, p2 string) []byte {
 // to handle the answer. The decision's finish (which may be nil) is called
 // with the outcome, whatever happens.
 func (s *session) forward(r *request, alias string, frame []byte, p pending, fin Finish) error {
+	p.finish = fin
 	up, err := s.upstream(alias)
 	if err != nil {
-		return s.answerLocal(r.id, fxNoConnection, "sftpgate: cannot reach "+alias, fin)
+		return s.answerLocal(r.id, fxNoConnection, "sftpgate: cannot reach "+alias, p)
 	}
 	if r.typ == fxpExtended && !up.supports(r.ext) {
-		return s.answerLocal(r.id, fxOpUnsupported, fmt.Sprintf("sftpgate: %s's sftp server does not support %s", alias, r.ext), fin)
+		return s.answerLocal(r.id, fxOpUnsupported, fmt.Sprintf("sftpgate: %s's sftp server does not support %s", alias, r.ext), p)
 	}
 	return s.send(up, r, frame, p, fin)
 }
@@ -369,26 +429,28 @@ func (s *session) forward(r *request, alias string, frame []byte, p pending, fin
 // send forwards frame on up, holding one of the session's outstanding
 // slots until the answer.
 func (s *session) send(up *upstream, r *request, frame []byte, p pending, fin Finish) error {
+	p.agentID, p.finish = r.id, fin
 	select {
 	case s.slots <- struct{}{}:
 	case <-s.ctx.Done():
-		s.record(fin, Outcome{Status: fxConnectionLost, Message: "sftpgate: the session ended"})
+		s.unanswered(p, Outcome{Status: fxConnectionLost, Message: "sftpgate: the session ended"})
 		return s.ctx.Err()
 	}
-	p.agentID, p.finish, p.slot = r.id, fin, true
+	p.slot = true
 	if err := up.send(frame, p); err != nil {
 		<-s.slots
 		s.log.Info().Str("alias", up.alias).Err(err).Msg("sftp upstream write failed")
-		return s.answerLocal(r.id, fxConnectionLost, "sftpgate: the session to "+up.alias+" ended", fin)
+		return s.answerLocal(r.id, fxConnectionLost, "sftpgate: the session to "+up.alias+" ended", p)
 	}
 	return nil
 }
 
 // answerLocal answers a request the gate could not forward after it was
-// decided, and records that outcome.
-func (s *session) answerLocal(id, code uint32, msg string, fin Finish) error {
+// decided, and records that outcome (p's decision's, and the write's it
+// rides on).
+func (s *session) answerLocal(id, code uint32, msg string, p pending) error {
 	err := s.reply(id, code, msg)
-	s.record(fin, Outcome{Status: code, Message: msg})
+	s.unanswered(p, Outcome{Status: code, Message: msg})
 	return err
 }
 
@@ -403,7 +465,7 @@ func (s *session) decideAndForward(r *request, op Op, frame []byte, p pending) e
 	}
 	fin, err := s.decide(op)
 	if err != nil {
-		return s.refuse(r.id, err)
+		return s.refuseDecided(r.id, op.Alias, err)
 	}
 	return s.forward(r, op.Alias, frame, p, fin)
 }

@@ -66,9 +66,10 @@ type pending struct {
 	// slot is set when the request holds one of the session's
 	// outstanding-request tokens.
 	slot bool
-	// made, if set, is added to what the session wrote when the target
-	// answers SSH_FX_OK (a mkdir).
-	made string
+	// ride, if set, is the write this request rides on: its answer, with
+	// note saying what the request was, goes on that write's row.
+	ride *handle
+	note string
 }
 
 // errUpstreamClosed ends a session postern closed itself.
@@ -403,7 +404,11 @@ func (s *session) upstreamEnded(up *upstream, err error) {
 	}
 	closing := s.closed
 	s.upMu.Unlock()
-	s.dropHandles(up)
+	why := "the session to " + up.alias + " ended before the file was closed"
+	if closing {
+		why = "the session ended before the file was closed"
+	}
+	s.dropHandles(up, why)
 	if s.fixed != "" && !closing {
 		s.die(err)
 	}
