@@ -140,11 +140,17 @@ type errCopy struct {
 func (e *errCopy) Error() string { return e.msg }
 
 func (c *copier) run() Outcome {
+	// lost is a read that could not be sent (src's session ended). The
+	// reads sent before it are still taken and what they read written, so
+	// that dst holds what was read before the loss, whichever moment the
+	// loss is noticed in; then the copy fails with it.
+	var lost error
 	for {
-		for !c.eof && c.next < c.end && len(c.reads) < copyWindow {
+		for lost == nil && !c.eof && c.next < c.end && len(c.reads) < copyWindow {
 			n := uint32(min(uint64(copyChunk), c.end-c.next))
 			if err := c.read(c.next, n); err != nil {
-				return c.fail(err)
+				lost = err
+				break
 			}
 			c.next += uint64(n)
 		}
@@ -165,6 +171,9 @@ func (c *copier) run() Outcome {
 		if err := c.written(); err != nil {
 			return c.fail(err)
 		}
+	}
+	if lost != nil {
+		return c.fail(lost)
 	}
 	return Outcome{Answered: true, Status: fxOK}
 }
