@@ -297,13 +297,15 @@ func (h *relayHarness) serveSession(ctx context.Context, wg *sync.WaitGroup, ch 
 	// The hook records itself among the frames, so that TestRelayFrameOrder
 	// sees that the outcome is known (and audited, in the server) before
 	// the agent is told.
-	res := relay(ctx, rec, reqs, upCh, upReqs, func(r relayResult) {
-		status := "none"
-		if r.ExitStatus != nil {
-			status = fmt.Sprint(*r.ExitStatus)
-		}
-		rec.record("before-exit:" + status)
-	})
+	r := &relay{down: rec, downReqs: reqs, up: upCh, upReqs: upReqs, waits: relayWaits{teardown: relayTeardownWait, gone: relayGoneWait},
+		beforeExit: func(early relayResult) {
+			status := "none"
+			if early.ExitStatus != nil {
+				status = fmt.Sprint(*early.ExitStatus)
+			}
+			rec.record("before-exit:" + status)
+		}}
+	res := r.run(ctx)
 	select {
 	case h.frames <- rec.frames():
 	default: // only TestRelayFrameOrder reads them
@@ -952,7 +954,7 @@ func TestRelayAgentClosesChannel(t *testing.T) {
 // TestRelayAgentGoneCommandRunsOn: a command without a pty that neither
 // reads nor writes runs on when the agent goes, as it does after a direct
 // client goes (sshd closes its pipes, which it does not use); relay waits
-// relayGoneWait for an end that does not come and says so.
+// its waits.gone for an end that does not come and says so.
 func TestRelayAgentGoneCommandRunsOn(t *testing.T) {
 	relayLeakCheck(t)
 	h := startRelayHarness(t, testsshd.Options{})

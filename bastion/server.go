@@ -157,6 +157,9 @@ type Server struct {
 	// told it waits for, after the agent's line was written.
 	audited func(policy.Record)
 	waiting func(policy.Approval)
+	// relayWaits bound every relay's waits on its peers: relayTeardownWait
+	// and relayGoneWait, which a test that must not trip them raises.
+	relayWaits relayWaits
 
 	// ctx ends when the server is closed for good; every session derives
 	// from it, so a hard close ends waits and relays.
@@ -227,12 +230,13 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("bastion: %w", err)
 	}
 	s := &Server{
-		recipes:   cat,
-		cfg:       cfg,
-		limits:    newLimiter(cfg.CommandRate, cfg.CommandBurst, cfg.Now),
-		sleep:     sleepCtx,
-		listeners: map[net.Listener]struct{}{},
-		conns:     map[net.Conn]struct{}{},
+		recipes:    cat,
+		cfg:        cfg,
+		limits:     newLimiter(cfg.CommandRate, cfg.CommandBurst, cfg.Now),
+		sleep:      sleepCtx,
+		relayWaits: relayWaits{teardown: relayTeardownWait, gone: relayGoneWait},
+		listeners:  map[net.Listener]struct{}{},
+		conns:      map[net.Conn]struct{}{},
 	}
 	s.log = cfg.Logger.With().Str("component", "bastion").Logger()
 	s.adm = newAdmission(cfg.MaxUnauthenticated, cfg.MaxUnauthenticatedPerSource, cfg.MaxQueuedHandshakes, cfg.HandshakeLease, cfg.Now, s.log)
