@@ -13,20 +13,15 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/postern/postern/internal/testwait"
 )
 
 // This file holds what the exec stream tests share: the ways a real
 // OpenSSH client reaches a command (directly, and through postern by both
-// routing forms, each also over a ControlMaster connection), a bound for a
-// client that hangs, and a look at the target's processes.
-
-// clientHangBound is how long a test lets a client pipeline run before it
-// takes it for hung and kills it. It detects a hang; it is not a timing
-// assertion (direct OpenSSH returns in milliseconds).
-const clientHangBound = 20 * time.Second
+// routing forms, each also over a ControlMaster connection), a pipeline of
+// them that a hang cannot hold past the test's deadline, and a look at the
+// target's processes.
 
 // execPath is one way an agent's OpenSSH client runs a command on the
 // harness's target.
@@ -123,28 +118,37 @@ func join(lists ...[]string) []string {
 }
 
 // pipeline runs a bash pipeline script with "$@" set to ssh and args, and
-// returns its stdout. It fails the test when the pipeline does not end
-// within clientHangBound, and then kills its whole process group.
+// returns its stdout. It fails the test when the pipeline has not ended by
+// the test's deadline (it hung), and then kills its whole process group.
 func pipeline(t *testing.T, script string, stdin string, args []string) (string, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), clientHangBound)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "bash", append([]string{"-c", script, "bash", "ssh"}, args...)...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = 5 * time.Second
+	ctx := testwait.Context(t)
+	cmd := pipelineCommand(ctx, t, "bash", append([]string{"-c", script, "bash", "ssh"}, args...)...)
 	cmd.Stdin = strings.NewReader(stdin)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
 	if ctx.Err() != nil {
-		t.Fatalf("%s did not end within %v (hung); stdout %q stderr %q", script, clientHangBound, stdout.String(), stderr.String())
+		t.Fatalf("%s had not ended at the test's deadline (hung); stdout %q stderr %q", script, stdout.String(), stderr.String())
 	}
 	var ee *exec.ExitError
 	if err != nil && !errors.As(err, &ee) {
 		t.Fatalf("%s: %v", script, err)
 	}
 	return stdout.String(), err
+}
+
+// pipelineCommand runs name with args in a process group of its own,
+// which is killed when ctx ends (testwait.Context: the test's deadline).
+func pipelineCommand(ctx context.Context, t *testing.T, name string, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	// A process of the pipeline's that outlives it and holds its output
+	// open is waited for until the deadline too.
+	cmd.WaitDelay = testwait.Remaining(t)
+	return cmd
 }
 
 // newMarker returns a word unique to this run, to put in a remote

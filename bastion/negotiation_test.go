@@ -102,7 +102,7 @@ func TestDefaultClientsNegotiate(t *testing.T) {
 	t.Parallel()
 	requirePython(t, "paramiko", "asyncssh")
 	var log connLog
-	h := newHarness(t, harnessOpts{rules: allowAll, target: testsshd.Options{LogLevel: "DEBUG1"},
+	h := newHarness(t, harnessOpts{rules: allowAll, target: &testsshd.Options{LogLevel: "DEBUG1"},
 		config: func(c *Config) { c.Logger = zerolog.New(&log) }})
 	// Each client runs `true` through postern and returns its own account
 	// of the cipher, where it gives one.

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -382,21 +383,29 @@ func TestSCPAsksOnce(t *testing.T) {
 	mtime := time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC)
 	os.Chtimes(filepath.Join(src, "f"), mtime, mtime)
 	done := make(chan sshResult, 1)
-	go func() { done <- h.scp("-p", filepath.Join(src, "f"), "web@127.0.0.1:"+dst+"/f") }()
+	var finished atomic.Bool
+	go func() {
+		done <- h.scp("-p", filepath.Join(src, "f"), "web@127.0.0.1:"+dst+"/f")
+		finished.Store(true)
+		h.events.poke()
+	}()
 	id := h.waitPending()
 	if _, err := h.eng.Approve(context.Background(), id, policy.Decider{AdminID: "adm_alice", Name: "alice"}, policy.Scope{}); err != nil {
 		t.Fatal(err)
 	}
-	// The bound is only there so that a second ask fails the test with a
-	// message instead of hanging it.
+	// A second ask would hold scp until the test's deadline: the wait ends
+	// at the ask's event too, and says so.
+	h.events.await(t, "scp to end or to ask again", func(_ []policy.Record, waits []policy.Approval) bool {
+		return finished.Load() || len(waits) > h.events.taken
+	})
 	select {
 	case got := <-done:
 		if got.code != 0 {
 			t.Fatalf("scp exit %d stderr %q; want 0", got.code, got.stderr)
 		}
-	case <-time.After(60 * time.Second):
+	default:
 		list, _ := h.eng.Approvals(context.Background(), false)
-		t.Fatalf("scp still waiting 60 s after the approval; pending: %+v", list)
+		t.Fatalf("scp asked again after the approval; pending: %+v", list)
 	}
 	fi, err := os.Stat(filepath.Join(dst, "f"))
 	if err != nil || fi.Mode().Perm() != 0o640 || !fi.ModTime().Equal(mtime) {

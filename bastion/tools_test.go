@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/postern/postern/internal/e2e"
-	"github.com/postern/postern/internal/testsshd"
 	"github.com/postern/postern/store"
 )
 
@@ -54,7 +53,7 @@ func TestGitThroughBastion(t *testing.T) {
 		if allowWrite {
 			rules.Write = store.RuleAllow
 		}
-		h := newHarness(t, harnessOpts{rules: rules, target: testsshd.Options{ExtraConfig: []string{"AcceptEnv GIT_PROTOCOL"}}})
+		h := newHarness(t, harnessOpts{rules: rules}) // the shared target accepts GIT_PROTOCOL
 		base := t.TempDir()
 		repo := filepath.Join(base, "repo.git")
 		mustRun(t, base, gitEnv, "git", "init", "-q", "--bare", "-b", "main", repo)

@@ -42,9 +42,16 @@ type testTarget struct {
 	conn *store.Connection
 }
 
-func newTestTarget(t *testing.T, opts testsshd.Options) *testTarget {
+// newTestTarget starts a target with opts, or takes the package's shared
+// one if opts is nil, and records a connection to it in a new store.
+func newTestTarget(t *testing.T, opts *testsshd.Options) *testTarget {
 	t.Helper()
-	sshd := testsshd.Start(t, opts)
+	var sshd *testsshd.Server
+	if opts != nil {
+		sshd = testsshd.Start(t, *opts)
+	} else {
+		sshd = sharedTarget.Get(t)
+	}
 	st := newTestStore(t)
 	c := addConnection(t, st, "web", sshd.Host, sshd.Port, sshd)
 	return &testTarget{sshd: sshd, st: st, conn: c}
@@ -87,9 +94,21 @@ func addConnection(t *testing.T, st *store.Store, alias, host string, port int, 
 }
 
 // newTestPool returns a pool that signs with st's sealed keys and counts
-// its dials, closed when the test ends.
+// its dials, closed when the test ends. The bounds a test's success must
+// beat (a dial's handshake, a keepalive's answer, a client's idle time) end
+// at the test's deadline unless opts sets them: a busy machine can delay a
+// target's answers past their defaults of seconds.
 func newTestPool(t *testing.T, st *store.Store, opts PoolOptions) (*Pool, *dialCounter) {
 	t.Helper()
+	if opts.HandshakeTimeout == 0 {
+		opts.HandshakeTimeout = testwait.Remaining(t)
+	}
+	if opts.KeepaliveTimeout == 0 {
+		opts.KeepaliveTimeout = testwait.Remaining(t)
+	}
+	if opts.IdleTimeout == 0 {
+		opts.IdleTimeout = testwait.Remaining(t)
+	}
 	dc := &dialCounter{next: opts.Dial}
 	if dc.next == nil {
 		dc.next = (&net.Dialer{}).DialContext
@@ -160,13 +179,8 @@ func run(t *testing.T, s *UpstreamSession, cmd string) string {
 	if err != nil {
 		t.Fatalf("read output of %q: %v", cmd, err)
 	}
-	select {
-	case st := <-status:
-		if st != 0 {
-			t.Fatalf("exec %q: got exit status %d; want 0", cmd, st)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatalf("exec %q: no exit status", cmd)
+	if st := testwait.Recv(t, fmt.Sprintf("the exit status of %q", cmd), status); st != 0 {
+		t.Fatalf("exec %q: got exit status %d; want 0", cmd, st)
 	}
 	return string(out)
 }
@@ -174,9 +188,7 @@ func run(t *testing.T, s *UpstreamSession, cmd string) string {
 // open opens a session and fails the test on error.
 func open(t *testing.T, p *Pool, c *store.Connection) *UpstreamSession {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	s, err := p.Open(ctx, c)
+	s, err := p.Open(testwait.Context(t), c)
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
@@ -185,7 +197,7 @@ func open(t *testing.T, p *Pool, c *store.Connection) *UpstreamSession {
 
 func TestPoolReusesClient(t *testing.T) {
 	leakCheck(t)
-	tt := newTestTarget(t, testsshd.Options{})
+	tt := newTestTarget(t, nil)
 	p, dc := newTestPool(t, tt.st, PoolOptions{})
 
 	for i := range 3 {
@@ -218,7 +230,7 @@ func TestPoolReusesClient(t *testing.T) {
 
 func TestPoolMaxSessionsOverflowOpensSecondClient(t *testing.T) {
 	leakCheck(t)
-	tt := newTestTarget(t, testsshd.Options{ExtraConfig: []string{"MaxSessions 2"}})
+	tt := newTestTarget(t, &testsshd.Options{ExtraConfig: []string{"MaxSessions 2"}})
 	p, dc := newTestPool(t, tt.st, PoolOptions{MaxSessionsPerClient: 8})
 
 	var held []*UpstreamSession
@@ -256,7 +268,7 @@ func TestPoolMaxSessionsOverflowOpensSecondClient(t *testing.T) {
 
 func TestPoolHostKeyMismatch(t *testing.T) {
 	leakCheck(t)
-	sshd := testsshd.Start(t, testsshd.Options{})
+	sshd := sharedTarget.Get(t)
 	st := newTestStore(t)
 
 	_, edKey, err := ed25519.GenerateKey(rand.Reader)
@@ -310,7 +322,7 @@ func TestPoolHostKeyMismatch(t *testing.T) {
 
 func TestPoolUnreachable(t *testing.T) {
 	leakCheck(t)
-	sshd := testsshd.Start(t, testsshd.Options{})
+	sshd := sharedTarget.Get(t)
 	st := newTestStore(t)
 
 	// A port nothing listens on.
@@ -336,6 +348,8 @@ func TestPoolUnreachable(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			c := addConnection(t, st, tc.alias, "127.0.0.1", tc.port, sshd)
+			// The handshake timeout is what ends the dial of the silent
+			// listener, and nothing else in this test depends on it.
 			p, _ := newTestPool(t, st, PoolOptions{HandshakeTimeout: 300 * time.Millisecond})
 			s, err := p.Open(context.Background(), c)
 			if err == nil {
@@ -424,7 +438,7 @@ func claims(p *Pool, c *store.Connection) (dials, claimed, parked int) {
 
 func TestPoolDedupDials(t *testing.T) {
 	leakCheck(t)
-	tt := newTestTarget(t, testsshd.Options{})
+	tt := newTestTarget(t, nil)
 
 	tests := []struct {
 		name      string
@@ -489,9 +503,11 @@ func TestPoolDedupDials(t *testing.T) {
 
 func TestPoolDedupDialsShareFailure(t *testing.T) {
 	leakCheck(t)
-	sshd := testsshd.Start(t, testsshd.Options{})
+	sshd := sharedTarget.Get(t)
 	st := newTestStore(t)
 	c := addConnection(t, st, "silent", "127.0.0.1", silentListener(t), sshd)
+	// The handshake timeout is what ends the dial of the silent listener,
+	// and nothing else in this test depends on it.
 	p, dc := newTestPool(t, st, PoolOptions{HandshakeTimeout: 500 * time.Millisecond})
 
 	const opens = 5
@@ -561,7 +577,7 @@ func (c *freezableConn) Close() error {
 
 func TestPoolKeepaliveEvictsDeadClient(t *testing.T) {
 	leakCheck(t)
-	tt := newTestTarget(t, testsshd.Options{})
+	tt := newTestTarget(t, nil)
 
 	tests := []struct {
 		name string
@@ -623,7 +639,7 @@ func TestPoolKeepaliveEvictsDeadClient(t *testing.T) {
 // reaper to have judged the clients at the time the test set.
 func TestPoolClosesIdleClients(t *testing.T) {
 	leakCheck(t)
-	tt := newTestTarget(t, testsshd.Options{})
+	tt := newTestTarget(t, nil)
 	clock := fakeclock.New()
 	passes := make(chan struct{}, 1)
 	p, dc := newTestPool(t, tt.st, PoolOptions{IdleTimeout: 100 * time.Millisecond, Now: clock.Now,
@@ -643,11 +659,7 @@ func TestPoolClosesIdleClients(t *testing.T) {
 		default:
 		}
 		for i := range 2 {
-			select {
-			case <-passes:
-			case <-time.After(eventWait):
-				t.Fatalf("reaper pass %d of 2 did not come within %v", i+1, eventWait)
-			}
+			testwait.Recv(t, fmt.Sprintf("reaper pass %d of 2", i+1), passes)
 		}
 	}
 
@@ -675,9 +687,9 @@ func TestPoolClosesIdleClients(t *testing.T) {
 
 func TestPoolCloseEndsGoroutines(t *testing.T) {
 	leakCheck(t)
-	tt := newTestTarget(t, testsshd.Options{})
+	tt := newTestTarget(t, nil)
 	silent := addConnection(t, tt.st, "silent", "127.0.0.1", silentListener(t), tt.sshd)
-	p, _ := newTestPool(t, tt.st, PoolOptions{KeepaliveInterval: 20 * time.Millisecond, IdleTimeout: time.Hour})
+	p, _ := newTestPool(t, tt.st, PoolOptions{KeepaliveInterval: 20 * time.Millisecond, IdleTimeout: -1})
 
 	// Clients with sessions, an idle client, and a dial stuck in its
 	// handshake.
@@ -716,7 +728,7 @@ func TestPoolCloseEndsGoroutines(t *testing.T) {
 
 func TestUpstreamSessionCloseIsIdempotent(t *testing.T) {
 	leakCheck(t)
-	tt := newTestTarget(t, testsshd.Options{})
+	tt := newTestTarget(t, nil)
 	p, _ := newTestPool(t, tt.st, PoolOptions{})
 
 	s := open(t, p, tt.conn)
@@ -734,7 +746,7 @@ func TestUpstreamSessionCloseIsIdempotent(t *testing.T) {
 
 func TestPoolPrefersAESGCMAndCurve25519(t *testing.T) {
 	leakCheck(t)
-	tt := newTestTarget(t, testsshd.Options{})
+	tt := newTestTarget(t, nil)
 	p, _ := newTestPool(t, tt.st, PoolOptions{})
 	s := open(t, p, tt.conn)
 	defer s.Close()
@@ -799,7 +811,7 @@ func TestHostKeyAlgorithms(t *testing.T) {
 // private key in its error.
 func TestPoolErrorsCarryNoKey(t *testing.T) {
 	leakCheck(t)
-	tt := newTestTarget(t, testsshd.Options{})
+	tt := newTestTarget(t, nil)
 	// Another key, which the target does not accept.
 	_, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
