@@ -1,6 +1,7 @@
 package bastion
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -149,6 +150,47 @@ func pipelineCommand(ctx context.Context, t *testing.T, name string, args ...str
 	// open is waited for until the deadline too.
 	cmd.WaitDelay = testwait.Remaining(t)
 	return cmd
+}
+
+// newGate makes a named pipe for a remote command to wait on (`read _ <
+// FIFO`: the target runs on this machine) and returns its path and a
+// function that lets the command go on, so that a test holds a command
+// until an event of its choosing instead of giving it a few seconds.
+func newGate(t *testing.T) (string, func()) {
+	t.Helper()
+	fifo := filepath.Join(t.TempDir(), "gate")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return fifo, func() {
+		t.Helper()
+		// Opening a pipe for writing without blocking fails until its
+		// reader has opened it.
+		testwait.Until(t, "the remote command to wait on "+fifo, func() bool {
+			f, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0)
+			if err != nil {
+				return false
+			}
+			_, err = f.WriteString("go\n")
+			f.Close()
+			return err == nil
+		})
+	}
+}
+
+// linesUntil reads r line by line into out until a line satisfies stop,
+// and reports whether one did (false at EOF).
+func linesUntil(r *bufio.Reader, out *strings.Builder, stop func(line string) bool) bool {
+	for {
+		line, err := r.ReadString('\n')
+		out.WriteString(line)
+		if stop(line) {
+			return true
+		}
+		if err != nil {
+			return false
+		}
+	}
 }
 
 // newMarker returns a word unique to this run, to put in a remote

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/postern/postern/internal/fakeclock"
@@ -575,61 +576,143 @@ func (c *freezableConn) Close() error {
 	return c.Conn.Close()
 }
 
-func TestPoolKeepaliveEvictsDeadClient(t *testing.T) {
+// TestPoolEvictsClosedClient: a client whose connection closed leaves the
+// pool by itself, with keepalives off, and the next Open dials anew.
+func TestPoolEvictsClosedClient(t *testing.T) {
 	leakCheck(t)
 	tt := newTestTarget(t, nil)
+	p, dc := newTestPool(t, tt.st, PoolOptions{KeepaliveInterval: -1})
 
-	tests := []struct {
-		name string
-		opts PoolOptions
-		cut  func(c *freezableConn)
-	}{
-		// Only a keepalive can tell that this client is dead.
-		{
-			name: "target silent",
-			opts: PoolOptions{KeepaliveInterval: 50 * time.Millisecond, KeepaliveTimeout: 200 * time.Millisecond},
-			cut:  (*freezableConn).freeze,
-		},
-		// A closed connection ends the client by itself, keepalives off.
-		{
-			name: "connection closed",
-			opts: PoolOptions{KeepaliveInterval: -1},
-			cut:  func(c *freezableConn) { c.Conn.Close() },
-		},
+	s := open(t, p, tt.conn)
+	if got, want := run(t, s, "echo before"), "before\n"; got != want {
+		t.Errorf("got output %q; want %q", got, want)
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			opts := tc.opts
-			opts.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
-				c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
-				if err != nil {
-					return nil, err
-				}
-				return newFreezableConn(c), nil
-			}
-			p, dc := newTestPool(t, tt.st, opts)
+	s.Close()
+	if got, want := p.Stats(tt.conn).Clients, 1; got != want {
+		t.Fatalf("got %d clients; want %d", got, want)
+	}
 
-			s := open(t, p, tt.conn)
-			if got, want := run(t, s, "echo before"), "before\n"; got != want {
-				t.Errorf("got output %q; want %q", got, want)
-			}
-			s.Close()
-			if got, want := p.Stats(tt.conn).Clients, 1; got != want {
-				t.Fatalf("got %d clients; want %d", got, want)
-			}
+	dc.conn(0).Close()
+	testwait.Until(t, "the dead client to leave the pool", func() bool { return p.Stats(tt.conn).Clients == 0 })
 
-			tc.cut(dc.conn(0).(*freezableConn))
-			testwait.Until(t, "the dead client to leave the pool", func() bool { return p.Stats(tt.conn).Clients == 0 })
+	s = open(t, p, tt.conn)
+	defer s.Close()
+	if got, want := run(t, s, "echo after"), "after\n"; got != want {
+		t.Errorf("got output %q; want %q", got, want)
+	}
+	if got, want := dc.count(), 2; got != want {
+		t.Errorf("got %d dials; want %d", got, want)
+	}
+}
 
-			s = open(t, p, tt.conn)
-			defer s.Close()
-			if got, want := run(t, s, "echo after"), "after\n"; got != want {
-				t.Errorf("got output %q; want %q", got, want)
-			}
-			if got, want := dc.count(), 2; got != want {
-				t.Errorf("got %d dials; want %d", got, want)
-			}
+// TestPoolKeepaliveEvictsSilentClient: a client whose target stops
+// answering without closing the connection (it vanished without a FIN or
+// RST) is evicted when a keepalive goes unanswered for KeepaliveTimeout,
+// and the next Open dials anew. Only a keepalive can tell that this client
+// is dead.
+//
+// The pool runs in a testing/synctest bubble against an in-process SSH
+// server over in-memory connections, so that the keepalives' interval and
+// timeout pass on the bubble's clock, which moves only when every
+// goroutine of the bubble waits: a healthy client's answer, which takes no
+// time there, always beats the timeout, however busy the machine, and the
+// silent one's never comes.
+func TestPoolKeepaliveEvictsSilentClient(t *testing.T) {
+	t.Parallel()
+	const interval, timeout = 50 * time.Millisecond, 200 * time.Millisecond
+	_, hostPriv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostKey, err := ssh.NewSignerFromKey(hostPriv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, userPriv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	userKey, err := ssh.NewSignerFromKey(userPriv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := &store.Connection{ID: "c1", Alias: "web", Host: "127.0.0.1", Port: 22, User: "u",
+		HostKeys: []string{"127.0.0.1 " + strings.TrimSpace(string(ssh.MarshalAuthorizedKey(hostKey.PublicKey())))}}
+
+	synctest.Test(t, func(t *testing.T) {
+		srv := &ssh.ServerConfig{NoClientAuth: true}
+		srv.AddHostKey(hostKey)
+		// mu guards dialed, the pool's ends of the connections.
+		var mu sync.Mutex
+		var dialed []*freezableConn
+		p := NewPool(PoolOptions{
+			Signer: func(context.Context, *store.Connection) (ssh.Signer, error) { return userKey, nil },
+			Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
+				pool, target := net.Pipe()
+				go servePipeSSH(target, srv)
+				c := newFreezableConn(pool)
+				mu.Lock()
+				dialed = append(dialed, c)
+				mu.Unlock()
+				return c, nil
+			},
+			HandshakeTimeout:  time.Minute, // of the bubble's clock, as every bound here
+			KeepaliveInterval: interval,
+			KeepaliveTimeout:  timeout,
+			IdleTimeout:       -1, // only the keepalive may take the client
 		})
+		defer p.Close()
+
+		s, err := p.Open(context.Background(), conn)
+		if err != nil {
+			t.Fatalf("open: %v", err)
+		}
+		s.Close()
+		// Healthy, the client answers every keepalive.
+		time.Sleep(10 * (interval + timeout))
+		if got, want := p.Stats(conn).Clients, 1; got != want {
+			t.Fatalf("after 50 keepalives answered: got %d clients; want %d", got, want)
+		}
+
+		dialed[0].freeze()
+		time.Sleep(interval + timeout) // the next keepalive, and its timeout
+		synctest.Wait()
+		if got, want := p.Stats(conn).Clients, 0; got != want {
+			t.Fatalf("a keepalive interval and timeout after the target went silent: got %d clients; want %d (evicted)", got, want)
+		}
+
+		s, err = p.Open(context.Background(), conn)
+		if err != nil {
+			t.Fatalf("open after the eviction: %v", err)
+		}
+		s.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		if got, want := len(dialed), 2; got != want {
+			t.Errorf("got %d dials; want %d", got, want)
+		}
+	})
+}
+
+// servePipeSSH serves an SSH connection on c with cfg until it closes: it
+// accepts session channels and answers every request false, as the
+// in-process target of a unit test of the pool.
+func servePipeSSH(c net.Conn, cfg *ssh.ServerConfig) {
+	defer c.Close()
+	_, chans, reqs, err := ssh.NewServerConn(c, cfg)
+	if err != nil {
+		return
+	}
+	go ssh.DiscardRequests(reqs)
+	for nch := range chans {
+		ch, chReqs, err := nch.Accept()
+		if err != nil {
+			continue
+		}
+		go func() {
+			defer ch.Close()
+			ssh.DiscardRequests(chReqs)
+		}()
 	}
 }
 
