@@ -86,7 +86,7 @@ func sshdGate(t *testing.T, cfg Config) *sftp.Client {
 func allowAll(context.Context, Op) (Finish, error) { return nil, nil }
 
 func TestOpenSSHSymlinkOrder(t *testing.T) {
-	srv := testsshd.Start(t, testsshd.Options{})
+	srv := sharedTarget.Get(t)
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "target.txt"), []byte("x"), 0o644)
 	c := sshdGate(t, Config{Aliases: []string{"web"}, Decide: allowAll, Dial: sshdDialer(t, srv, "")})
@@ -115,7 +115,7 @@ func TestOpenSSHFixedViewHome(t *testing.T) {
 	if _, err := os.Stat("/usr/lib/openssh/sftp-server"); err != nil {
 		t.Skip("needs /usr/lib/openssh/sftp-server to choose the start directory")
 	}
-	srv := testsshd.Start(t, testsshd.Options{})
+	srv := sharedTarget.Get(t)
 	home := t.TempDir()
 	c := sshdGate(t, Config{Fixed: "web", Decide: allowAll, Dial: sshdDialer(t, srv, home)})
 	if got, err := c.Getwd(); err != nil || got != home {
@@ -135,7 +135,7 @@ func TestOpenSSHFixedViewHome(t *testing.T) {
 }
 
 func TestOpenSSHTransferAndAppend(t *testing.T) {
-	srv := testsshd.Start(t, testsshd.Options{})
+	srv := sharedTarget.Get(t)
 	dir := t.TempDir()
 	c := sshdGate(t, Config{Aliases: []string{"web"}, Decide: allowAll, Dial: sshdDialer(t, srv, "")})
 	data := make([]byte, 8<<20+17)
@@ -212,7 +212,7 @@ func TestOpenSSHTransferAndAppend(t *testing.T) {
 // sftp subsystem, to a real sshd behind it.
 func TestOpenSSHClient(t *testing.T) {
 	sftpBin := e2e.Tool(t, "sftp", "openssh-client")
-	srv := testsshd.Start(t, testsshd.Options{})
+	srv := sharedTarget.Get(t)
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "keep.txt"), []byte("keep"), 0o644)
 	local := t.TempDir()
