@@ -124,7 +124,7 @@ func TestTargetKilledMidCommand(t *testing.T) {
 	}
 	h.waitPoolClients(conn, 1)
 
-	run := h.sshBackground("127.0.0.1", "web", "echo started; sleep 30; echo finished")
+	run := h.sshBackground("127.0.0.1", "web", "echo started; sleep 600; echo finished") // killed with the target
 	if line, err := run.stdout.ReadString('\n'); err != nil || line != "started\n" {
 		t.Fatalf("first line %q, %v; want started", line, err)
 	}

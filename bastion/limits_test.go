@@ -251,7 +251,7 @@ func floodLogin(tb testing.TB, f *flooder, idle, drip int) floodResult {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		tick := time.NewTicker(2 * time.Millisecond)
+		tick := time.NewTicker(2 * time.Millisecond) // the flood's pace, no bound on the test
 		defer tick.Stop()
 		for i := 0; ; i++ {
 			select {

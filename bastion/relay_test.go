@@ -780,8 +780,10 @@ func TestRelayPtyWindowSize(t *testing.T) {
 		// The command reads a line between the two sizes. x/crypto hands a
 		// channel's requests and its data to the relay on separate Go
 		// channels, so the window change may reach the target after the
-		// line: the command polls (bounded, 5 s) until the size changes.
-		if err := sess.Start(`stty size; read x; i=0; while [ "$(stty size)" = "40 100" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done; stty size`); err != nil {
+		// line: the command polls until the size changes. Should it never
+		// change, the wait below ends at the test's deadline, and the
+		// session's end at the test's end hangs up the pty and the poll.
+		if err := sess.Start(`stty size; read x; while [ "$(stty size)" = "40 100" ]; do sleep 0.05; done; stty size`); err != nil {
 			t.Fatal(err)
 		}
 		r := bufio.NewReader(stdout)
@@ -798,10 +800,12 @@ func TestRelayPtyWindowSize(t *testing.T) {
 		if _, err := io.WriteString(stdin, "go\n"); err != nil {
 			t.Fatal(err)
 		}
-		rest, err := io.ReadAll(r)
-		if err != nil {
-			t.Fatal(err)
-		}
+		read := make(chan []byte, 1)
+		go func() {
+			rest, _ := io.ReadAll(r)
+			read <- rest
+		}()
+		rest := testwait.Recv(t, "the size after the window change", read)
 		lines := strings.Fields(strings.ReplaceAll(string(rest), "\r", ""))
 		if got, want := strings.Join(lines, " "), "50 120"; got != want {
 			t.Errorf("size after window-change: got %q; want %q", got, want)

@@ -619,6 +619,8 @@ func TestPoolEvictsClosedClient(t *testing.T) {
 // silent one's never comes.
 func TestPoolKeepaliveEvictsSilentClient(t *testing.T) {
 	t.Parallel()
+	// The keepalives' interval and timeout, which this test trips, are of
+	// the bubble's clock.
 	const interval, timeout = 50 * time.Millisecond, 200 * time.Millisecond
 	_, hostPriv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
@@ -725,6 +727,7 @@ func TestPoolClosesIdleClients(t *testing.T) {
 	tt := newTestTarget(t, nil)
 	clock := fakeclock.New()
 	passes := make(chan struct{}, 1)
+	// The idle timeout is of the fake clock, which only reapAfter moves.
 	p, dc := newTestPool(t, tt.st, PoolOptions{IdleTimeout: 100 * time.Millisecond, Now: clock.Now,
 		afterReap: func() {
 			select {
@@ -772,6 +775,8 @@ func TestPoolCloseEndsGoroutines(t *testing.T) {
 	leakCheck(t)
 	tt := newTestTarget(t, nil)
 	silent := addConnection(t, tt.st, "silent", "127.0.0.1", silentListener(t), tt.sshd)
+	// Keepalives every 20 ms, so that Close finds one in flight; their
+	// answers have until the test's deadline (newTestPool).
 	p, _ := newTestPool(t, tt.st, PoolOptions{KeepaliveInterval: 20 * time.Millisecond, IdleTimeout: -1})
 
 	// Clients with sessions, an idle client, and a dial stuck in its
