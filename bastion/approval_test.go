@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/postern/postern/internal/testwait"
 	"github.com/postern/postern/policy"
 	"github.com/postern/postern/store"
 	"golang.org/x/crypto/ssh"
@@ -37,7 +38,7 @@ func TestAskExpires(t *testing.T) {
 // startSSH starts the real ssh client in the background and returns it.
 func (h *harness) startSSH(args ...string) *exec.Cmd {
 	h.t.Helper()
-	cmd := exec.Command("ssh", append(h.clientOpts("-p"), args...)...)
+	cmd := exec.CommandContext(testwait.Context(h.t), "ssh", append(h.clientOpts("-p"), args...)...)
 	if err := cmd.Start(); err != nil {
 		h.t.Fatal(err)
 	}

@@ -83,7 +83,8 @@ func (h *harness) execPaths(t *testing.T, mux bool) []execPath {
 // ends, and waits until it answers `ssh -O check`.
 func startMaster(t *testing.T, args, muxOpts []string) {
 	t.Helper()
-	master := exec.Command("ssh", args...)
+	ctx := testwait.Context(t)
+	master := exec.CommandContext(ctx, "ssh", args...)
 	var stderr bytes.Buffer
 	master.Stderr = &stderr
 	if err := master.Start(); err != nil {
@@ -105,7 +106,7 @@ func startMaster(t *testing.T, args, muxOpts []string) {
 			t.Fatalf("ControlMaster exited: %s", stderr.String())
 		default:
 		}
-		return exec.Command("ssh", check...).Run() == nil
+		return exec.CommandContext(ctx, "ssh", check...).Run() == nil
 	})
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/postern/postern/internal/e2e"
 	"github.com/postern/postern/internal/testsshd"
+	"github.com/postern/postern/internal/testwait"
 	"github.com/rs/zerolog"
 	"golang.org/x/crypto/ssh"
 )
@@ -109,7 +110,7 @@ func TestDefaultClientsNegotiate(t *testing.T) {
 	openssh := func(extra ...string) func(t *testing.T) string {
 		return func(t *testing.T) string {
 			args := join(h.clientOpts("-p"), []string{"-v"}, extra, []string{"127.0.0.1", "web", "true"})
-			out, err := exec.Command("ssh", args...).CombinedOutput()
+			out, err := exec.CommandContext(testwait.Context(t), "ssh", args...).CombinedOutput()
 			if err != nil {
 				t.Fatalf("ssh %v: %v\n%s", args, err, out)
 			}
@@ -125,7 +126,7 @@ func TestDefaultClientsNegotiate(t *testing.T) {
 	}
 	python := func(script string) func(t *testing.T) string {
 		return func(t *testing.T) string {
-			out, err := exec.Command(debianPython, "-W", "ignore", "-c", script, "127.0.0.1", h.port, "web", h.keyPath).CombinedOutput()
+			out, err := exec.CommandContext(testwait.Context(t), debianPython, "-W", "ignore", "-c", script, "127.0.0.1", h.port, "web", h.keyPath).CombinedOutput()
 			if err != nil {
 				t.Fatalf("%v\n%s", err, out)
 			}

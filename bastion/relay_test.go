@@ -384,7 +384,7 @@ func (h *relayHarness) sshCommand(t *testing.T, v relayPath, extra []string, rem
 	}
 	args = append(args, extra...)
 	args = append(args, user+"@127.0.0.1", remote)
-	cmd := exec.Command(bin, args...)
+	cmd := exec.CommandContext(testwait.Context(t), bin, args...)
 	var env []string
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "SSH_AUTH_SOCK=") {

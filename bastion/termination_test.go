@@ -177,7 +177,7 @@ func TestTerminationAgentGone(t *testing.T) {
 			t.Run(tt.name+"/"+p.name, func(t *testing.T) {
 				marker := newMarker(t)
 				command := tt.command(marker)
-				cmd := exec.Command("ssh", p.args(tt.extra, command)...)
+				cmd := exec.CommandContext(testwait.Context(t), "ssh", p.args(tt.extra, command)...)
 				stdin, err := cmd.StdinPipe() // open, as a user's terminal would be
 				if err != nil {
 					t.Fatal(err)

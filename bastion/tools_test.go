@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/postern/postern/internal/e2e"
+	"github.com/postern/postern/internal/testwait"
 	"github.com/postern/postern/store"
 )
 
@@ -24,7 +25,7 @@ func requireTool(t testing.TB, name, pkg string) {
 
 func runTool(t *testing.T, dir string, env []string, name string, args ...string) (string, error) {
 	t.Helper()
-	cmd := exec.Command(name, args...)
+	cmd := exec.CommandContext(testwait.Context(t), name, args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.CombinedOutput()

@@ -245,7 +245,7 @@ func TestOpenSSHClient(t *testing.T) {
 	batchFile := filepath.Join(local, "batch")
 	os.WriteFile(batchFile, []byte(batch), 0o644)
 	_, port, _ := net.SplitHostPort(addr)
-	cmd := exec.Command(sftpBin, "-b", batchFile, "-P", port, "-F", "/dev/null",
+	cmd := exec.CommandContext(testwait.Context(t), sftpBin, "-b", batchFile, "-P", port, "-F", "/dev/null",
 		"-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes", "-o", "LogLevel=ERROR",
 		"agent@127.0.0.1")
 	out, err := cmd.CombinedOutput()
