@@ -22,6 +22,7 @@ import (
 	"github.com/postern/postern/internal/testsshd"
 	"github.com/postern/postern/internal/testwait"
 	"github.com/postern/postern/policy"
+	"github.com/postern/postern/sftpgate"
 	"github.com/postern/postern/store"
 	"golang.org/x/crypto/ssh"
 )
@@ -304,11 +305,13 @@ func patient(t testing.TB, cfg *Config) {
 
 // patientServer sets the server's own bounds on peers as patient does the
 // Config's: how long it waits for an agent's KEXINIT before it gives up
-// choosing the cipher, and the relay's waits.
+// choosing the cipher, the relay's waits, and the SFTP gate's waits for the
+// target's answers.
 func patientServer(t testing.TB, srv *Server) {
 	d := testwait.Remaining(t)
 	srv.kexInitWait = d
 	srv.relayWaits = relayWaits{teardown: d, gone: d}
+	srv.sftpConfig = func(c *sftpgate.Config) { c.TargetTimeout, c.Drain = d, d }
 }
 
 // stop shuts the bastion and its engine down, as SIGTERM would.

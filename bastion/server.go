@@ -12,6 +12,7 @@ import (
 	"github.com/postern/postern/metrics"
 	"github.com/postern/postern/policy"
 	"github.com/postern/postern/recipes"
+	"github.com/postern/postern/sftpgate"
 	"github.com/postern/postern/store"
 	"github.com/rs/zerolog"
 	"golang.org/x/crypto/ssh"
@@ -163,6 +164,9 @@ type Server struct {
 	// kexInitWait bounds the wait for an agent's KEXINIT (see
 	// negotiate.go's kexInitWait), which a test raises likewise.
 	kexInitWait time.Duration
+	// sftpConfig, for tests, adjusts each SFTP session's gate
+	// configuration (its bounds on the target's answers); nil otherwise.
+	sftpConfig func(*sftpgate.Config)
 
 	// ctx ends when the server is closed for good; every session derives
 	// from it, so a hard close ends waits and relays.

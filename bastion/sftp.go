@@ -48,6 +48,9 @@ func (s *Server) serveSFTP(ac *agentConn, ch ssh.Channel, reqs <-chan *ssh.Reque
 		cfg.Aliases = []string{cfg.Fixed}
 	}
 	sort.Strings(cfg.Aliases)
+	if s.sftpConfig != nil {
+		s.sftpConfig(&cfg)
+	}
 	cfg.Decide = func(ctx context.Context, op sftpgate.Op) (sftpgate.Finish, error) {
 		return s.decideSFTP(ctx, ac, ch, op, agentReason)
 	}

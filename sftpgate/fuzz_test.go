@@ -220,6 +220,7 @@ func runFuzzSession(t *testing.T, fixed string, stream []byte) {
 			return &Upstream{Conn: conn, Close: closeFn}, nil
 		},
 	}
+	cfg = patient(t, cfg)
 	agent := newStreamConn(stream, testwait.Deadline(t))
 	done := make(chan error, 1)
 	go func() { done <- Serve(context.Background(), agent, cfg) }()

@@ -150,6 +150,21 @@ func (h *harness) served() error {
 	return testwait.Recv(h.t, "Serve to return", h.done)
 }
 
+// patient returns cfg with its bounds on the target's answers (the version
+// exchange, the home directory, the lstat of a rename's destination, the
+// drain of forwarded requests) at the test's deadline, where cfg leaves
+// them zero: a busy machine can delay a target past their defaults of
+// seconds, and the test would then fail for the load.
+func patient(t testing.TB, cfg Config) Config {
+	if cfg.TargetTimeout == 0 {
+		cfg.TargetTimeout = testwait.Remaining(t)
+	}
+	if cfg.Drain == 0 {
+		cfg.Drain = testwait.Remaining(t)
+	}
+	return cfg
+}
+
 // harness runs Serve over loopback with in-memory targets and records what
 // the gate asks the Decider and dials.
 type harness struct {
@@ -251,6 +266,7 @@ func startHarness(t testing.TB, o harnessOpts) *harness {
 		cfg.Dial = o.dial
 	}
 	cfg.Stderr = o.stderr
+	cfg = patient(t, cfg)
 	a, b := tcpPair(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { h.done <- Serve(ctx, b, cfg) }()

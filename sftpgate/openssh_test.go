@@ -68,6 +68,7 @@ func sshdGate(t *testing.T, cfg Config) *sftp.Client {
 	a, b := tcpPair(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
+	cfg = patient(t, cfg)
 	go func() { done <- Serve(ctx, b, cfg) }()
 	t.Cleanup(func() {
 		cancel()
@@ -192,7 +193,7 @@ func TestOpenSSHTransferAndAppend(t *testing.T) {
 	defer rb.Close()
 	done := make(chan error, 1)
 	go func() {
-		done <- Serve(context.Background(), rb, Config{Aliases: []string{"web"}, Decide: allowAll, Dial: sshdDialer(t, srv, "")})
+		done <- Serve(context.Background(), rb, patient(t, Config{Aliases: []string{"web"}, Decide: allowAll, Dial: sshdDialer(t, srv, "")}))
 	}()
 	r := newRawConn(t, ra)
 	if code, msg := r.status(fxpRemove, "/web"+dir+"/sub"); code != fxFailure || msg != "Failure" {
@@ -230,7 +231,7 @@ func TestOpenSSHClient(t *testing.T) {
 		return nil, nil
 	}
 	var stderr bytes.Buffer
-	addr := miniSSHServer(t, Config{Aliases: []string{"web"}, Decide: decide, Dial: sshdDialer(t, srv, "")}, &stderr)
+	addr := miniSSHServer(t, patient(t, Config{Aliases: []string{"web"}, Decide: decide, Dial: sshdDialer(t, srv, "")}), &stderr)
 
 	batch := strings.Join([]string{
 		"ls /",
