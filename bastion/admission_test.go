@@ -20,6 +20,7 @@ func pipeConn(t *testing.T) net.Conn {
 func TestAdmissionOrder(t *testing.T) {
 	t.Parallel()
 	clk := fakeclock.New()
+	// The lease is of the fake clock, which this test never moves.
 	a := newAdmission(1, 1, 2, 2*time.Second, clk.Now, zerolog.Nop())
 	h1 := a.enqueue(pipeConn(t))
 	h2 := a.enqueue(pipeConn(t))
@@ -46,7 +47,7 @@ func TestAdmissionOrder(t *testing.T) {
 
 func TestAdmissionLease(t *testing.T) {
 	t.Parallel()
-	const lease = 2 * time.Second
+	const lease = 2 * time.Second // of the fake clock, which each case sets
 	tests := []struct {
 		name      string
 		read      int64         // bytes the holder has sent

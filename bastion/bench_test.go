@@ -12,7 +12,7 @@ import (
 // and directly against the same sshd, interleaved, and reports both and
 // their ratio.
 func BenchmarkExecOnOpenConnection(b *testing.B) {
-	h := newHarness(b, harnessOpts{target: testsshdMaxSessions(100)})
+	h := newHarness(b, harnessOpts{})
 	through := h.client()
 	defer through.Close()
 	direct, err := ssh.Dial("tcp", h.target.Addr, h.target.ClientConfig())

@@ -10,7 +10,6 @@ import (
 	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	"golang.org/x/crypto/ssh"
 )
@@ -145,7 +144,7 @@ func benchChannel(b *testing.B, server, client ssh.Config) ssh.Channel {
 		}
 	}()
 	conn, err := ssh.Dial("tcp", ln.Addr().String(), &ssh.ClientConfig{
-		Config: client, User: "bench", HostKeyCallback: ssh.FixedHostKey(hostKey.PublicKey()), Timeout: 10 * time.Second,
+		Config: client, User: "bench", HostKeyCallback: ssh.FixedHostKey(hostKey.PublicKey()),
 	})
 	if err != nil {
 		b.Fatal(err)

@@ -246,11 +246,13 @@ func (x *execRun) relay() {
 	// channel, and relay then waits for the target to report how the
 	// command ended.
 	audited := false
-	res := relay(s.ctx, x.ch, x.held.release(), up.Channel, up.Requests, func(res relayResult) {
-		x.ended(res)
-		s.audit(*rec, x.start)
-		audited = true
-	})
+	r := &relay{down: x.ch, downReqs: x.held.release(), up: up.Channel, upReqs: up.Requests, waits: s.relayWaits,
+		beforeExit: func(res relayResult) {
+			x.ended(res)
+			s.audit(*rec, x.start)
+			audited = true
+		}}
+	res := r.run(s.ctx)
 	if audited {
 		return
 	}

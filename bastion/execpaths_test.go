@@ -1,6 +1,7 @@
 package bastion
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -13,20 +14,15 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/postern/postern/internal/testwait"
 )
 
 // This file holds what the exec stream tests share: the ways a real
 // OpenSSH client reaches a command (directly, and through postern by both
-// routing forms, each also over a ControlMaster connection), a bound for a
-// client that hangs, and a look at the target's processes.
-
-// clientHangBound is how long a test lets a client pipeline run before it
-// takes it for hung and kills it. It detects a hang; it is not a timing
-// assertion (direct OpenSSH returns in milliseconds).
-const clientHangBound = 20 * time.Second
+// routing forms, each also over a ControlMaster connection), a pipeline of
+// them that a hang cannot hold past the test's deadline, and a look at the
+// target's processes.
 
 // execPath is one way an agent's OpenSSH client runs a command on the
 // harness's target.
@@ -87,7 +83,8 @@ func (h *harness) execPaths(t *testing.T, mux bool) []execPath {
 // ends, and waits until it answers `ssh -O check`.
 func startMaster(t *testing.T, args, muxOpts []string) {
 	t.Helper()
-	master := exec.Command("ssh", args...)
+	ctx := testwait.Context(t)
+	master := exec.CommandContext(ctx, "ssh", args...)
 	var stderr bytes.Buffer
 	master.Stderr = &stderr
 	if err := master.Start(); err != nil {
@@ -109,7 +106,7 @@ func startMaster(t *testing.T, args, muxOpts []string) {
 			t.Fatalf("ControlMaster exited: %s", stderr.String())
 		default:
 		}
-		return exec.Command("ssh", check...).Run() == nil
+		return exec.CommandContext(ctx, "ssh", check...).Run() == nil
 	})
 }
 
@@ -123,28 +120,78 @@ func join(lists ...[]string) []string {
 }
 
 // pipeline runs a bash pipeline script with "$@" set to ssh and args, and
-// returns its stdout. It fails the test when the pipeline does not end
-// within clientHangBound, and then kills its whole process group.
+// returns its stdout. It fails the test when the pipeline has not ended by
+// the test's deadline (it hung), and then kills its whole process group.
 func pipeline(t *testing.T, script string, stdin string, args []string) (string, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), clientHangBound)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "bash", append([]string{"-c", script, "bash", "ssh"}, args...)...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = 5 * time.Second
+	ctx := testwait.Context(t)
+	cmd := pipelineCommand(ctx, t, "bash", append([]string{"-c", script, "bash", "ssh"}, args...)...)
 	cmd.Stdin = strings.NewReader(stdin)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
 	if ctx.Err() != nil {
-		t.Fatalf("%s did not end within %v (hung); stdout %q stderr %q", script, clientHangBound, stdout.String(), stderr.String())
+		t.Fatalf("%s had not ended at the test's deadline (hung); stdout %q stderr %q", script, stdout.String(), stderr.String())
 	}
 	var ee *exec.ExitError
 	if err != nil && !errors.As(err, &ee) {
 		t.Fatalf("%s: %v", script, err)
 	}
 	return stdout.String(), err
+}
+
+// pipelineCommand runs name with args in a process group of its own,
+// which is killed when ctx ends (testwait.Context: the test's deadline).
+func pipelineCommand(ctx context.Context, t *testing.T, name string, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	// A process of the pipeline's that outlives it and holds its output
+	// open is waited for until the deadline too.
+	cmd.WaitDelay = testwait.Remaining(t)
+	return cmd
+}
+
+// newGate makes a named pipe for a remote command to wait on (`read _ <
+// FIFO`: the target runs on this machine) and returns its path and a
+// function that lets the command go on, so that a test holds a command
+// until an event of its choosing instead of giving it a few seconds.
+func newGate(t *testing.T) (string, func()) {
+	t.Helper()
+	fifo := filepath.Join(t.TempDir(), "gate")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return fifo, func() {
+		t.Helper()
+		// Opening a pipe for writing without blocking fails until its
+		// reader has opened it.
+		testwait.Until(t, "the remote command to wait on "+fifo, func() bool {
+			f, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0)
+			if err != nil {
+				return false
+			}
+			_, err = f.WriteString("go\n")
+			f.Close()
+			return err == nil
+		})
+	}
+}
+
+// linesUntil reads r line by line into out until a line satisfies stop,
+// and reports whether one did (false at EOF).
+func linesUntil(r *bufio.Reader, out *strings.Builder, stop func(line string) bool) bool {
+	for {
+		line, err := r.ReadString('\n')
+		out.WriteString(line)
+		if stop(line) {
+			return true
+		}
+		if err != nil {
+			return false
+		}
+	}
 }
 
 // newMarker returns a word unique to this run, to put in a remote

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/postern/postern/internal/testwait"
 	"github.com/postern/postern/policy"
 )
 
@@ -33,7 +34,7 @@ func TestExitOutcomeAudited(t *testing.T) {
 	for i, tt := range tests {
 		t.Run(tt.command, func(t *testing.T) {
 			code := func(p execPath) int {
-				err := exec.Command("ssh", p.args(nil, tt.command)...).Run()
+				err := exec.CommandContext(testwait.Context(t), "ssh", p.args(nil, tt.command)...).Run()
 				var ee *exec.ExitError
 				if err != nil && !errors.As(err, &ee) {
 					t.Fatalf("ssh: %v", err)

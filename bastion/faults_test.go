@@ -12,8 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/postern/postern/internal/testsshd"
 	"github.com/postern/postern/internal/testwait"
 	"github.com/postern/postern/policy"
 	"github.com/postern/postern/store"
@@ -66,8 +66,8 @@ func (h *harness) waitPoolClients(conn *store.Connection, want int) {
 	})
 }
 
-// bgSSH is a real ssh client running in the background, bounded by 30 s,
-// with its stdout readable line by line.
+// bgSSH is a real ssh client running in the background until the test's
+// deadline at most, with its stdout readable line by line.
 type bgSSH struct {
 	cmd    *exec.Cmd
 	stdout *bufio.Reader
@@ -78,7 +78,7 @@ type bgSSH struct {
 // sshBackground starts the real ssh client as the agent.
 func (h *harness) sshBackground(args ...string) *bgSSH {
 	h.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithCancel(testwait.Context(h.t))
 	b := &bgSSH{cancel: cancel}
 	b.cmd = exec.CommandContext(ctx, "ssh", append(h.clientOpts("-p"), args...)...)
 	out, err := b.cmd.StdoutPipe()
@@ -117,14 +117,14 @@ func (b *bgSSH) wait(t testing.TB) (int, string) {
 // command dials anew and runs.
 func TestTargetKilledMidCommand(t *testing.T) {
 	leakCheck(t)
-	h := newHarness(t, harnessOpts{rules: allowAll})
+	h := newHarness(t, harnessOpts{rules: allowAll, target: &testsshd.Options{}}) // killed and restarted
 	conn := h.connection("web")
 	if got := h.ssh("", "127.0.0.1", "web", "echo warm"); got.code != 0 {
 		t.Fatalf("warm-up: exit %d stderr %q; want 0", got.code, got.stderr)
 	}
 	h.waitPoolClients(conn, 1)
 
-	run := h.sshBackground("127.0.0.1", "web", "echo started; sleep 30; echo finished")
+	run := h.sshBackground("127.0.0.1", "web", "echo started; sleep 600; echo finished") // killed with the target
 	if line, err := run.stdout.ReadString('\n'); err != nil || line != "started\n" {
 		t.Fatalf("first line %q, %v; want started", line, err)
 	}
@@ -162,7 +162,7 @@ func TestTargetKilledMidCommand(t *testing.T) {
 // the audit row says failed and names the approval.
 func TestTargetDownWhenApproved(t *testing.T) {
 	leakCheck(t)
-	h := newHarness(t, harnessOpts{rules: writeAsk})
+	h := newHarness(t, harnessOpts{rules: writeAsk, target: &testsshd.Options{}}) // killed
 	file := filepath.Join(t.TempDir(), "made")
 	run := h.sshBackground("127.0.0.1", "web", "touch "+file)
 	id := h.waitPending()
@@ -189,7 +189,7 @@ func TestTargetDownWhenApproved(t *testing.T) {
 // runs, and the audit row says failed.
 func TestTargetHostKeyChanged(t *testing.T) {
 	leakCheck(t)
-	h := newHarness(t, harnessOpts{rules: allowAll})
+	h := newHarness(t, harnessOpts{rules: allowAll, target: &testsshd.Options{}}) // re-keyed and restarted
 	if got := h.ssh("", "127.0.0.1", "web", "true"); got.code != 0 {
 		t.Fatalf("before the change: exit %d stderr %q; want 0", got.code, got.stderr)
 	}

@@ -1,8 +1,13 @@
 package bastion
 
 import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"strings"
 	"testing"
 
+	"github.com/postern/postern/internal/testwait"
 	"golang.org/x/crypto/ssh"
 )
 
@@ -49,13 +54,46 @@ func TestGlobalRequestsAsOpenSSH(t *testing.T) {
 	}
 
 	t.Run("ServerAliveInterval", func(t *testing.T) {
-		// With one probe a second and one unanswered probe allowed, the
-		// client gives up after about two silent seconds; the command is
-		// silent for three.
+		// The client probes every second (keepalive@openssh.com, packet
+		// type 80) and logs at -vvv every packet it sends and receives;
+		// the command runs until two probes were answered (type 82,
+		// REQUEST_FAILURE, as sshd answers). A probe postern left
+		// unanswered holds the test until its deadline: the client's own
+		// count of unanswered probes, which is against the clock, is set
+		// out of reach.
+		gate, open := newGate(t)
+		remote := fmt.Sprintf(": %s; read _ < %s; echo alive", newMarker(t), gate)
 		p := h.execPaths(t, false)[1]
-		out, err := pipeline(t, `"$@"`, "", p.args([]string{"-o", "ServerAliveInterval=1", "-o", "ServerAliveCountMax=1"}, "sleep 3; echo alive"))
-		if out != "alive\n" || err != nil {
-			t.Errorf("ssh -o ServerAliveInterval=1 -o ServerAliveCountMax=1 ... 'sleep 3; echo alive': got %q, %v; want %q, nil", out, err, "alive\n")
+		ctx := testwait.Context(t)
+		cmd := pipelineCommand(ctx, t, "ssh", p.args([]string{"-vvv", "-o", "ServerAliveInterval=1", "-o", "ServerAliveCountMax=100000"}, remote)...)
+		var stdout bytes.Buffer
+		cmd.Stdout = &stdout
+		stderr, err := cmd.StderrPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		var log strings.Builder
+		r := bufio.NewReader(stderr)
+		answers := 0
+		answered := linesUntil(r, &log, func(line string) bool {
+			if strings.Contains(line, "receive packet: type 82") {
+				answers++
+			}
+			return answers == 2
+		})
+		if answered {
+			open()
+		}
+		linesUntil(r, &log, func(string) bool { return false })
+		err = cmd.Wait()
+		if !answered {
+			t.Fatalf("ssh -o ServerAliveInterval=1: %d probes answered before it ended (%v); want 2:\n%s", answers, err, grepLines(log.String(), "packet: type 8"))
+		}
+		if got := stdout.String(); got != "alive\n" || err != nil {
+			t.Errorf("ssh -o ServerAliveInterval=1 ... '%s': got %q, %v; want %q, nil", remote, got, err, "alive\n")
 		}
 	})
 }

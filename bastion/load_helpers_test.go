@@ -19,6 +19,7 @@ import (
 
 	"github.com/postern/postern/internal/e2e"
 	"github.com/postern/postern/internal/testsshd"
+	"github.com/postern/postern/internal/testwait"
 	"github.com/postern/postern/policy"
 	"github.com/postern/postern/store"
 	"github.com/rs/zerolog"
@@ -33,20 +34,13 @@ import (
 // postern. The flip side is that the clients share postern's heap, so the
 // memory figures below are upper bounds for postern alone (see loadResult).
 
+// A load run's waits (an agent's handshake, the whole run, the last audit
+// rows) end at the test's deadline (testwait.Deadline): they guard against
+// a hang, and a busy machine may stretch any of them. 200 agents arrive at
+// once from one address, so most wait for one of postern's handshake slots
+// (admission.go), whose lease the harness stretches to the deadline too
+// (patient).
 const (
-	// loadHandshakeTimeout bounds one agent's TCP connect and SSH
-	// handshake with postern. 200 agents arrive at once from one address,
-	// so most wait for one of postern's handshake slots (admission.go);
-	// a minute is far above what that wait costs on 2 busy cores.
-	loadHandshakeTimeout = time.Minute
-	// loadRunTimeout bounds a whole load run. Past it every client is
-	// closed, which ends every wait of the run, and the run fails. It is a
-	// bound against a hang, not a timing assertion: the runs take well
-	// under a minute on 2 cores.
-	loadRunTimeout = 5 * time.Minute
-	// loadAuditTimeout bounds the wait for the last audit rows, which
-	// postern writes just after a session ends.
-	loadAuditTimeout = time.Minute
 	// loadSampleEvery is how often memory and session counts are sampled.
 	// runtime.ReadMemStats stops the world briefly; every 50 ms it costs
 	// far less than the load itself.
@@ -73,9 +67,10 @@ func requireLoad(tb testing.TB) {
 // (10:30:100) if they arrived together. The empty HOME keeps the test
 // user's ~/.bashrc (pyenv on the recorded machine) out of every command,
 // and LogLevel ERROR keeps sshd's log of thousands of sessions out of the
-// heap that the tests measure.
-func loadTargetOptions() testsshd.Options {
-	return testsshd.Options{MaxStartups: "1000:30:2000", MaxSessions: 64, LogLevel: "ERROR"}
+// heap that the tests measure. A load test has a target of its own, so that
+// no other test's sessions are counted in its numbers.
+func loadTargetOptions() *testsshd.Options {
+	return &testsshd.Options{MaxStartups: "1000:30:2000", MaxSessions: 64, LogLevel: "ERROR"}
 }
 
 // loadAgent is one registered agent of a load test.
@@ -114,13 +109,14 @@ func (h *harness) addLoadAgents(n int, prefix string, rules store.Rules) []loadA
 }
 
 // loadClients dials agent connections to the bastion and closes them all
-// at the end of a run, or at once when the run's bound passes, which ends
-// every wait on them.
+// at the end of a run, or at once when the run's deadline passes, which
+// ends every wait on them.
 type loadClients struct {
 	addr string
 	// addrs, when set, are several replicas' addresses: agent i dials
 	// addrs[i % len(addrs)], as a load balancer would spread them.
 	addrs []string
+	end   time.Time // the run's deadline, which bounds each handshake
 
 	// mu guards clients and closed.
 	mu      sync.Mutex
@@ -128,18 +124,18 @@ type loadClients struct {
 	closed  bool
 }
 
-// dial logs in to the bastion as a: TCP connect and handshake within
-// loadHandshakeTimeout.
+// dial logs in to the bastion as a: TCP connect and handshake before the
+// run's deadline.
 func (lc *loadClients) dial(a loadAgent) (*ssh.Client, error) {
 	addr := lc.addr
 	if len(lc.addrs) > 0 {
 		addr = lc.addrs[a.index%len(lc.addrs)]
 	}
-	conn, err := net.DialTimeout("tcp", addr, loadHandshakeTimeout)
+	conn, err := net.Dial("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
-	conn.SetDeadline(time.Now().Add(loadHandshakeTimeout))
+	conn.SetDeadline(lc.end)
 	cfg := &ssh.ClientConfig{User: a.name, Auth: []ssh.AuthMethod{ssh.PublicKeys(a.signer)}, HostKeyCallback: ssh.InsecureIgnoreHostKey()}
 	c, chans, reqs, err := ssh.NewClientConn(conn, addr, cfg)
 	if err != nil {
@@ -298,11 +294,12 @@ func (lr *loadRun) count(took time.Duration) {
 }
 
 // runLoad runs jobs at once against h and returns what was measured. It
-// fails tb only for a run that did not end within loadRunTimeout;
+// fails tb only for a run that did not end by the test's deadline;
 // commands that went wrong are in the result's failures.
 func runLoad(tb testing.TB, h *harness, jobs []loadJob) loadResult {
 	tb.Helper()
-	lr := &loadRun{h: h, clients: &loadClients{addr: h.addr, addrs: h.replicaAddrs}, start: make(chan struct{})}
+	end := testwait.Deadline(tb)
+	lr := &loadRun{h: h, clients: &loadClients{addr: h.addr, addrs: h.replicaAddrs, end: end}, start: make(chan struct{})}
 	conn, err := h.st.ConnectionByAlias(context.Background(), "web")
 	if err != nil {
 		tb.Fatal(err)
@@ -354,7 +351,7 @@ func runLoad(tb testing.TB, h *harness, jobs []loadJob) loadResult {
 
 	began := time.Now()
 	close(lr.start)
-	timer := time.NewTimer(loadRunTimeout)
+	timer := time.NewTimer(time.Until(end))
 	defer timer.Stop()
 	timedOut := false
 	select {
@@ -369,7 +366,7 @@ func runLoad(tb testing.TB, h *harness, jobs []loadJob) loadResult {
 	close(stop)
 	<-sampled
 	if timedOut {
-		tb.Fatalf("load run did not end within %v; every client was closed (%d commands started)", loadRunTimeout, lr.commands)
+		tb.Fatalf("load run did not end by the test's deadline (%v); every client was closed (%d commands started)", res.wall.Round(time.Second), lr.commands)
 	}
 
 	res.heapInuse -= min(res.heapInuse, base.HeapInuse)
@@ -383,13 +380,14 @@ func runLoad(tb testing.TB, h *harness, jobs []loadJob) loadResult {
 }
 
 // waitAuditRows waits until the bastion has audited want records (postern
-// writes a session's row just after the session ends), bounded by
-// loadAuditTimeout, and returns every row of the audit log; the caller's
+// writes a session's row just after the session ends), bounded by the
+// test's deadline, and returns every row of the audit log; the caller's
 // count says what is missing when the wait ends short.
 func waitAuditRows(h *harness, want int) []store.AuditRow {
 	h.t.Helper()
-	if !h.events.awaitFor(loadAuditTimeout, func(audits []policy.Record, _ []policy.Approval) bool { return len(audits) >= want }) {
-		h.t.Errorf("waited %v for %d audit records; %s", loadAuditTimeout, want, h.events.summary())
+	start := time.Now()
+	if !h.events.awaitUntil(testwait.Deadline(h.t), func(audits []policy.Record, _ []policy.Approval) bool { return len(audits) >= want }) {
+		h.t.Errorf("waited %v for %d audit records; %s", time.Since(start).Round(time.Millisecond), want, h.events.summary())
 	}
 	rows, err := h.st.ListAudit(context.Background(), store.AuditFilter{})
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/postern/postern/internal/testwait"
 	"golang.org/x/crypto/ssh"
 )
 
@@ -94,7 +95,7 @@ func TestPeekClientHello(t *testing.T) {
 				b, _ := io.ReadAll(client)
 				serverSaw <- b
 			}()
-			h := peekClientHello(server, time.Now().Add(10*time.Second), time.Time{})
+			h := peekClientHello(server, testwait.Deadline(t), time.Time{})
 			server.Close()
 			if got := string(<-serverSaw); got != identification+"\r\n" {
 				t.Errorf("client read %q; want %q", got, identification+"\r\n")
@@ -133,7 +134,7 @@ func TestHelloHandshake(t *testing.T) {
 		until      time.Time
 		wantCipher string
 	}{
-		{"peeked", time.Now().Add(10 * time.Second), ssh.CipherAES128GCM},
+		{"peeked", testwait.Deadline(t), ssh.CipherAES128GCM},
 		{"gave up", time.Now().Add(-time.Second), ssh.CipherAES256CTR},
 	}
 	for _, tt := range tests {

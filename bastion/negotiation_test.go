@@ -11,6 +11,7 @@ import (
 
 	"github.com/postern/postern/internal/e2e"
 	"github.com/postern/postern/internal/testsshd"
+	"github.com/postern/postern/internal/testwait"
 	"github.com/rs/zerolog"
 	"golang.org/x/crypto/ssh"
 )
@@ -102,14 +103,14 @@ func TestDefaultClientsNegotiate(t *testing.T) {
 	t.Parallel()
 	requirePython(t, "paramiko", "asyncssh")
 	var log connLog
-	h := newHarness(t, harnessOpts{rules: allowAll, target: testsshd.Options{LogLevel: "DEBUG1"},
+	h := newHarness(t, harnessOpts{rules: allowAll, target: &testsshd.Options{LogLevel: "DEBUG1"},
 		config: func(c *Config) { c.Logger = zerolog.New(&log) }})
 	// Each client runs `true` through postern and returns its own account
 	// of the cipher, where it gives one.
 	openssh := func(extra ...string) func(t *testing.T) string {
 		return func(t *testing.T) string {
 			args := join(h.clientOpts("-p"), []string{"-v"}, extra, []string{"127.0.0.1", "web", "true"})
-			out, err := exec.Command("ssh", args...).CombinedOutput()
+			out, err := exec.CommandContext(testwait.Context(t), "ssh", args...).CombinedOutput()
 			if err != nil {
 				t.Fatalf("ssh %v: %v\n%s", args, err, out)
 			}
@@ -125,7 +126,7 @@ func TestDefaultClientsNegotiate(t *testing.T) {
 	}
 	python := func(script string) func(t *testing.T) string {
 		return func(t *testing.T) string {
-			out, err := exec.Command(debianPython, "-W", "ignore", "-c", script, "127.0.0.1", h.port, "web", h.keyPath).CombinedOutput()
+			out, err := exec.CommandContext(testwait.Context(t), debianPython, "-W", "ignore", "-c", script, "127.0.0.1", h.port, "web", h.keyPath).CombinedOutput()
 			if err != nil {
 				t.Fatalf("%v\n%s", err, out)
 			}

@@ -102,7 +102,7 @@ type relayResult struct {
 	// AgentGone is set when the agent closed the session channel or lost
 	// its connection before the target's command ended. relay then closed
 	// the upstream channel, as the target sees a direct client go, and
-	// waited up to relayGoneWait for the command's end: ExitStatus or
+	// waited up to its waits.gone for the command's end: ExitStatus or
 	// ExitSignal if the target reported it, else Err. The agent is told
 	// nothing; it is gone.
 	AgentGone bool
@@ -120,10 +120,19 @@ type exitRequest struct {
 	payload []byte
 }
 
+// relayWaits are the relay's bounds on its peers: relayTeardownWait and
+// relayGoneWait in a Server. A test that must not trip one (a busy machine
+// can delay any peer past a few seconds) sets it from its own deadline; a
+// test of the bound sets it short.
+type relayWaits struct {
+	teardown time.Duration // relayTeardownWait
+	gone     time.Duration // relayGoneWait
+}
+
 // relay copies stdin (down→up) and stdout/stderr (up→down) byte-exactly until
 // the upstream session ends; forwards window-change, signal and
 // eow@openssh.com requests down→up; forwards exit-status and exit-signal
-// up→down; bounded by ctx.
+// up→down. Its fields up to waits are the caller's; run does the work, once.
 //
 // What the agent does to its side reaches the target as it would from a
 // direct client: EOF on stdin is sent on as EOF; eow@openssh.com (OpenSSH's
@@ -137,23 +146,23 @@ type exitRequest struct {
 // The contract with the caller:
 //
 //   - relay owns down's reads and downReqs, and up and upReqs, from the call
-//     on. It answers false to agent requests other than those it forwards,
-//     and drains both request channels until they close, so that neither
-//     SSH connection's demultiplexer ever blocks on them (the upstream
-//     connection is pooled and carries other sessions). downReqs closing
-//     is how relay learns that the agent's channel is gone.
+//     of run on. It answers false to agent requests other than those it
+//     forwards, and drains both request channels until they close, so that
+//     neither SSH connection's demultiplexer ever blocks on them (the
+//     upstream connection is pooled and carries other sessions). downReqs
+//     closing is how relay learns that the agent's channel is gone.
 //   - When the target ends the session with exit-status or exit-signal,
 //     relay waits until stdout and stderr have both been copied to the end
 //     (output that OpenSSH sends after the exit status included), then sends
 //     the agent the exit request(s) as received, then EOF, then close: the
 //     frame order OpenSSH's client and tailscale's frameorder test expect.
-//     It closes up and waits, at most relayTeardownWait, for both peers to
+//     It closes up and waits, at most waits.teardown, for both peers to
 //     acknowledge; every goroutine it started has then ended (a peer that
 //     never acknowledges keeps them until its connection closes). Err is
 //     nil.
 //   - When the agent goes away first (its channel closes, or a write to it
-//     fails), relay closes up at once and waits at most relayGoneWait for
-//     the target's exit-status or exit-signal, which it records but cannot
+//     fails), relay closes up at once and waits at most waits.gone for the
+//     target's exit-status or exit-signal, which it records but cannot
 //     forward; AgentGone is set, and Err unless the end was reported. down
 //     is closed already; the caller has nothing to tell the agent.
 //   - Otherwise (the target closed the session or was lost without an exit
@@ -167,172 +176,227 @@ type exitRequest struct {
 // does not hold the session once the target's command has exited, because
 // the end is decided by the target's side alone (ssh.Session's Wait hangs on
 // exactly that).
-//
-// beforeExit, when not nil, is called with the result so far (exit status
-// and byte counts) after the target's command ended and before the agent is
-// told: the caller records the outcome there, so that an agent that saw its
-// command end finds it in the audit log even if postern dies the next
-// instant. It is not called when the agent has gone away.
-func relay(ctx context.Context, down ssh.Channel, downReqs <-chan *ssh.Request, up ssh.Channel, upReqs <-chan *ssh.Request, beforeExit func(relayResult)) relayResult {
-	var bytesIn, bytesOut atomic.Int64
+type relay struct {
+	down     ssh.Channel
+	downReqs <-chan *ssh.Request
+	up       ssh.Channel
+	upReqs   <-chan *ssh.Request
+	// beforeExit, when not nil, is called with the result so far (exit
+	// status and byte counts) after the target's command ended and before
+	// the agent is told: the caller records the outcome there, so that an
+	// agent that saw its command end finds it in the audit log even if
+	// postern dies the next instant. It is not called when the agent has
+	// gone away.
+	beforeExit func(relayResult)
+	waits      relayWaits
+
+	// Written by the copying goroutines.
+	bytesIn, bytesOut atomic.Int64
+	eowSent           atomic.Bool
+	outErrs           chan error // each output copy's end: nil, or a failed write to the agent
+
+	// Closed as each goroutine ends.
+	stdinDone, agentReqsDone, stdoutDone, stderrDone chan struct{}
+
+	// The rest belongs to run's goroutine.
+	res        relayResult
+	exits      []exitRequest
+	outputsEnd int                 // output streams copied to their end (or cut off)
+	reqs       <-chan *ssh.Request // upReqs; nil once closed, so select skips it
+	agentReqs  <-chan struct{}     // agentReqsDone; nil once the agent is gone
+	goneTimer  *time.Timer         // runs once the agent is gone; nil before
+}
+
+// run relays until the session ends or ctx does, and reports how it ended.
+func (r *relay) run(ctx context.Context) relayResult {
+	r.start()
+	defer func() {
+		if r.goneTimer != nil {
+			r.goneTimer.Stop()
+		}
+	}()
+	r.loop(ctx)
+	r.conclude()
+	r.tellAgent()
+	r.teardown(ctx)
+	r.res.BytesIn, r.res.BytesOut = r.bytesIn.Load(), r.bytesOut.Load()
+	return r.res
+}
+
+// start runs the copies and the forwarding of the agent's requests, each
+// on a goroutine of its own.
+func (r *relay) start() {
+	r.reqs = r.upReqs
+	r.outErrs = make(chan error, 2)
+	r.stdinDone, r.agentReqsDone = make(chan struct{}), make(chan struct{})
+	r.stdoutDone, r.stderrDone = make(chan struct{}), make(chan struct{})
+	r.agentReqs = r.agentReqsDone
 
 	// Agent → target: stdin, then EOF; window-change, signal and eow
 	// requests. x/crypto reads EOF both when the agent sends EOF and when
 	// its channel closes; in the second case the close follows at once.
-	stdinDone := make(chan struct{})
 	go func() {
-		defer close(stdinDone)
+		defer close(r.stdinDone)
 		buf := make([]byte, relayBufferSize)
-		if _, err := io.CopyBuffer(countingWriter{up, &bytesIn}, down, buf); err == nil {
+		if _, err := io.CopyBuffer(countingWriter{r.up, &r.bytesIn}, r.down, buf); err == nil {
 			// The agent sent EOF. An error here means the target's side is
 			// already closed, which the main loop learns from upReqs.
-			_ = up.CloseWrite()
+			_ = r.up.CloseWrite()
 		}
 	}()
-	var eowSent atomic.Bool
-	agentReqsDone := make(chan struct{})
 	go func() {
-		defer close(agentReqsDone)
-		forwardAgentRequests(downReqs, up, &eowSent)
+		defer close(r.agentReqsDone)
+		forwardAgentRequests(r.downReqs, r.up, &r.eowSent)
 	}()
 
 	// Target → agent: stdout and stderr, concurrently, so that an unread
 	// stderr never stalls stdout at the channel window (and vice versa).
-	outErrs := make(chan error, 2)
-	stdoutDone := make(chan struct{})
 	go func() {
-		defer close(stdoutDone)
-		outErrs <- copyOutput(countingWriter{down, &bytesOut}, up)
+		defer close(r.stdoutDone)
+		r.outErrs <- copyOutput(countingWriter{r.down, &r.bytesOut}, r.up)
 	}()
-	stderrDone := make(chan struct{})
 	go func() {
-		defer close(stderrDone)
-		outErrs <- copyOutput(countingWriter{down.Stderr(), &bytesOut}, up.Stderr())
+		defer close(r.stderrDone)
+		r.outErrs <- copyOutput(countingWriter{r.down.Stderr(), &r.bytesOut}, r.up.Stderr())
 	}()
+}
 
-	var (
-		res        relayResult
-		exits      []exitRequest
-		outputsEnd int              // output streams copied to their end (or cut off)
-		reqs       = upReqs         // nil once closed, so select skips it
-		agentReqs  = agentReqsDone  // nil once the agent is gone
-		goneTimer  *time.Timer      // runs once the agent is gone
-		goneWait   <-chan time.Time // goneTimer's channel, nil before
-	)
-	agentGone := func() {
-		if res.AgentGone {
-			return
+// loop handles the target's requests and the ends of the copies until the
+// session has ended, the agent's absence has been waited out, or ctx ends.
+func (r *relay) loop(ctx context.Context) {
+	for !r.ended() {
+		var goneWait <-chan time.Time
+		if r.goneTimer != nil {
+			goneWait = r.goneTimer.C
 		}
-		if agentReqs != nil {
-			// What the agent sent before its channel closed reaches the
-			// target first, in the agent's order, as it would reach sshd
-			// from a direct client: a ControlMaster whose client died
-			// sends eow@openssh.com and then closes the channel. The
-			// agent's requests end with its channel.
-			wait := time.NewTimer(relayGoneWait)
-			select {
-			case <-agentReqsDone:
-			case <-wait.C:
-			}
-			wait.Stop()
-		}
-		res.AgentGone, agentReqs = true, nil
-		// What sshd sees when a direct client goes: the session channel
-		// closes. It closes the command's pipes (or hangs up its pty) and
-		// still reports the command's end, which is worth waiting for.
-		_ = up.Close()
-		goneTimer = time.NewTimer(relayGoneWait)
-		goneWait = goneTimer.C
-	}
-	defer func() {
-		if goneTimer != nil {
-			goneTimer.Stop()
-		}
-	}()
-	ended := func() bool {
-		if res.AgentGone {
-			return len(exits) > 0 || reqs == nil
-		}
-		return outputsEnd == 2 && (len(exits) > 0 || reqs == nil)
-	}
-loop:
-	for !ended() {
 		select {
-		case req, ok := <-reqs:
+		case req, ok := <-r.reqs:
 			if !ok {
-				reqs = nil
+				r.reqs = nil
 				continue
 			}
-			if ex, ok := exitFromTarget(req, &res); ok {
-				exits = append(exits, ex)
+			if ex, ok := exitFromTarget(req, &r.res); ok {
+				r.exits = append(r.exits, ex)
 				continue
 			}
-			if req.Type == "eow@openssh.com" && !res.AgentGone {
+			if req.Type == "eow@openssh.com" && !r.res.AgentGone {
 				// sshd's "end of write": the command no longer reads
 				// stdin. Passing it on lets the agent's client stop sending.
-				if _, err := down.SendRequest(req.Type, false, req.Payload); err != nil {
-					agentGone()
+				if _, err := r.down.SendRequest(req.Type, false, req.Payload); err != nil {
+					r.agentGone()
 				}
 				continue
 			}
 			refuse(req)
-		case err := <-outErrs:
+		case err := <-r.outErrs:
 			// A command may close its stdout and stderr and run on
 			// (`exec >/dev/null 2>&1; sleep 60; exit 3`), so the end of
 			// output is not the end of the session: wait for the exit
 			// status. The wait is bounded by the upstream connection's
 			// keepalives, which close a dead client and with it upReqs.
-			outputsEnd++
+			r.outputsEnd++
 			if err != nil {
 				// Only a write to the agent fails: its channel is closed.
-				agentGone()
+				r.agentGone()
 			}
-		case <-agentReqs:
-			agentGone()
+		case <-r.agentReqs:
+			r.agentGone()
 		case <-goneWait:
-			break loop
+			return
 		case <-ctx.Done():
-			res.Err = fmt.Errorf("bastion: relay stopped: %w", ctx.Err())
-			break loop
+			r.res.Err = fmt.Errorf("bastion: relay stopped: %w", ctx.Err())
+			return
 		}
 	}
-	res.EOW = eowSent.Load()
+}
+
+// ended reports whether the session is over: the target reported the
+// command's end (or closed the session) and, while the agent is there, its
+// output has been copied to the end.
+func (r *relay) ended() bool {
+	if r.res.AgentGone {
+		return len(r.exits) > 0 || r.reqs == nil
+	}
+	return r.outputsEnd == 2 && (len(r.exits) > 0 || r.reqs == nil)
+}
+
+// agentGone handles the agent's leaving mid-command, once: relay closes
+// the upstream channel, as the target sees a direct client go, and starts
+// waiting for the command's end.
+func (r *relay) agentGone() {
+	if r.res.AgentGone {
+		return
+	}
+	if r.agentReqs != nil {
+		// What the agent sent before its channel closed reaches the
+		// target first, in the agent's order, as it would reach sshd
+		// from a direct client: a ControlMaster whose client died
+		// sends eow@openssh.com and then closes the channel. The
+		// agent's requests end with its channel.
+		wait := time.NewTimer(r.waits.gone)
+		select {
+		case <-r.agentReqsDone:
+		case <-wait.C:
+		}
+		wait.Stop()
+	}
+	r.res.AgentGone, r.agentReqs = true, nil
+	// What sshd sees when a direct client goes: the session channel
+	// closes. It closes the command's pipes (or hangs up its pty) and
+	// still reports the command's end, which is worth waiting for.
+	_ = r.up.Close()
+	r.goneTimer = time.NewTimer(r.waits.gone)
+}
+
+// conclude sets the result's EOW and, where the session did not end with
+// the target's report, its Err.
+func (r *relay) conclude() {
+	r.res.EOW = r.eowSent.Load()
 	switch {
-	case res.Err != nil || len(exits) > 0:
-	case res.AgentGone && reqs == nil:
-		res.Err = errors.New("bastion: the agent went away while the command ran; the target closed the session without reporting the command's end")
-	case res.AgentGone:
-		res.Err = fmt.Errorf("bastion: the agent went away while the command ran; the target did not report the command's end within %v", relayGoneWait)
+	case r.res.Err != nil || len(r.exits) > 0:
+	case r.res.AgentGone && r.reqs == nil:
+		r.res.Err = errors.New("bastion: the agent went away while the command ran; the target closed the session without reporting the command's end")
+	case r.res.AgentGone:
+		r.res.Err = fmt.Errorf("bastion: the agent went away while the command ran; the target did not report the command's end within %v", r.waits.gone)
 	default:
-		res.Err = errors.New("bastion: target ended the session without an exit status (connection lost?)")
+		r.res.Err = errors.New("bastion: target ended the session without an exit status (connection lost?)")
 	}
+}
 
-	// The agent is told first: it should not wait for postern's cleanup
-	// of the target's side.
-	if res.Err == nil && !res.AgentGone {
-		if beforeExit != nil {
-			early := res
-			early.BytesIn, early.BytesOut = bytesIn.Load(), bytesOut.Load()
-			beforeExit(early)
-		}
-		for _, ex := range exits {
-			// An agent that has gone away cannot be told; its goroutines
-			// end with its connection, and the outcome stands.
-			if _, err := down.SendRequest(ex.name, false, ex.payload); err != nil {
-				break
-			}
-		}
-		_ = down.CloseWrite()
-		_ = down.Close()
+// tellAgent passes the command's end on to the agent, after beforeExit,
+// when the session ended with the target's report and the agent is there.
+// The agent is told before postern cleans up the target's side: it should
+// not wait for that.
+func (r *relay) tellAgent() {
+	if r.res.Err != nil || r.res.AgentGone {
+		return
 	}
+	if r.beforeExit != nil {
+		early := r.res
+		early.BytesIn, early.BytesOut = r.bytesIn.Load(), r.bytesOut.Load()
+		r.beforeExit(early)
+	}
+	for _, ex := range r.exits {
+		// An agent that has gone away cannot be told; its goroutines
+		// end with its connection, and the outcome stands.
+		if _, err := r.down.SendRequest(ex.name, false, ex.payload); err != nil {
+			break
+		}
+	}
+	_ = r.down.CloseWrite()
+	_ = r.down.Close()
+}
 
+// teardown closes the upstream channel, drains the target's requests and
+// waits, at most waits.teardown, for the goroutines that can end now.
+func (r *relay) teardown(ctx context.Context) {
 	// Whatever happened, this session's upstream channel is finished.
 	// Closing it ends the target's side and, once the target answers, the
 	// output copies, the stdin copy's writes and the request forwarding.
 	// An error means it was closed already.
-	_ = up.Close()
+	_ = r.up.Close()
 	upReqsDone := make(chan struct{})
-	go func() {
+	go func(reqs <-chan *ssh.Request) {
 		defer close(upReqsDone)
 		if reqs == nil {
 			return
@@ -340,26 +404,24 @@ loop:
 		for req := range reqs {
 			refuse(req)
 		}
-	}()
+	}(r.reqs)
 
-	deadline := time.NewTimer(relayTeardownWait)
-	defer deadline.Stop()
+	var ends []<-chan struct{}
 	switch {
-	case res.Err == nil:
-		waitAll(ctx, deadline.C, stdoutDone, stderrDone, upReqsDone, stdinDone, agentReqsDone)
-	case res.AgentGone:
+	case r.res.Err == nil:
+		ends = []<-chan struct{}{r.stdoutDone, r.stderrDone, upReqsDone, r.stdinDone, r.agentReqsDone}
+	case r.res.AgentGone:
 		// The agent's side is gone, so its goroutines end now. The target
 		// has not closed its side (the command runs on, as after a direct
 		// client left): the copies from it end when it does, or with the
 		// upstream connection.
-		waitAll(ctx, deadline.C, stdinDone, agentReqsDone)
+		ends = []<-chan struct{}{r.stdinDone, r.agentReqsDone}
 	default:
 		// down stays open for the caller, so the goroutines reading it
 		// cannot end yet; those on the target's side can.
-		waitAll(ctx, deadline.C, stdoutDone, stderrDone, upReqsDone)
+		ends = []<-chan struct{}{r.stdoutDone, r.stderrDone, upReqsDone}
 	}
-	res.BytesIn, res.BytesOut = bytesIn.Load(), bytesOut.Load()
-	return res
+	waitAll(ctx, r.waits.teardown, ends)
 }
 
 // exitFromTarget recognises an exit-status or exit-signal request from the
@@ -469,13 +531,15 @@ func (c countingWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// waitAll waits until every done channel is closed, ctx ends or timeout
-// fires, whichever is first.
-func waitAll(ctx context.Context, timeout <-chan time.Time, done ...<-chan struct{}) {
-	for _, d := range done {
+// waitAll waits until every channel of ends is closed, ctx ends or timeout
+// passes, whichever is first.
+func waitAll(ctx context.Context, timeout time.Duration, ends []<-chan struct{}) {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for _, end := range ends {
 		select {
-		case <-d:
-		case <-timeout:
+		case <-end:
+		case <-deadline.C:
 			return
 		case <-ctx.Done():
 			return

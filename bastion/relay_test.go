@@ -23,6 +23,7 @@ import (
 
 	"github.com/postern/postern/internal/e2e"
 	"github.com/postern/postern/internal/testsshd"
+	"github.com/postern/postern/internal/testwait"
 	"go.uber.org/goleak"
 	"golang.org/x/crypto/ssh"
 )
@@ -33,10 +34,6 @@ import (
 // them sits relayHarness: a minimal agent-facing SSH server that parses the
 // session requests with requests.go and hands the channel to startUpstream
 // and relay, as session.go does, without routing or policy.
-
-// relayResultWait bounds how long a test waits for a relay to report. It is a
-// guard against a hung test, not a performance threshold.
-const relayResultWait = 60 * time.Second
 
 // relayLeakCheck verifies at the end of the test, after every other cleanup
 // (cleanups run last-registered first), that the test left no goroutine
@@ -59,6 +56,7 @@ type relayHarness struct {
 	results chan relayResult // one per relayed session
 	cancel  func()           // ends the ctx every relay runs under
 	frames  chan []string    // per relayed session, what relay sent the agent besides data
+	waits   relayWaits       // every relay's
 }
 
 // frameRecorder records, in call order, the requests, EOF and close that
@@ -98,11 +96,18 @@ func (r *frameRecorder) Close() error {
 	return r.Channel.Close()
 }
 
-// startRelayHarness starts a target sshd with opts, connects to it, and
-// serves agents on a 127.0.0.1 port until the test ends.
-func startRelayHarness(t *testing.T, opts testsshd.Options) *relayHarness {
+// relayHarnessOpts configure startRelayHarness.
+type relayHarnessOpts struct {
+	// goneWait is the relays' waits.gone, for the test that trips it; the
+	// test's deadline if zero, as is every other wait of the relays.
+	goneWait time.Duration
+}
+
+// startRelayHarness connects to the package's shared target and serves
+// agents on a 127.0.0.1 port until the test ends.
+func startRelayHarness(t *testing.T, o relayHarnessOpts) *relayHarness {
 	t.Helper()
-	sshd := testsshd.Start(t, opts)
+	sshd := sharedTarget.Get(t)
 	up, err := ssh.Dial("tcp", sshd.Addr, sshd.ClientConfig())
 	if err != nil {
 		t.Fatalf("dial target: %v\n%s", err, sshd.Log())
@@ -158,6 +163,10 @@ func startRelayHarness(t *testing.T, opts testsshd.Options) *relayHarness {
 		up:      up,
 		results: make(chan relayResult, 64),
 		frames:  make(chan []string, 64),
+		waits:   relayWaits{teardown: testwait.Remaining(t), gone: testwait.Remaining(t)},
+	}
+	if o.goneWait != 0 {
+		h.waits.gone = o.goneWait
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -297,13 +306,15 @@ func (h *relayHarness) serveSession(ctx context.Context, wg *sync.WaitGroup, ch 
 	// The hook records itself among the frames, so that TestRelayFrameOrder
 	// sees that the outcome is known (and audited, in the server) before
 	// the agent is told.
-	res := relay(ctx, rec, reqs, upCh, upReqs, func(r relayResult) {
-		status := "none"
-		if r.ExitStatus != nil {
-			status = fmt.Sprint(*r.ExitStatus)
-		}
-		rec.record("before-exit:" + status)
-	})
+	r := &relay{down: rec, downReqs: reqs, up: upCh, upReqs: upReqs, waits: h.waits,
+		beforeExit: func(early relayResult) {
+			status := "none"
+			if early.ExitStatus != nil {
+				status = fmt.Sprint(*early.ExitStatus)
+			}
+			rec.record("before-exit:" + status)
+		}}
+	res := r.run(ctx)
 	select {
 	case h.frames <- rec.frames():
 	default: // only TestRelayFrameOrder reads them
@@ -317,13 +328,7 @@ func (h *relayHarness) serveSession(ctx context.Context, wg *sync.WaitGroup, ch 
 // result returns the next relay's result.
 func (h *relayHarness) result(t *testing.T) relayResult {
 	t.Helper()
-	select {
-	case r := <-h.results:
-		return r
-	case <-time.After(relayResultWait):
-		t.Fatalf("relay did not return within %v", relayResultWait)
-		return relayResult{}
-	}
+	return testwait.Recv(t, "a relay to return", h.results)
 }
 
 // dial connects an x/crypto client to the harness as the agent.
@@ -333,7 +338,6 @@ func (h *relayHarness) dial(t *testing.T) *ssh.Client {
 		User:            "agent",
 		Auth:            []ssh.AuthMethod{ssh.PublicKeys(h.agent)},
 		HostKeyCallback: ssh.FixedHostKey(h.hostKey),
-		Timeout:         10 * time.Second,
 	})
 	if err != nil {
 		t.Fatalf("dial harness: %v", err)
@@ -380,7 +384,7 @@ func (h *relayHarness) sshCommand(t *testing.T, v relayPath, extra []string, rem
 	}
 	args = append(args, extra...)
 	args = append(args, user+"@127.0.0.1", remote)
-	cmd := exec.Command(bin, args...)
+	cmd := exec.CommandContext(testwait.Context(t), bin, args...)
 	var env []string
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "SSH_AUTH_SOCK=") {
@@ -417,7 +421,7 @@ func (h *relayHarness) runSSH(t *testing.T, v relayPath, extra []string, remote 
 // signal.
 func TestRelayExitCodes(t *testing.T) {
 	relayLeakCheck(t)
-	h := startRelayHarness(t, testsshd.Options{})
+	h := startRelayHarness(t, relayHarnessOpts{})
 	tests := []struct {
 		name       string
 		command    string
@@ -487,7 +491,7 @@ func TestRelayExitCodes(t *testing.T) {
 // TestRelayFrameOrder: the agent sees exit-status, then EOF, then close.
 func TestRelayFrameOrder(t *testing.T) {
 	relayLeakCheck(t)
-	h := startRelayHarness(t, testsshd.Options{})
+	h := startRelayHarness(t, relayHarnessOpts{})
 
 	t.Run("x/crypto", func(t *testing.T) {
 		c := h.dial(t)
@@ -573,7 +577,7 @@ func TestRelayFrameOrder(t *testing.T) {
 // TestRelayBinaryRoundTrip10MiB: every byte value passes both ways unchanged.
 func TestRelayBinaryRoundTrip10MiB(t *testing.T) {
 	relayLeakCheck(t)
-	h := startRelayHarness(t, testsshd.Options{})
+	h := startRelayHarness(t, relayHarnessOpts{})
 	const size = 10 << 20
 	in := make([]byte, size)
 	if _, err := rand.Read(in); err != nil {
@@ -596,7 +600,7 @@ func TestRelayBinaryRoundTrip10MiB(t *testing.T) {
 // channel window, finishes: the relay drains stderr while stdout is quiet.
 func TestRelayStderr4MiB(t *testing.T) {
 	relayLeakCheck(t)
-	h := startRelayHarness(t, testsshd.Options{})
+	h := startRelayHarness(t, relayHarnessOpts{})
 	const size = 4 << 20
 	run := h.runSSH(t, throughRelay, nil, fmt.Sprintf("head -c %d /dev/zero >&2; echo done", size), nil)
 	res := h.result(t)
@@ -619,7 +623,7 @@ func TestRelayStderr4MiB(t *testing.T) {
 // exit status.
 func TestRelayTrailingOutput(t *testing.T) {
 	relayLeakCheck(t)
-	h := startRelayHarness(t, testsshd.Options{})
+	h := startRelayHarness(t, relayHarnessOpts{})
 	// The shell prints its pid and a fifo, leaves a reader of the fifo in
 	// the background holding stdout, and exits 3. Once the shell is gone
 	// (so sshd has sent exit-status), a second session writes to the fifo,
@@ -672,7 +676,7 @@ func TestRelayTrailingOutput(t *testing.T) {
 // TestRelayStdinEOF: the agent's EOF on stdin reaches the command.
 func TestRelayStdinEOF(t *testing.T) {
 	relayLeakCheck(t)
-	h := startRelayHarness(t, testsshd.Options{})
+	h := startRelayHarness(t, relayHarnessOpts{})
 	run := h.runSSH(t, throughRelay, nil, "wc -c", strings.NewReader("hello"))
 	res := h.result(t)
 	if got, want := strings.TrimSpace(string(run.stdout)), "5"; got != want || run.code != 0 {
@@ -687,7 +691,7 @@ func TestRelayStdinEOF(t *testing.T) {
 // although the agent keeps its stdin open.
 func TestRelayAgentNeverClosesStdin(t *testing.T) {
 	relayLeakCheck(t)
-	h := startRelayHarness(t, testsshd.Options{})
+	h := startRelayHarness(t, relayHarnessOpts{})
 
 	t.Run("openssh", func(t *testing.T) {
 		cmd := h.sshCommand(t, throughRelay, nil, "echo done")
@@ -744,7 +748,7 @@ func TestRelayAgentNeverClosesStdin(t *testing.T) {
 // window change reaches it.
 func TestRelayPtyWindowSize(t *testing.T) {
 	relayLeakCheck(t)
-	h := startRelayHarness(t, testsshd.Options{})
+	h := startRelayHarness(t, relayHarnessOpts{})
 
 	t.Run("openssh -tt", func(t *testing.T) {
 		direct := h.runSSH(t, directToTarget, []string{"-tt"}, "stty size", nil)
@@ -776,8 +780,10 @@ func TestRelayPtyWindowSize(t *testing.T) {
 		// The command reads a line between the two sizes. x/crypto hands a
 		// channel's requests and its data to the relay on separate Go
 		// channels, so the window change may reach the target after the
-		// line: the command polls (bounded, 5 s) until the size changes.
-		if err := sess.Start(`stty size; read x; i=0; while [ "$(stty size)" = "40 100" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done; stty size`); err != nil {
+		// line: the command polls until the size changes. Should it never
+		// change, the wait below ends at the test's deadline, and the
+		// session's end at the test's end hangs up the pty and the poll.
+		if err := sess.Start(`stty size; read x; while [ "$(stty size)" = "40 100" ]; do sleep 0.05; done; stty size`); err != nil {
 			t.Fatal(err)
 		}
 		r := bufio.NewReader(stdout)
@@ -794,10 +800,12 @@ func TestRelayPtyWindowSize(t *testing.T) {
 		if _, err := io.WriteString(stdin, "go\n"); err != nil {
 			t.Fatal(err)
 		}
-		rest, err := io.ReadAll(r)
-		if err != nil {
-			t.Fatal(err)
-		}
+		read := make(chan []byte, 1)
+		go func() {
+			rest, _ := io.ReadAll(r)
+			read <- rest
+		}()
+		rest := testwait.Recv(t, "the size after the window change", read)
 		lines := strings.Fields(strings.ReplaceAll(string(rest), "\r", ""))
 		if got, want := strings.Join(lines, " "), "50 120"; got != want {
 			t.Errorf("size after window-change: got %q; want %q", got, want)
@@ -813,9 +821,7 @@ func TestRelayPtyWindowSize(t *testing.T) {
 // variables do not, although the target would accept them.
 func TestRelayEnvAllowlist(t *testing.T) {
 	relayLeakCheck(t)
-	h := startRelayHarness(t, testsshd.Options{
-		ExtraConfig: []string{"AcceptEnv LANG LC_* TERM GIT_PROTOCOL FOO"},
-	})
+	h := startRelayHarness(t, relayHarnessOpts{}) // the shared target accepts all of them
 	setEnv := []string{"-o", "SetEnv=LANG=C.UTF-8 LC_CTYPE=C GIT_PROTOCOL=version=2 FOO=bar"}
 	const show = `echo "LANG=${LANG-unset} LC_CTYPE=${LC_CTYPE-unset} GIT_PROTOCOL=${GIT_PROTOCOL-unset} FOO=${FOO-unset}"`
 	direct := h.runSSH(t, directToTarget, setEnv, show, nil)
@@ -834,7 +840,7 @@ func TestRelayEnvAllowlist(t *testing.T) {
 // and reason reach the agent.
 func TestRelayUpstreamLost(t *testing.T) {
 	relayLeakCheck(t)
-	h := startRelayHarness(t, testsshd.Options{})
+	h := startRelayHarness(t, relayHarnessOpts{})
 	// cat ends on its own when sshd closes its stdin, so nothing lingers on
 	// the target.
 	cmd := h.sshCommand(t, throughRelay, nil, "echo started; exec cat")
@@ -877,7 +883,7 @@ func TestRelayUpstreamLost(t *testing.T) {
 // agent.
 func TestRelayContextEnds(t *testing.T) {
 	relayLeakCheck(t)
-	h := startRelayHarness(t, testsshd.Options{})
+	h := startRelayHarness(t, relayHarnessOpts{})
 	c := h.dial(t)
 	sess, err := c.NewSession()
 	if err != nil {
@@ -925,7 +931,7 @@ func TestRelayContextEnds(t *testing.T) {
 // reports that end with AgentGone.
 func TestRelayAgentClosesChannel(t *testing.T) {
 	relayLeakCheck(t)
-	h := startRelayHarness(t, testsshd.Options{})
+	h := startRelayHarness(t, relayHarnessOpts{})
 	c := h.dial(t)
 	ch, reqs, err := c.OpenChannel("session", nil)
 	if err != nil {
@@ -952,10 +958,12 @@ func TestRelayAgentClosesChannel(t *testing.T) {
 // TestRelayAgentGoneCommandRunsOn: a command without a pty that neither
 // reads nor writes runs on when the agent goes, as it does after a direct
 // client goes (sshd closes its pipes, which it does not use); relay waits
-// relayGoneWait for an end that does not come and says so.
+// its waits.gone for an end that does not come and says so.
 func TestRelayAgentGoneCommandRunsOn(t *testing.T) {
 	relayLeakCheck(t)
-	h := startRelayHarness(t, testsshd.Options{})
+	// The wait for the command's end is what this test trips: it is short,
+	// and nothing in the test has to happen before it ends.
+	h := startRelayHarness(t, relayHarnessOpts{goneWait: 100 * time.Millisecond})
 	c := h.dial(t)
 	ch, reqs, err := c.OpenChannel("session", nil)
 	if err != nil {

@@ -7,7 +7,6 @@ import (
 	"net"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/postern/postern/internal/testwait"
 	"github.com/postern/postern/policy"
@@ -53,9 +52,7 @@ func (h *harness) addReplica() {
 	}
 	h.replicaAddrs = append(h.replicaAddrs, ln.Addr().String())
 	h.t.Cleanup(func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(sctx); err != nil {
+		if err := srv.Shutdown(testwait.Context(h.t)); err != nil {
 			h.t.Errorf("replica Shutdown: %v", err)
 		}
 		if err := <-served; !errors.Is(err, ErrServerClosed) {

@@ -12,6 +12,7 @@ import (
 	"github.com/postern/postern/metrics"
 	"github.com/postern/postern/policy"
 	"github.com/postern/postern/recipes"
+	"github.com/postern/postern/sftpgate"
 	"github.com/postern/postern/store"
 	"github.com/rs/zerolog"
 	"golang.org/x/crypto/ssh"
@@ -157,6 +158,15 @@ type Server struct {
 	// told it waits for, after the agent's line was written.
 	audited func(policy.Record)
 	waiting func(policy.Approval)
+	// relayWaits bound every relay's waits on its peers: relayTeardownWait
+	// and relayGoneWait, which a test that must not trip them raises.
+	relayWaits relayWaits
+	// kexInitWait bounds the wait for an agent's KEXINIT (see
+	// negotiate.go's kexInitWait), which a test raises likewise.
+	kexInitWait time.Duration
+	// sftpConfig, for tests, adjusts each SFTP session's gate
+	// configuration (its bounds on the target's answers); nil otherwise.
+	sftpConfig func(*sftpgate.Config)
 
 	// ctx ends when the server is closed for good; every session derives
 	// from it, so a hard close ends waits and relays.
@@ -227,12 +237,14 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("bastion: %w", err)
 	}
 	s := &Server{
-		recipes:   cat,
-		cfg:       cfg,
-		limits:    newLimiter(cfg.CommandRate, cfg.CommandBurst, cfg.Now),
-		sleep:     sleepCtx,
-		listeners: map[net.Listener]struct{}{},
-		conns:     map[net.Conn]struct{}{},
+		recipes:     cat,
+		cfg:         cfg,
+		limits:      newLimiter(cfg.CommandRate, cfg.CommandBurst, cfg.Now),
+		sleep:       sleepCtx,
+		relayWaits:  relayWaits{teardown: relayTeardownWait, gone: relayGoneWait},
+		kexInitWait: kexInitWait,
+		listeners:   map[net.Listener]struct{}{},
+		conns:       map[net.Conn]struct{}{},
 	}
 	s.log = cfg.Logger.With().Str("component", "bastion").Logger()
 	s.adm = newAdmission(cfg.MaxUnauthenticated, cfg.MaxUnauthenticatedPerSource, cfg.MaxQueuedHandshakes, cfg.HandshakeLease, cfg.Now, s.log)
@@ -449,7 +461,7 @@ func (s *Server) serveConn(nc net.Conn, hs *handshake, deadline time.Time) {
 	_ = nc.SetDeadline(deadline)
 	bc := newBatchConn(countingReader{nc, &hs.read})
 	defer bc.Close()
-	peekUntil := s.cfg.Now().Add(kexInitWait)
+	peekUntil := s.cfg.Now().Add(s.kexInitWait)
 	if deadline.Before(peekUntil) {
 		peekUntil = deadline
 	}

@@ -51,6 +51,9 @@ func (s *Server) serveSFTP(ac *agentConn, ch ssh.Channel, reqs <-chan *ssh.Reque
 	sort.Strings(cfg.Aliases)
 	virtual := cfg.Fixed == ""
 	rides := &sftpRides{writes: map[string]*sftpRide{}}
+	if s.sftpConfig != nil {
+		s.sftpConfig(&cfg)
+	}
 	cfg.Decide = func(ctx context.Context, op sftpgate.Op) (sftpgate.Finish, error) {
 		fin, how, err := s.decideSFTP(ctx, ac, ch, op, agentReason, virtual)
 		if err != nil || !ridable(op) {

@@ -3,7 +3,6 @@ package bastion
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -12,7 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/postern/postern/internal/testwait"
 )
 
 // clientCase is one line of testdata/sftpclients.py's output.
@@ -30,9 +30,7 @@ func runClientScript(t *testing.T, client string, port int, user, key string) []
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, debianPython, "-W", "ignore", script,
+	cmd := exec.CommandContext(testwait.Context(t), debianPython, "-W", "ignore", script,
 		client, "127.0.0.1", strconv.Itoa(port), user, key, t.TempDir())
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

@@ -22,12 +22,40 @@ type endpoint struct {
 	port string
 	user string
 	key  string
+	mux  []string // options that send the sessions over a ControlMaster (muxed)
 }
 
 func (e endpoint) opts(portFlag string) []string {
-	return []string{"-F", "/dev/null", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+	return join([]string{"-F", "/dev/null", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
 		"-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-o", "IdentitiesOnly=yes", "-o", "IdentityAgent=none",
-		"-i", e.key, portFlag, e.port}
+		"-i", e.key, portFlag, e.port}, e.mux)
+}
+
+// muxed starts a ControlMaster that logs in to e, ended with the test, and
+// returns e with the options that send every client's session over it
+// (ssh, sftp and scp take them): a test about what each session does, not
+// about the SSH handshake, then pays for one handshake instead of one per
+// client, each a key exchange on both of postern's legs. sockets is a
+// short directory for the master's socket (sun_path holds 108 bytes).
+func (e endpoint) muxed(t *testing.T, sockets string) endpoint {
+	t.Helper()
+	path := filepath.Join(sockets, e.name)
+	mux := []string{"-o", "ControlMaster=no", "-o", "ControlPath=" + path}
+	startMaster(t, join(e.opts("-p"), []string{"-M", "-N", "-o", "ControlPath=" + path, e.user + "@127.0.0.1"}), mux)
+	e.mux = mux
+	return e
+}
+
+// socketDir returns a new directory for ControlMaster sockets, removed
+// when the test ends: t.TempDir() may be too long a path for a socket.
+func socketDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "pcm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
 }
 
 // endpoints returns the target itself and postern in front of it.
@@ -38,8 +66,8 @@ func (h *harness) endpoints(t *testing.T) []endpoint {
 		t.Fatal(err)
 	}
 	return []endpoint{
-		{"direct", strconv.Itoa(h.target.Port), h.target.User, key},
-		{"postern", h.port, "web", h.keyPath},
+		{name: "direct", port: strconv.Itoa(h.target.Port), user: h.target.User, key: key},
+		{name: "postern", port: h.port, user: "web", key: h.keyPath},
 	}
 }
 
@@ -140,7 +168,8 @@ func diffLines(a, b []string) string {
 // mode and -O, with and without -p, recursive) directly against the target
 // and through postern, each in a directory of its own, and compares what
 // each left on both sides: contents, modes, times, links, and the
-// clients' exit statuses and output.
+// clients' exit statuses and output. Each endpoint's clients share one
+// ControlMaster connection.
 func TestOpenSSHClientsTransparent(t *testing.T) {
 	t.Parallel()
 	requireTool(t, "sftp", "openssh-client")
@@ -153,7 +182,9 @@ func TestOpenSSHClientsTransparent(t *testing.T) {
 	var runs []run
 	src := t.TempDir()
 	files := sourceFiles(t, src)
+	sockets := socketDir(t)
 	for _, e := range h.endpoints(t) {
+		e = e.muxed(t, sockets)
 		remote, local := t.TempDir(), t.TempDir()
 		// Partial copies for reput and reget to complete.
 		if err := os.WriteFile(filepath.Join(remote, "partial-up"), files["src"][:100000], 0o644); err != nil {

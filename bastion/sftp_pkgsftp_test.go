@@ -14,13 +14,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
-)
 
-// pkgSFTPSuiteTimeout bounds the compilation and each run of pkg/sftp's
-// integration suite (seconds each on the 2-core machine of
-// bench/RESULTS.md).
-const pkgSFTPSuiteTimeout = 10 * time.Minute
+	"github.com/postern/postern/internal/testwait"
+)
 
 // TestPkgSFTPIntegrationSuite runs pkg/sftp's own client integration suite
 // (its tests run with -integration -sftp BINARY, BINARY being an sftp
@@ -29,9 +25,11 @@ const pkgSFTPSuiteTimeout = 10 * time.Minute
 // it through postern (`ssh -s web@bastion sftp`). Every test that passes
 // directly must pass through postern.
 //
-// The suite is the module's own test files, copied from the module cache
-// into a directory named sftp (its package name) and compiled as a module
-// of its own: `go test -c` may fetch its test-only dependencies (testify).
+// The suite is the module's own test files, compiled within this module
+// (`go test -c github.com/pkg/sftp`): its test-only dependency, testify, is
+// a requirement of this module's go.mod (sftp_pkgsftp_deps_test.go), so a
+// module cache that `go mod download` filled has all it needs and nothing
+// is fetched at run time.
 func TestPkgSFTPIntegrationSuite(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
@@ -43,22 +41,17 @@ func TestPkgSFTPIntegrationSuite(t *testing.T) {
 		t.Fatalf("go list -m github.com/pkg/sftp: %v", err)
 	}
 	modDir := strings.TrimSpace(string(out))
-	suite := copySuite(t, modDir)
 
 	// The suite is compiled once, then run against both endpoints at once:
 	// each run spends its time waiting on its server, not on the CPU.
-	bin := buildPkgSFTPSuite(t, suite)
+	bin := buildPkgSFTPSuite(t)
 	h := newHarness(t, harnessOpts{rules: allowAll})
+	ctx := testwait.Context(t)
 	var wg sync.WaitGroup
 	results := map[string]map[string]string{}
 	errs := map[string]error{}
 	var mu sync.Mutex // guards results and errs
-	// A socket path must fit in sun_path (108 bytes): t.TempDir() may not.
-	sockets, err := os.MkdirTemp("", "pcm")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(sockets) })
+	sockets := socketDir(t)
 	for _, e := range h.endpoints(t) {
 		// The suite starts a server for each of its 170 tests. Each
 		// endpoint's sessions share one ControlMaster connection, as a
@@ -66,16 +59,13 @@ func TestPkgSFTPIntegrationSuite(t *testing.T) {
 		// each SFTP session does, and a new SSH connection per test would
 		// cost two handshakes through postern (each a key exchange) for
 		// nothing it checks.
-		dest := e.user + "@127.0.0.1"
-		muxOpts := []string{"-o", "ControlMaster=no", "-o", "ControlPath=" + filepath.Join(sockets, e.name)}
-		startMaster(t, join(e.opts("-p"), []string{"-M", "-N", "-o", "ControlPath=" + filepath.Join(sockets, e.name), dest}), muxOpts)
+		e = e.muxed(t, sockets)
 		// The suite starts the server as BINARY -e [-R] -l LEVEL; the
 		// wrapper ignores those (read-only mode is the server's, and
 		// neither path below has it) and opens the sftp subsystem.
 		wrapper := filepath.Join(t.TempDir(), "sftp-"+e.name)
 		args := append([]string{"exec", "ssh"}, e.opts("-p")...)
-		args = append(args, muxOpts...)
-		args = append(args, "-s", dest, "sftp")
+		args = append(args, "-s", e.user+"@127.0.0.1", "sftp")
 		script := "#!/bin/sh\n" + shellJoin(args) + "\n"
 		if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
 			t.Fatal(err)
@@ -89,7 +79,7 @@ func TestPkgSFTPIntegrationSuite(t *testing.T) {
 		// the other tests that run in parallel.
 		tmp := t.TempDir()
 		wg.Go(func() {
-			r, err := runPkgSFTPSuite(dir, bin, wrapper, tmp)
+			r, err := runPkgSFTPSuite(ctx, dir, bin, wrapper, tmp)
 			mu.Lock()
 			defer mu.Unlock()
 			results[e.name], errs[e.name] = r, err
@@ -158,18 +148,12 @@ func copySuite(t *testing.T, modDir string) string {
 	return suite
 }
 
-// buildPkgSFTPSuite compiles the suite in dir into a test binary and
-// returns its path. `go test -c` may fetch the suite's test-only
-// dependencies (testify).
-func buildPkgSFTPSuite(t *testing.T, dir string) string {
+// buildPkgSFTPSuite compiles pkg/sftp's tests, as this module requires
+// them, into a test binary and returns its path.
+func buildPkgSFTPSuite(t *testing.T) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), pkgSFTPSuiteTimeout)
-	defer cancel()
 	bin := filepath.Join(t.TempDir(), "sftp.test")
-	cmd := exec.CommandContext(ctx, "go", "test", "-c", "-o", bin, ".")
-	cmd.Dir = dir
-	// The copy is a module of its own, outside any workspace.
-	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
+	cmd := exec.CommandContext(testwait.Context(t), "go", "test", "-c", "-o", bin, "github.com/pkg/sftp")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("compile pkg/sftp's suite: %v\n%s", err, tail(out, 3000))
 	}
@@ -177,13 +161,13 @@ func buildPkgSFTPSuite(t *testing.T, dir string) string {
 }
 
 // runPkgSFTPSuite runs the suite's binary bin (in dir, where its testdata
-// is, with TMPDIR set to tmp) against server and returns each top-level test's result: pass, fail
-// or skip. go tool test2json turns its output into events.
-func runPkgSFTPSuite(dir, bin, server, tmp string) (map[string]string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), pkgSFTPSuiteTimeout)
-	defer cancel()
+// is, with TMPDIR set to tmp) against server and returns each top-level
+// test's result: pass, fail or skip. go tool test2json turns its output
+// into events. It runs until ctx ends (testwait.Context: the test's
+// deadline) at most; the suite has no timeout of its own.
+func runPkgSFTPSuite(ctx context.Context, dir, bin, server, tmp string) (map[string]string, error) {
 	cmd := exec.CommandContext(ctx, "go", "tool", "test2json", bin, "-test.v=test2json", "-test.count=1",
-		"-test.timeout", pkgSFTPSuiteTimeout.String(), "-integration", "-sftp", server)
+		"-test.timeout", "0", "-test.skip", pkgSFTPOwnServerTests, "-integration", "-sftp", server)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
 	var stderr bytes.Buffer
@@ -207,6 +191,14 @@ func runPkgSFTPSuite(dir, bin, server, tmp string) (map[string]string, error) {
 	}
 	return results, nil
 }
+
+// pkgSFTPOwnServerTests are the suite's tests of pkg/sftp's own server:
+// each runs OpenSSH's sftp client (10 MiB transfers among them) against
+// that server in the test process and never reaches the -sftp server, so
+// they tell nothing about postern and cost about a third of the suite's
+// time. TestServerCompareSubsystems, which compares that server with the
+// -sftp one, stays.
+const pkgSFTPOwnServerTests = "^TestServer(MkdirRmdir|Link|Symlink|Put|Resume|Get|PutRecursive|GetRecursive)$"
 
 // shellJoin quotes words for sh.
 func shellJoin(words []string) string {

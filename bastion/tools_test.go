@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/postern/postern/internal/e2e"
-	"github.com/postern/postern/internal/testsshd"
+	"github.com/postern/postern/internal/testwait"
 	"github.com/postern/postern/store"
 )
 
@@ -25,7 +25,7 @@ func requireTool(t testing.TB, name, pkg string) {
 
 func runTool(t *testing.T, dir string, env []string, name string, args ...string) (string, error) {
 	t.Helper()
-	cmd := exec.Command(name, args...)
+	cmd := exec.CommandContext(testwait.Context(t), name, args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.CombinedOutput()
@@ -54,7 +54,7 @@ func TestGitThroughBastion(t *testing.T) {
 		if allowWrite {
 			rules.Write = store.RuleAllow
 		}
-		h := newHarness(t, harnessOpts{rules: rules, target: testsshd.Options{ExtraConfig: []string{"AcceptEnv GIT_PROTOCOL"}}})
+		h := newHarness(t, harnessOpts{rules: rules}) // the shared target accepts GIT_PROTOCOL
 		base := t.TempDir()
 		repo := filepath.Join(base, "repo.git")
 		mustRun(t, base, gitEnv, "git", "init", "-q", "--bare", "-b", "main", repo)

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/postern/postern/internal/fakeclock"
@@ -42,9 +43,16 @@ type testTarget struct {
 	conn *store.Connection
 }
 
-func newTestTarget(t *testing.T, opts testsshd.Options) *testTarget {
+// newTestTarget starts a target with opts, or takes the package's shared
+// one if opts is nil, and records a connection to it in a new store.
+func newTestTarget(t *testing.T, opts *testsshd.Options) *testTarget {
 	t.Helper()
-	sshd := testsshd.Start(t, opts)
+	var sshd *testsshd.Server
+	if opts != nil {
+		sshd = testsshd.Start(t, *opts)
+	} else {
+		sshd = sharedTarget.Get(t)
+	}
 	st := newTestStore(t)
 	c := addConnection(t, st, "web", sshd.Host, sshd.Port, sshd)
 	return &testTarget{sshd: sshd, st: st, conn: c}
@@ -87,9 +95,21 @@ func addConnection(t *testing.T, st *store.Store, alias, host string, port int, 
 }
 
 // newTestPool returns a pool that signs with st's sealed keys and counts
-// its dials, closed when the test ends.
+// its dials, closed when the test ends. The bounds a test's success must
+// beat (a dial's handshake, a keepalive's answer, a client's idle time) end
+// at the test's deadline unless opts sets them: a busy machine can delay a
+// target's answers past their defaults of seconds.
 func newTestPool(t *testing.T, st *store.Store, opts PoolOptions) (*Pool, *dialCounter) {
 	t.Helper()
+	if opts.HandshakeTimeout == 0 {
+		opts.HandshakeTimeout = testwait.Remaining(t)
+	}
+	if opts.KeepaliveTimeout == 0 {
+		opts.KeepaliveTimeout = testwait.Remaining(t)
+	}
+	if opts.IdleTimeout == 0 {
+		opts.IdleTimeout = testwait.Remaining(t)
+	}
 	dc := &dialCounter{next: opts.Dial}
 	if dc.next == nil {
 		dc.next = (&net.Dialer{}).DialContext
@@ -160,13 +180,8 @@ func run(t *testing.T, s *UpstreamSession, cmd string) string {
 	if err != nil {
 		t.Fatalf("read output of %q: %v", cmd, err)
 	}
-	select {
-	case st := <-status:
-		if st != 0 {
-			t.Fatalf("exec %q: got exit status %d; want 0", cmd, st)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatalf("exec %q: no exit status", cmd)
+	if st := testwait.Recv(t, fmt.Sprintf("the exit status of %q", cmd), status); st != 0 {
+		t.Fatalf("exec %q: got exit status %d; want 0", cmd, st)
 	}
 	return string(out)
 }
@@ -174,9 +189,7 @@ func run(t *testing.T, s *UpstreamSession, cmd string) string {
 // open opens a session and fails the test on error.
 func open(t *testing.T, p *Pool, c *store.Connection) *UpstreamSession {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	s, err := p.Open(ctx, c)
+	s, err := p.Open(testwait.Context(t), c)
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
@@ -185,7 +198,7 @@ func open(t *testing.T, p *Pool, c *store.Connection) *UpstreamSession {
 
 func TestPoolReusesClient(t *testing.T) {
 	leakCheck(t)
-	tt := newTestTarget(t, testsshd.Options{})
+	tt := newTestTarget(t, nil)
 	p, dc := newTestPool(t, tt.st, PoolOptions{})
 
 	for i := range 3 {
@@ -218,7 +231,7 @@ func TestPoolReusesClient(t *testing.T) {
 
 func TestPoolMaxSessionsOverflowOpensSecondClient(t *testing.T) {
 	leakCheck(t)
-	tt := newTestTarget(t, testsshd.Options{ExtraConfig: []string{"MaxSessions 2"}})
+	tt := newTestTarget(t, &testsshd.Options{ExtraConfig: []string{"MaxSessions 2"}})
 	p, dc := newTestPool(t, tt.st, PoolOptions{MaxSessionsPerClient: 8})
 
 	var held []*UpstreamSession
@@ -256,7 +269,7 @@ func TestPoolMaxSessionsOverflowOpensSecondClient(t *testing.T) {
 
 func TestPoolHostKeyMismatch(t *testing.T) {
 	leakCheck(t)
-	sshd := testsshd.Start(t, testsshd.Options{})
+	sshd := sharedTarget.Get(t)
 	st := newTestStore(t)
 
 	_, edKey, err := ed25519.GenerateKey(rand.Reader)
@@ -310,7 +323,7 @@ func TestPoolHostKeyMismatch(t *testing.T) {
 
 func TestPoolUnreachable(t *testing.T) {
 	leakCheck(t)
-	sshd := testsshd.Start(t, testsshd.Options{})
+	sshd := sharedTarget.Get(t)
 	st := newTestStore(t)
 
 	// A port nothing listens on.
@@ -336,6 +349,8 @@ func TestPoolUnreachable(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			c := addConnection(t, st, tc.alias, "127.0.0.1", tc.port, sshd)
+			// The handshake timeout is what ends the dial of the silent
+			// listener, and nothing else in this test depends on it.
 			p, _ := newTestPool(t, st, PoolOptions{HandshakeTimeout: 300 * time.Millisecond})
 			s, err := p.Open(context.Background(), c)
 			if err == nil {
@@ -424,7 +439,7 @@ func claims(p *Pool, c *store.Connection) (dials, claimed, parked int) {
 
 func TestPoolDedupDials(t *testing.T) {
 	leakCheck(t)
-	tt := newTestTarget(t, testsshd.Options{})
+	tt := newTestTarget(t, nil)
 
 	tests := []struct {
 		name      string
@@ -489,9 +504,11 @@ func TestPoolDedupDials(t *testing.T) {
 
 func TestPoolDedupDialsShareFailure(t *testing.T) {
 	leakCheck(t)
-	sshd := testsshd.Start(t, testsshd.Options{})
+	sshd := sharedTarget.Get(t)
 	st := newTestStore(t)
 	c := addConnection(t, st, "silent", "127.0.0.1", silentListener(t), sshd)
+	// The handshake timeout is what ends the dial of the silent listener,
+	// and nothing else in this test depends on it.
 	p, dc := newTestPool(t, st, PoolOptions{HandshakeTimeout: 500 * time.Millisecond})
 
 	const opens = 5
@@ -559,61 +576,145 @@ func (c *freezableConn) Close() error {
 	return c.Conn.Close()
 }
 
-func TestPoolKeepaliveEvictsDeadClient(t *testing.T) {
+// TestPoolEvictsClosedClient: a client whose connection closed leaves the
+// pool by itself, with keepalives off, and the next Open dials anew.
+func TestPoolEvictsClosedClient(t *testing.T) {
 	leakCheck(t)
-	tt := newTestTarget(t, testsshd.Options{})
+	tt := newTestTarget(t, nil)
+	p, dc := newTestPool(t, tt.st, PoolOptions{KeepaliveInterval: -1})
 
-	tests := []struct {
-		name string
-		opts PoolOptions
-		cut  func(c *freezableConn)
-	}{
-		// Only a keepalive can tell that this client is dead.
-		{
-			name: "target silent",
-			opts: PoolOptions{KeepaliveInterval: 50 * time.Millisecond, KeepaliveTimeout: 200 * time.Millisecond},
-			cut:  (*freezableConn).freeze,
-		},
-		// A closed connection ends the client by itself, keepalives off.
-		{
-			name: "connection closed",
-			opts: PoolOptions{KeepaliveInterval: -1},
-			cut:  func(c *freezableConn) { c.Conn.Close() },
-		},
+	s := open(t, p, tt.conn)
+	if got, want := run(t, s, "echo before"), "before\n"; got != want {
+		t.Errorf("got output %q; want %q", got, want)
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			opts := tc.opts
-			opts.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
-				c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
-				if err != nil {
-					return nil, err
-				}
-				return newFreezableConn(c), nil
-			}
-			p, dc := newTestPool(t, tt.st, opts)
+	s.Close()
+	if got, want := p.Stats(tt.conn).Clients, 1; got != want {
+		t.Fatalf("got %d clients; want %d", got, want)
+	}
 
-			s := open(t, p, tt.conn)
-			if got, want := run(t, s, "echo before"), "before\n"; got != want {
-				t.Errorf("got output %q; want %q", got, want)
-			}
-			s.Close()
-			if got, want := p.Stats(tt.conn).Clients, 1; got != want {
-				t.Fatalf("got %d clients; want %d", got, want)
-			}
+	dc.conn(0).Close()
+	testwait.Until(t, "the dead client to leave the pool", func() bool { return p.Stats(tt.conn).Clients == 0 })
 
-			tc.cut(dc.conn(0).(*freezableConn))
-			testwait.Until(t, "the dead client to leave the pool", func() bool { return p.Stats(tt.conn).Clients == 0 })
+	s = open(t, p, tt.conn)
+	defer s.Close()
+	if got, want := run(t, s, "echo after"), "after\n"; got != want {
+		t.Errorf("got output %q; want %q", got, want)
+	}
+	if got, want := dc.count(), 2; got != want {
+		t.Errorf("got %d dials; want %d", got, want)
+	}
+}
 
-			s = open(t, p, tt.conn)
-			defer s.Close()
-			if got, want := run(t, s, "echo after"), "after\n"; got != want {
-				t.Errorf("got output %q; want %q", got, want)
-			}
-			if got, want := dc.count(), 2; got != want {
-				t.Errorf("got %d dials; want %d", got, want)
-			}
+// TestPoolKeepaliveEvictsSilentClient: a client whose target stops
+// answering without closing the connection (it vanished without a FIN or
+// RST) is evicted when a keepalive goes unanswered for KeepaliveTimeout,
+// and the next Open dials anew. Only a keepalive can tell that this client
+// is dead.
+//
+// The pool runs in a testing/synctest bubble against an in-process SSH
+// server over in-memory connections, so that the keepalives' interval and
+// timeout pass on the bubble's clock, which moves only when every
+// goroutine of the bubble waits: a healthy client's answer, which takes no
+// time there, always beats the timeout, however busy the machine, and the
+// silent one's never comes.
+func TestPoolKeepaliveEvictsSilentClient(t *testing.T) {
+	t.Parallel()
+	// The keepalives' interval and timeout, which this test trips, are of
+	// the bubble's clock.
+	const interval, timeout = 50 * time.Millisecond, 200 * time.Millisecond
+	_, hostPriv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostKey, err := ssh.NewSignerFromKey(hostPriv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, userPriv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	userKey, err := ssh.NewSignerFromKey(userPriv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := &store.Connection{ID: "c1", Alias: "web", Host: "127.0.0.1", Port: 22, User: "u",
+		HostKeys: []string{"127.0.0.1 " + strings.TrimSpace(string(ssh.MarshalAuthorizedKey(hostKey.PublicKey())))}}
+
+	synctest.Test(t, func(t *testing.T) {
+		srv := &ssh.ServerConfig{NoClientAuth: true}
+		srv.AddHostKey(hostKey)
+		// mu guards dialed, the pool's ends of the connections.
+		var mu sync.Mutex
+		var dialed []*freezableConn
+		p := NewPool(PoolOptions{
+			Signer: func(context.Context, *store.Connection) (ssh.Signer, error) { return userKey, nil },
+			Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
+				pool, target := net.Pipe()
+				go servePipeSSH(target, srv)
+				c := newFreezableConn(pool)
+				mu.Lock()
+				dialed = append(dialed, c)
+				mu.Unlock()
+				return c, nil
+			},
+			HandshakeTimeout:  time.Minute, // of the bubble's clock, as every bound here
+			KeepaliveInterval: interval,
+			KeepaliveTimeout:  timeout,
+			IdleTimeout:       -1, // only the keepalive may take the client
 		})
+		defer p.Close()
+
+		s, err := p.Open(context.Background(), conn)
+		if err != nil {
+			t.Fatalf("open: %v", err)
+		}
+		s.Close()
+		// Healthy, the client answers every keepalive.
+		time.Sleep(10 * (interval + timeout))
+		if got, want := p.Stats(conn).Clients, 1; got != want {
+			t.Fatalf("after 50 keepalives answered: got %d clients; want %d", got, want)
+		}
+
+		dialed[0].freeze()
+		time.Sleep(interval + timeout) // the next keepalive, and its timeout
+		synctest.Wait()
+		if got, want := p.Stats(conn).Clients, 0; got != want {
+			t.Fatalf("a keepalive interval and timeout after the target went silent: got %d clients; want %d (evicted)", got, want)
+		}
+
+		s, err = p.Open(context.Background(), conn)
+		if err != nil {
+			t.Fatalf("open after the eviction: %v", err)
+		}
+		s.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		if got, want := len(dialed), 2; got != want {
+			t.Errorf("got %d dials; want %d", got, want)
+		}
+	})
+}
+
+// servePipeSSH serves an SSH connection on c with cfg until it closes: it
+// accepts session channels and answers every request false, as the
+// in-process target of a unit test of the pool.
+func servePipeSSH(c net.Conn, cfg *ssh.ServerConfig) {
+	defer c.Close()
+	_, chans, reqs, err := ssh.NewServerConn(c, cfg)
+	if err != nil {
+		return
+	}
+	go ssh.DiscardRequests(reqs)
+	for nch := range chans {
+		ch, chReqs, err := nch.Accept()
+		if err != nil {
+			continue
+		}
+		go func() {
+			defer ch.Close()
+			ssh.DiscardRequests(chReqs)
+		}()
 	}
 }
 
@@ -623,9 +724,10 @@ func TestPoolKeepaliveEvictsDeadClient(t *testing.T) {
 // reaper to have judged the clients at the time the test set.
 func TestPoolClosesIdleClients(t *testing.T) {
 	leakCheck(t)
-	tt := newTestTarget(t, testsshd.Options{})
+	tt := newTestTarget(t, nil)
 	clock := fakeclock.New()
 	passes := make(chan struct{}, 1)
+	// The idle timeout is of the fake clock, which only reapAfter moves.
 	p, dc := newTestPool(t, tt.st, PoolOptions{IdleTimeout: 100 * time.Millisecond, Now: clock.Now,
 		afterReap: func() {
 			select {
@@ -643,11 +745,7 @@ func TestPoolClosesIdleClients(t *testing.T) {
 		default:
 		}
 		for i := range 2 {
-			select {
-			case <-passes:
-			case <-time.After(eventWait):
-				t.Fatalf("reaper pass %d of 2 did not come within %v", i+1, eventWait)
-			}
+			testwait.Recv(t, fmt.Sprintf("reaper pass %d of 2", i+1), passes)
 		}
 	}
 
@@ -675,9 +773,11 @@ func TestPoolClosesIdleClients(t *testing.T) {
 
 func TestPoolCloseEndsGoroutines(t *testing.T) {
 	leakCheck(t)
-	tt := newTestTarget(t, testsshd.Options{})
+	tt := newTestTarget(t, nil)
 	silent := addConnection(t, tt.st, "silent", "127.0.0.1", silentListener(t), tt.sshd)
-	p, _ := newTestPool(t, tt.st, PoolOptions{KeepaliveInterval: 20 * time.Millisecond, IdleTimeout: time.Hour})
+	// Keepalives every 20 ms, so that Close finds one in flight; their
+	// answers have until the test's deadline (newTestPool).
+	p, _ := newTestPool(t, tt.st, PoolOptions{KeepaliveInterval: 20 * time.Millisecond, IdleTimeout: -1})
 
 	// Clients with sessions, an idle client, and a dial stuck in its
 	// handshake.
@@ -716,7 +816,7 @@ func TestPoolCloseEndsGoroutines(t *testing.T) {
 
 func TestUpstreamSessionCloseIsIdempotent(t *testing.T) {
 	leakCheck(t)
-	tt := newTestTarget(t, testsshd.Options{})
+	tt := newTestTarget(t, nil)
 	p, _ := newTestPool(t, tt.st, PoolOptions{})
 
 	s := open(t, p, tt.conn)
@@ -734,7 +834,7 @@ func TestUpstreamSessionCloseIsIdempotent(t *testing.T) {
 
 func TestPoolPrefersAESGCMAndCurve25519(t *testing.T) {
 	leakCheck(t)
-	tt := newTestTarget(t, testsshd.Options{})
+	tt := newTestTarget(t, nil)
 	p, _ := newTestPool(t, tt.st, PoolOptions{})
 	s := open(t, p, tt.conn)
 	defer s.Close()
@@ -799,7 +899,7 @@ func TestHostKeyAlgorithms(t *testing.T) {
 // private key in its error.
 func TestPoolErrorsCarryNoKey(t *testing.T) {
 	leakCheck(t)
-	tt := newTestTarget(t, testsshd.Options{})
+	tt := newTestTarget(t, nil)
 	// Another key, which the target does not accept.
 	_, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"path"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
 
+	"github.com/postern/postern/internal/testwait"
 	"github.com/postern/postern/policy"
 )
 
@@ -218,16 +220,17 @@ func runFuzzSession(t *testing.T, fixed string, stream []byte) {
 			return &Upstream{Conn: conn, Close: closeFn}, nil
 		},
 	}
-	agent := newStreamConn(stream)
+	cfg = patient(t, cfg)
+	agent := newStreamConn(stream, testwait.Deadline(t))
 	done := make(chan error, 1)
 	go func() { done <- Serve(context.Background(), agent, cfg) }()
-	select {
-	case err := <-done:
-		if err != nil && !strings.HasPrefix(err.Error(), "sftpgate: ") {
-			t.Errorf("Serve: got %v; want nil or an error starting with sftpgate:", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("Serve did not return within 30s of the stream's end")
+	if err := testwait.Recv(t, "Serve to return after the stream's end", done); err != nil && !strings.HasPrefix(err.Error(), "sftpgate: ") {
+		t.Errorf("Serve: got %v; want nil or an error starting with sftpgate:", err)
+	}
+	if agent.stalled.Load() {
+		agent.mu.Lock()
+		t.Errorf("the gate answered %d of the %d whole requests in the stream and went on reading; want every one answered", agent.got, agent.want)
+		agent.mu.Unlock()
 	}
 
 	rec.mu.Lock()
@@ -305,14 +308,17 @@ func seedFuzzTarget(t *testing.T, fs *fuzzFS) {
 // holds whole (or has stopped reading), because an agent that ends its side
 // makes the gate stop its work at once: without the pause, most requests of
 // a stream would be cut short and the fuzzer would see little of the
-// handlers. A gate that never answered a request would hold the pause, so
-// it is bounded.
+// handlers. A gate that never answered a request would leave a real
+// agent's client waiting for ever: the pause then lasts until end, the
+// test's deadline, and stalled says so.
 type streamConn struct {
 	r        *bytes.Reader
 	want     int           // whole request packets in the stream
 	answered chan struct{} // closed when the gate wrote want packets
 	closed   chan struct{} // closed when the gate closes the stream: it stopped reading
 	once     sync.Once
+	end      time.Time   // when the pause gives up
+	stalled  atomic.Bool // the pause gave up: a request went unanswered
 
 	// mu protects got and partial.
 	mu      sync.Mutex
@@ -320,12 +326,8 @@ type streamConn struct {
 	partial []byte // the start of an answer not yet whole
 }
 
-// fuzzAnswerWait bounds the pause before EOF. It is no assertion: it only
-// keeps an input the gate does not fully answer from stalling the fuzzer.
-const fuzzAnswerWait = 5 * time.Second
-
-func newStreamConn(stream []byte) *streamConn {
-	c := &streamConn{r: bytes.NewReader(stream), want: countPackets(stream), answered: make(chan struct{}), closed: make(chan struct{})}
+func newStreamConn(stream []byte, end time.Time) *streamConn {
+	c := &streamConn{r: bytes.NewReader(stream), want: countPackets(stream), answered: make(chan struct{}), closed: make(chan struct{}), end: end}
 	if c.want == 0 {
 		close(c.answered)
 	}
@@ -351,12 +353,13 @@ func countPackets(stream []byte) int {
 func (c *streamConn) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	if err == io.EOF {
-		timer := time.NewTimer(fuzzAnswerWait)
+		timer := time.NewTimer(time.Until(c.end))
 		defer timer.Stop()
 		select {
 		case <-c.answered:
 		case <-c.closed:
 		case <-timer.C:
+			c.stalled.Store(true)
 		}
 	}
 	return n, err

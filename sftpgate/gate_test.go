@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/pkg/sftp"
 	"github.com/postern/postern/internal/testwait"
@@ -511,13 +510,8 @@ func TestServeStopsWithContext(t *testing.T) {
 	r.send(fxpStat, uint32(1), "/web/x")
 	testwait.Recv(t, "the stat to wait for a decision", waiting)
 	cancel()
-	select {
-	case err := <-done:
-		if !errors.Is(err, context.Canceled) {
-			t.Errorf("got %v; want context.Canceled", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Serve did not return after its context ended")
+	if err := testwait.Recv(t, "Serve to return after its context ended", done); !errors.Is(err, context.Canceled) {
+		t.Errorf("got %v; want context.Canceled", err)
 	}
 }
 

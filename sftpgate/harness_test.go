@@ -7,19 +7,37 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/pkg/sftp"
 	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
 
+	"github.com/postern/postern/internal/testsshd"
 	"github.com/postern/postern/internal/testwait"
 )
 
+// sharedTarget is the sshd of the tests that check the gate against
+// OpenSSH's sftp-server, started by the first of them.
+var sharedTarget testsshd.Shared
+
+// TestMain stops the shared target after the tests, then fails the package
+// if a goroutine outlived them.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	code := m.Run()
+	if err := sharedTarget.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = 1
+	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
 
 // tcpPair returns the two ends of a loopback TCP connection. net.Pipe would
@@ -126,19 +144,29 @@ func serveSession(t testing.TB, handlers sftp.Handlers, start string) (*sftp.Cli
 	}, nil
 }
 
-// harness runs Serve over loopback with in-memory targets and records what
-// the gate asks the Decider and dials.
-// serveWait bounds a test's wait for Serve or a target's server to
-// return, and for a packet to come: past it the test fails saying what it
-// waited for instead of hanging.
-const serveWait = 30 * time.Second
-
 // served waits, bounded, for Serve's result.
 func (h *harness) served() error {
 	h.t.Helper()
 	return testwait.Recv(h.t, "Serve to return", h.done)
 }
 
+// patient returns cfg with its bounds on the target's answers (the version
+// exchange, the home directory, the lstat of a rename's destination, the
+// drain of forwarded requests) at the test's deadline, where cfg leaves
+// them zero: a busy machine can delay a target past their defaults of
+// seconds, and the test would then fail for the load.
+func patient(t testing.TB, cfg Config) Config {
+	if cfg.TargetTimeout == 0 {
+		cfg.TargetTimeout = testwait.Remaining(t)
+	}
+	if cfg.Drain == 0 {
+		cfg.Drain = testwait.Remaining(t)
+	}
+	return cfg
+}
+
+// harness runs Serve over loopback with in-memory targets and records what
+// the gate asks the Decider and dials.
 type harness struct {
 	t       testing.TB
 	targets map[string]*memTarget
@@ -244,6 +272,7 @@ func startHarness(t testing.TB, o harnessOpts) *harness {
 		cfg.Dial = o.dial
 	}
 	cfg.Stderr = o.stderr
+	cfg = patient(t, cfg)
 	if o.config != nil {
 		o.config(&cfg)
 	}
@@ -341,7 +370,7 @@ func (r *rawConn) send(typ byte, fields ...any) {
 func (r *rawConn) recv() (byte, []byte) {
 	r.t.Helper()
 	if c, ok := r.conn.(net.Conn); ok {
-		c.SetReadDeadline(time.Now().Add(serveWait)) // a packet that never comes fails the test
+		c.SetReadDeadline(testwait.Deadline(r.t)) // a packet that never comes fails the test
 	}
 	var hdr [4]byte
 	if _, err := io.ReadFull(r.conn, hdr[:]); err != nil {

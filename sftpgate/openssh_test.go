@@ -68,6 +68,7 @@ func sshdGate(t *testing.T, cfg Config) *sftp.Client {
 	a, b := tcpPair(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
+	cfg = patient(t, cfg)
 	go func() { done <- Serve(ctx, b, cfg) }()
 	t.Cleanup(func() {
 		cancel()
@@ -86,7 +87,7 @@ func sshdGate(t *testing.T, cfg Config) *sftp.Client {
 func allowAll(context.Context, Op) (Finish, error) { return nil, nil }
 
 func TestOpenSSHSymlinkOrder(t *testing.T) {
-	srv := testsshd.Start(t, testsshd.Options{})
+	srv := sharedTarget.Get(t)
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "target.txt"), []byte("x"), 0o644)
 	c := sshdGate(t, Config{Aliases: []string{"web"}, Decide: allowAll, Dial: sshdDialer(t, srv, "")})
@@ -115,7 +116,7 @@ func TestOpenSSHFixedViewHome(t *testing.T) {
 	if _, err := os.Stat("/usr/lib/openssh/sftp-server"); err != nil {
 		t.Skip("needs /usr/lib/openssh/sftp-server to choose the start directory")
 	}
-	srv := testsshd.Start(t, testsshd.Options{})
+	srv := sharedTarget.Get(t)
 	home := t.TempDir()
 	c := sshdGate(t, Config{Fixed: "web", Decide: allowAll, Dial: sshdDialer(t, srv, home)})
 	if got, err := c.Getwd(); err != nil || got != home {
@@ -135,7 +136,7 @@ func TestOpenSSHFixedViewHome(t *testing.T) {
 }
 
 func TestOpenSSHTransferAndAppend(t *testing.T) {
-	srv := testsshd.Start(t, testsshd.Options{})
+	srv := sharedTarget.Get(t)
 	dir := t.TempDir()
 	c := sshdGate(t, Config{Aliases: []string{"web"}, Decide: allowAll, Dial: sshdDialer(t, srv, "")})
 	data := make([]byte, 8<<20+17)
@@ -192,7 +193,7 @@ func TestOpenSSHTransferAndAppend(t *testing.T) {
 	defer rb.Close()
 	done := make(chan error, 1)
 	go func() {
-		done <- Serve(context.Background(), rb, Config{Aliases: []string{"web"}, Decide: allowAll, Dial: sshdDialer(t, srv, "")})
+		done <- Serve(context.Background(), rb, patient(t, Config{Aliases: []string{"web"}, Decide: allowAll, Dial: sshdDialer(t, srv, "")}))
 	}()
 	r := newRawConn(t, ra)
 	if code, msg := r.status(fxpRemove, "/web"+dir+"/sub"); code != fxFailure || msg != "Failure" {
@@ -212,7 +213,7 @@ func TestOpenSSHTransferAndAppend(t *testing.T) {
 // sftp subsystem, to a real sshd behind it.
 func TestOpenSSHClient(t *testing.T) {
 	sftpBin := e2e.Tool(t, "sftp", "openssh-client")
-	srv := testsshd.Start(t, testsshd.Options{})
+	srv := sharedTarget.Get(t)
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "keep.txt"), []byte("keep"), 0o644)
 	local := t.TempDir()
@@ -230,7 +231,7 @@ func TestOpenSSHClient(t *testing.T) {
 		return nil, nil
 	}
 	var stderr bytes.Buffer
-	addr := miniSSHServer(t, Config{Aliases: []string{"web"}, Decide: decide, Dial: sshdDialer(t, srv, "")}, &stderr)
+	addr := miniSSHServer(t, patient(t, Config{Aliases: []string{"web"}, Decide: decide, Dial: sshdDialer(t, srv, "")}), &stderr)
 
 	batch := strings.Join([]string{
 		"ls /",
@@ -245,7 +246,7 @@ func TestOpenSSHClient(t *testing.T) {
 	batchFile := filepath.Join(local, "batch")
 	os.WriteFile(batchFile, []byte(batch), 0o644)
 	_, port, _ := net.SplitHostPort(addr)
-	cmd := exec.Command(sftpBin, "-b", batchFile, "-P", port, "-F", "/dev/null",
+	cmd := exec.CommandContext(testwait.Context(t), sftpBin, "-b", batchFile, "-P", port, "-F", "/dev/null",
 		"-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes", "-o", "LogLevel=ERROR",
 		"agent@127.0.0.1")
 	out, err := cmd.CombinedOutput()

@@ -22,6 +22,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -88,8 +89,13 @@ type Server struct {
 	hostKeyPath string
 
 	cmd      *exec.Cmd
-	done     chan struct{} // closed when sshd has exited
+	done     chan struct{} // closed when sshd has exited; nil for a shared server
 	logsInfo bool          // LogLevel shows INFO lines, "Server listening" among them
+
+	// logFile, for a shared server, holds sshd's log instead of log
+	// (below): sshd writes it itself, so that no goroutine of the test
+	// binary copies it.
+	logFile *os.File
 
 	// logMu protects log, which collects sshd's stderr (-e), and logged,
 	// which is closed and replaced at each write to it.
@@ -126,19 +132,36 @@ func Require(t testing.TB) string {
 func Start(t testing.TB, opts Options) *Server {
 	t.Helper()
 	sshd := Require(t)
+	s, err := start(t, sshd, t.TempDir(), opts, nil)
+	if err != nil {
+		t.Fatalf("testsshd: %v", err)
+	}
+	t.Cleanup(func() {
+		s.Stop()
+		if t.Failed() {
+			t.Logf("testsshd: sshd log:\n%s", s.Log())
+		}
+	})
+	return s
+}
+
+// start writes the keys and the configuration of a server in dir and runs
+// sshd; t bounds the wait for sshd to listen. With logFile set, sshd
+// writes its log there and the server starts no goroutine (see Shared);
+// otherwise the log is kept in memory.
+func start(t testing.TB, sshd, dir string, opts Options, logFile *os.File) (*Server, error) {
 	u, err := user.Current()
 	if err != nil {
-		t.Fatalf("testsshd: current user: %v", err)
+		return nil, fmt.Errorf("current user: %w", err)
 	}
 	if os.Geteuid() == 0 {
 		// sshd refuses to start without its privilege separation directory,
 		// which a fresh container may lack.
 		if err := os.MkdirAll("/run/sshd", 0o755); err != nil {
-			t.Fatalf("testsshd: create /run/sshd: %v", err)
+			return nil, fmt.Errorf("create /run/sshd: %w", err)
 		}
 	}
-	dir := t.TempDir()
-	s := &Server{Host: "127.0.0.1", User: u.Username, Dir: dir, ConfigPath: filepath.Join(dir, "sshd_config"), logged: make(chan struct{})}
+	s := &Server{Host: "127.0.0.1", User: u.Username, Dir: dir, ConfigPath: filepath.Join(dir, "sshd_config"), logged: make(chan struct{}), logFile: logFile}
 	switch strings.ToUpper(opts.LogLevel) {
 	case "QUIET", "FATAL", "ERROR":
 	default:
@@ -147,13 +170,18 @@ func Start(t testing.TB, opts Options) *Server {
 
 	hostKeyPath := filepath.Join(dir, "ssh_host_ed25519_key")
 	s.sshd, s.hostKeyPath = sshd, hostKeyPath
-	hostSigner, _ := writeKey(t, hostKeyPath, "testsshd host key")
+	hostSigner, _, err := writeKey(hostKeyPath, "testsshd host key")
+	if err != nil {
+		return nil, err
+	}
 	s.HostKey = hostSigner.PublicKey()
-	s.UserKey, s.UserKeyPEM = writeKey(t, filepath.Join(dir, "id_ed25519"), "testsshd user key")
+	if s.UserKey, s.UserKeyPEM, err = writeKey(filepath.Join(dir, "id_ed25519"), "testsshd user key"); err != nil {
+		return nil, err
+	}
 
 	s.Home = filepath.Join(dir, "home")
 	if err := os.Mkdir(s.Home, 0o755); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	var ak bytes.Buffer
 	ak.WriteString(s.keyLine(string(ssh.MarshalAuthorizedKey(s.UserKey.PublicKey()))))
@@ -162,7 +190,7 @@ func Start(t testing.TB, opts Options) *Server {
 	}
 	akPath := filepath.Join(dir, "authorized_keys")
 	if err := os.WriteFile(akPath, ak.Bytes(), 0o600); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 
 	// The port is found by listening and closing, so another process may
@@ -171,7 +199,7 @@ func Start(t testing.TB, opts Options) *Server {
 	for attempt := 0; attempt < 3; attempt++ {
 		port, err := freePort()
 		if err != nil {
-			t.Fatalf("testsshd: free port: %v", err)
+			return nil, fmt.Errorf("free port: %w", err)
 		}
 		s.Port = port
 		s.Addr = net.JoinHostPort(s.Host, strconv.Itoa(port))
@@ -209,26 +237,20 @@ func Start(t testing.TB, opts Options) *Server {
 		cfg = append(cfg, "PermitUserEnvironment HOME")
 		cfg = append(cfg, opts.ExtraConfig...)
 		if err := os.WriteFile(s.ConfigPath, []byte(strings.Join(cfg, "\n")+"\n"), 0o600); err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
-		s.logMu.Lock()
-		s.log.Reset() // a failed attempt's log is in lastErr
-		s.logMu.Unlock()
+		if lastErr = s.resetLog(); lastErr != nil { // a failed attempt's log is in lastErr
+			return nil, lastErr
+		}
 		if lastErr = s.run(t, sshd); lastErr == nil {
 			break
 		}
 	}
 	if lastErr != nil {
-		t.Fatalf("testsshd: %v", lastErr)
+		return nil, lastErr
 	}
 	s.setKnownHostsLine()
-	t.Cleanup(func() {
-		s.Stop()
-		if t.Failed() {
-			t.Logf("testsshd: sshd log:\n%s", s.Log())
-		}
-	})
-	return s
+	return s, nil
 }
 
 func (s *Server) setKnownHostsLine() {
@@ -250,10 +272,14 @@ func (s *Server) keyLine(line string) string {
 const listening = "Server listening on "
 
 // run starts sshd and waits until it listens: for its "Server listening"
-// line, or where its LogLevel hides that line, for its banner. An error
-// says why it did not start (the port was taken, say), to try again.
+// line, or where its LogLevel hides that line (or the log is a file), for
+// its banner. An error says why it did not start (the port was taken,
+// say), to try again.
 func (s *Server) run(t testing.TB, sshd string) error {
 	t.Helper()
+	if s.logFile != nil {
+		return s.runShared(t, sshd)
+	}
 	before := s.LogCount(listening)
 	cmd := exec.Command(sshd, "-D", "-e", "-f", s.ConfigPath)
 	cmd.Stdout = logWriter{s}
@@ -289,6 +315,59 @@ func (s *Server) run(t testing.TB, sshd string) error {
 		return fmt.Errorf("sshd exited at start: %s\n%s", cmd.ProcessState, s.Log())
 	}
 	s.cmd, s.done = cmd, done
+	return nil
+}
+
+// runShared is run for a shared server, which outlives the test that
+// starts it: sshd writes its log to logFile itself, and nothing waits for
+// it until Stop, so that no goroutine of the test binary is left running
+// between tests (the packages that check for leaked goroutines would
+// count them). Should the test binary die without Stop, sshd gets SIGKILL
+// (Pdeathsig) rather than running on.
+func (s *Server) runShared(t testing.TB, sshd string) error {
+	t.Helper()
+	cmd := exec.Command(sshd, "-D", "-e", "-f", s.ConfigPath)
+	cmd.Stdout, cmd.Stderr = s.logFile, s.logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start sshd: %w", err)
+	}
+	// An exited sshd stays a zombie until it is waited for: that is how
+	// its exit shows without a goroutine waiting on it.
+	testwait.Until(t, "sshd to answer on "+s.Addr, func() bool { return zombie(cmd.Process.Pid) || banner(s.Addr) })
+	if zombie(cmd.Process.Pid) {
+		_ = cmd.Wait()
+		return fmt.Errorf("sshd exited at start: %s\n%s", cmd.ProcessState, s.Log())
+	}
+	s.cmd = cmd
+	return nil
+}
+
+// zombie reports whether process pid has exited and waits to be reaped
+// (its state in /proc/PID/stat is Z); false where /proc is absent.
+func zombie(pid int) bool {
+	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return false
+	}
+	// The command name in parentheses may hold spaces: the state is the
+	// first field after its closing parenthesis.
+	i := bytes.LastIndexByte(stat, ')')
+	fields := strings.Fields(string(stat[i+1:]))
+	return len(fields) > 0 && fields[0] == "Z"
+}
+
+// resetLog empties the log, before a new attempt to start sshd.
+func (s *Server) resetLog() error {
+	if s.logFile != nil {
+		if err := s.logFile.Truncate(0); err != nil {
+			return fmt.Errorf("truncate sshd's log: %w", err)
+		}
+		return nil
+	}
+	s.logMu.Lock()
+	s.log.Reset()
+	s.logMu.Unlock()
 	return nil
 }
 
@@ -342,6 +421,7 @@ func (s *Server) LogCount(substr string) int {
 // writes to the log, not on a clock.
 func (s *Server) WaitLog(t testing.TB, substr string, n int) {
 	t.Helper()
+	s.notShared(t, "WaitLog")
 	if !s.waitLog(substr, n, testwait.Deadline(t), nil) {
 		t.Fatalf("testsshd: sshd's log holds %q %d times at the test's deadline; want at least %d", substr, s.LogCount(substr), n)
 	}
@@ -354,6 +434,11 @@ func (s *Server) Stop() {
 		return
 	}
 	s.cmd.Process.Kill()
+	if s.done == nil {
+		s.cmd.Wait() // a shared server's sshd: nothing else waits for it
+		s.cmd = nil
+		return
+	}
 	<-s.done
 }
 
@@ -363,6 +448,9 @@ func (s *Server) Stop() {
 // it drop at once, sessions included; Stop alone would leave the
 // per-connection processes running. It is safe to call more than once.
 func (s *Server) Kill() {
+	if s.logFile != nil {
+		panic("testsshd: Kill on a shared server, which other tests use; Start a server of the test's own")
+	}
 	if s.cmd == nil {
 		return
 	}
@@ -384,6 +472,7 @@ func (s *Server) Kill() {
 // NewHostKey). It fails t if sshd does not answer by the test's deadline.
 func (s *Server) Restart(t testing.TB) {
 	t.Helper()
+	s.notShared(t, "Restart")
 	s.Kill()
 	if err := s.run(t, s.sshd); err != nil {
 		t.Fatalf("testsshd: restart: %v", err)
@@ -395,7 +484,11 @@ func (s *Server) Restart(t testing.TB) {
 // old key until Restart.
 func (s *Server) NewHostKey(t testing.TB) {
 	t.Helper()
-	signer, _ := writeKey(t, s.hostKeyPath, "testsshd new host key")
+	s.notShared(t, "NewHostKey")
+	signer, _, err := writeKey(s.hostKeyPath, "testsshd new host key")
+	if err != nil {
+		t.Fatalf("testsshd: %v", err)
+	}
 	s.HostKey = signer.PublicKey()
 	s.setKnownHostsLine()
 }
@@ -406,6 +499,7 @@ func (s *Server) NewHostKey(t testing.TB) {
 // at once.
 func (s *Server) Authorize(t testing.TB, line string) {
 	t.Helper()
+	s.notShared(t, "Authorize")
 	f, err := os.OpenFile(filepath.Join(s.Dir, "authorized_keys"), os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		t.Fatalf("testsshd: authorize: %v", err)
@@ -465,8 +559,24 @@ func descendants(pid int) []int {
 	return out
 }
 
+// notShared fails t when s is a shared server: what method does would
+// reach the other tests that use it.
+func (s *Server) notShared(t testing.TB, method string) {
+	t.Helper()
+	if s.logFile != nil {
+		t.Fatalf("testsshd: %s on a shared server, which other tests use; Start a server of the test's own", method)
+	}
+}
+
 // Log returns what sshd has written so far.
 func (s *Server) Log() string {
+	if s.logFile != nil {
+		b, err := os.ReadFile(s.logFile.Name())
+		if err != nil {
+			return fmt.Sprintf("(sshd's log: %v)", err)
+		}
+		return string(b)
+	}
 	s.logMu.Lock()
 	defer s.logMu.Unlock()
 	return s.log.String()
@@ -494,25 +604,26 @@ func (s *Server) ClientConfig() *ssh.ClientConfig {
 	}
 }
 
-func writeKey(t testing.TB, path, comment string) (ssh.Signer, []byte) {
-	t.Helper()
+// writeKey writes a new ed25519 key to path as an OpenSSH PEM file and
+// returns its signer and the file's content.
+func writeKey(path, comment string) (ssh.Signer, []byte, error) {
 	_, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
-		t.Fatal(err)
+		return nil, nil, err
 	}
 	block, err := ssh.MarshalPrivateKey(priv, comment)
 	if err != nil {
-		t.Fatal(err)
+		return nil, nil, err
 	}
 	pemBytes := pem.EncodeToMemory(block)
 	if err := os.WriteFile(path, pemBytes, 0o600); err != nil {
-		t.Fatal(err)
+		return nil, nil, err
 	}
 	signer, err := ssh.NewSignerFromKey(priv)
 	if err != nil {
-		t.Fatal(err)
+		return nil, nil, err
 	}
-	return signer, pemBytes
+	return signer, pemBytes, nil
 }
 
 func freePort() (int, error) {
