@@ -28,7 +28,7 @@ func TestMigrateFromSQLite(t *testing.T) {
 	populateForMigration(t, c.data)
 
 	url := testPG.NewDatabase(t)
-	r := runCLI(t, "", nil, "migrate", "--from-sqlite", c.data, "--database", url)
+	r := runCLI(t, "", "migrate", "--from-sqlite", c.data, "--database", url)
 	if r.code != 0 {
 		t.Fatalf("migrate: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
 	}
@@ -76,7 +76,7 @@ func TestMigrateFromSQLite(t *testing.T) {
 		t.Errorf("approvals after the move: got %d; want 3 (pending, approved, denied)", len(list))
 	}
 
-	again := runCLI(t, "", nil, "migrate", "--from-sqlite", c.data, "--database", url)
+	again := runCLI(t, "", "migrate", "--from-sqlite", c.data, "--database", url)
 	if again.code == 0 || !strings.Contains(again.stderr, "already holds postern data") {
 		t.Errorf("second migrate: exit %d, stderr %q; want a refusal naming the data already there", again.code, again.stderr)
 	}

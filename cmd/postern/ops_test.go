@@ -167,13 +167,13 @@ func headOf(verify string) string {
 // build recorded one.
 func TestVersion(t *testing.T) {
 	t.Parallel()
-	text := runCLI(t, "", nil, "version")
-	flag := runCLI(t, "", nil, "--version")
+	text := runCLI(t, "", "version")
+	flag := runCLI(t, "", "--version")
 	if text.code != 0 || flag.code != 0 || text.stdout != flag.stdout {
 		t.Fatalf("version: exit %d %q; --version: exit %d %q; want both 0 and the same", text.code, text.stdout, flag.code, flag.stdout)
 	}
 	var v buildVersion
-	r := runCLI(t, "", nil, "version", "-o", "json")
+	r := runCLI(t, "", "version", "-o", "json")
 	if err := json.Unmarshal([]byte(r.stdout), &v); err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +226,7 @@ command_rate = 7.5
 		t.Fatalf("serve: exit %d", code)
 	}
 	bad := writeFile(t, dir, "bad.toml", "[serve]\nssh_listen = \"127.0.0.1:0\"\nsssh_listen = \"x\"\n")
-	if r := runCLI(t, "", nil, "serve", "--config", bad, "--data", c.data); r.code != 2 || !strings.Contains(r.stderr, "line 3: unknown key serve.sssh_listen") {
+	if r := runCLI(t, "", "serve", "--config", bad, "--data", c.data); r.code != 2 || !strings.Contains(r.stderr, "line 3: unknown key serve.sssh_listen") {
 		t.Errorf("serve with a misspelt key: exit %d, %q; want 2 naming line 3", r.code, r.stderr)
 	}
 }

@@ -130,7 +130,7 @@ func TestServeBadFlags(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := runCLI(t, "", nil, tt.args...)
+			r := runCLI(t, "", tt.args...)
 			if r.code != 2 || !strings.Contains(r.stderr, tt.want) {
 				t.Errorf("postern %s: got exit %d, stderr %q; want 2 and %q", strings.Join(tt.args, " "), r.code, r.stderr, tt.want)
 			}
@@ -151,7 +151,7 @@ func TestServeListenInUse(t *testing.T) {
 	}
 	// demo listens before it sets anything up.
 	dir := filepath.Join(t.TempDir(), "demo")
-	r = runCLI(t, "", nil, "demo", "--dir", dir, "--ssh-listen", ln.Addr().String())
+	r = runCLI(t, "", "demo", "--dir", dir, "--ssh-listen", ln.Addr().String())
 	if r.code != 1 || !strings.Contains(r.stderr, "address already in use") {
 		t.Errorf("demo: got exit %d, stderr %q; want 1 and address already in use", r.code, r.stderr)
 	}

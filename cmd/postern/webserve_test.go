@@ -31,7 +31,7 @@ func TestServeWebBadFlags(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			args := append([]string{"serve", "--data", c.data, "--ssh-listen", "127.0.0.1:0"}, tt.args...)
-			r := runCLI(t, "", nil, args...)
+			r := runCLI(t, "", args...)
 			if r.code != 2 || !strings.Contains(r.stderr, tt.want) {
 				t.Errorf("postern %s: got exit %d, stderr %q; want 2 and %q", strings.Join(args, " "), r.code, r.stderr, tt.want)
 			}
