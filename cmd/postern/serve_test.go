@@ -14,32 +14,44 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/postern/postern/bastion"
+	"github.com/postern/postern/internal/testwait"
 )
 
 // fakeAgentServer is an agentServer whose Serve blocks until Shutdown, or
-// returns serveErr at once when that is set.
+// returns serveErr at once when that is set, or keeps serving after
+// Shutdown until release is closed when hang is set.
 type fakeAgentServer struct {
 	serveErr error
 	shutErr  error
+	hang     bool
 
-	// mu protects shutdowns.
+	// mu protects shutdowns and grace.
 	mu        sync.Mutex
 	shutdowns int
+	grace     time.Duration // what the first Shutdown's context left it
 	stopped   chan struct{}
+	release   chan struct{}
 }
 
-func newFakeAgentServer() *fakeAgentServer { return &fakeAgentServer{stopped: make(chan struct{})} }
+func newFakeAgentServer() *fakeAgentServer {
+	return &fakeAgentServer{stopped: make(chan struct{}), release: make(chan struct{})}
+}
 
 func (f *fakeAgentServer) Serve(ln net.Listener) error {
 	if f.serveErr != nil {
 		return f.serveErr
 	}
-	<-f.stopped
+	if f.hang {
+		<-f.release
+	} else {
+		<-f.stopped
+	}
 	return bastion.ErrServerClosed
 }
 
@@ -48,6 +60,9 @@ func (f *fakeAgentServer) Shutdown(ctx context.Context) error {
 	defer f.mu.Unlock()
 	f.shutdowns++
 	if f.shutdowns == 1 {
+		if d, ok := ctx.Deadline(); ok {
+			f.grace = time.Until(d)
+		}
 		close(f.stopped)
 	}
 	return f.shutErr
@@ -63,48 +78,58 @@ func listenTestAddr(t *testing.T) net.Listener {
 	return ln
 }
 
+// TestServeUntil drives serveUntil's shutdown with a fake server on fake
+// time: the shutdown grace is the real default, and a Serve that keeps
+// serving after Shutdown is given up on once it has passed.
 func TestServeUntil(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name     string
 		serveErr error // Serve returns this at once
 		shutErr  error
+		hang     bool // Serve does not return after Shutdown
 		cancel   bool // the signal arrives
 		wantErr  string
 	}{
 		{name: "signal: clean shutdown", cancel: true},
 		{name: "signal: grace ran out", cancel: true, shutErr: context.DeadlineExceeded},
 		{name: "signal: shutdown failed", cancel: true, shutErr: errors.New("boom"), wantErr: "serve: shutdown: boom"},
+		{name: "signal: serve kept serving", cancel: true, hang: true,
+			wantErr: "serve: bastion: the bastion kept serving after Shutdown"},
 		{name: "serve failed", serveErr: errors.New("accept: too many files"), wantErr: "serve: bastion: accept: too many files"},
 		{name: "serve stopped by itself", serveErr: bastion.ErrServerClosed, wantErr: "serve: bastion: stopped without being asked to"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := newFakeAgentServer()
-			srv.serveErr, srv.shutErr = tt.serveErr, tt.shutErr
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			if tt.cancel {
-				cancel()
-			}
-			done := make(chan error, 1)
-			go func() { done <- serveUntil(ctx, srv, listenTestAddr(t), time.Second, zerolog.Nop()) }()
-			var err error
-			select {
-			case err = <-done:
-			case <-time.After(10 * time.Second):
-				t.Fatal("serveUntil did not return")
-			}
-			got := ""
-			if err != nil {
-				got = err.Error()
-			}
-			if got != tt.wantErr {
-				t.Errorf("got error %q; want %q", got, tt.wantErr)
-			}
-			if srv.shutdowns != 1 {
-				t.Errorf("got %d Shutdown calls; want 1", srv.shutdowns)
-			}
+			synctest.Test(t, func(t *testing.T) {
+				srv := newFakeAgentServer()
+				srv.serveErr, srv.shutErr, srv.hang = tt.serveErr, tt.shutErr, tt.hang
+				defer close(srv.release)
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				if tt.cancel {
+					cancel()
+				}
+				start := time.Now()
+				err := serveUntil(ctx, srv, listenTestAddr(t), bastion.DefaultShutdownGrace, zerolog.Nop())
+				got := ""
+				if err != nil {
+					got = err.Error()
+				}
+				if got != tt.wantErr {
+					t.Errorf("got error %q; want %q", got, tt.wantErr)
+				}
+				if srv.shutdowns != 1 || srv.grace != bastion.DefaultShutdownGrace {
+					t.Errorf("got %d Shutdown calls with a grace of %v; want 1 with %v", srv.shutdowns, srv.grace, bastion.DefaultShutdownGrace)
+				}
+				waited, want := time.Since(start), time.Duration(0)
+				if tt.hang {
+					want = bastion.DefaultShutdownGrace
+				}
+				if waited != want {
+					t.Errorf("serveUntil returned after %v; want %v", waited, want)
+				}
+			})
 		})
 	}
 }
@@ -222,7 +247,8 @@ func (p *bgPostern) stderrText() string {
 // waitLog waits for a JSON log line with that message and returns it.
 func (p *bgPostern) waitLog(message string) map[string]any {
 	p.t.Helper()
-	timeout := time.After(30 * time.Second)
+	deadline := time.NewTimer(testwait.Remaining(p.t))
+	defer deadline.Stop()
 	for {
 		select {
 		case line, ok := <-p.lines:
@@ -233,8 +259,8 @@ func (p *bgPostern) waitLog(message string) map[string]any {
 			if json.Unmarshal([]byte(line), &m) == nil && m["message"] == message {
 				return m
 			}
-		case <-timeout:
-			p.t.Fatalf("no log %q within 30s; stderr:\n%s", message, p.stderrText())
+		case <-deadline.C:
+			p.t.Fatalf("no log %q by the test's deadline; stderr:\n%s", message, p.stderrText())
 		}
 	}
 }
@@ -248,7 +274,7 @@ func (p *bgPostern) stop() int {
 	return p.wait()
 }
 
-// wait waits (bounded) for the bgPostern to exit and returns its status.
+// wait waits for the bgPostern to exit and returns its status.
 func (p *bgPostern) wait() int {
 	p.t.Helper()
 	done := make(chan error, 1)
@@ -258,6 +284,8 @@ func (p *bgPostern) wait() int {
 		}
 		done <- p.cmd.Wait()
 	}()
+	deadline := time.NewTimer(testwait.Remaining(p.t))
+	defer deadline.Stop()
 	select {
 	case err := <-done:
 		var ee *exec.ExitError
@@ -268,9 +296,9 @@ func (p *bgPostern) wait() int {
 			p.t.Fatalf("wait: %v", err)
 		}
 		return 0
-	case <-time.After(bastion.DefaultShutdownGrace + 20*time.Second):
+	case <-deadline.C:
 		p.cmd.Process.Kill()
-		p.t.Fatalf("postern did not exit; stderr:\n%s", p.stderrText())
+		p.t.Fatalf("postern did not exit by the test's deadline; stderr:\n%s", p.stderrText())
 		return -1
 	}
 }
@@ -283,11 +311,11 @@ func TestServeSIGTERM(t *testing.T) {
 	p := startPostern(t, "serve", "--data", c.data, "--ssh-listen", "127.0.0.1:0", "--log-level", "debug")
 	m := p.waitLog("postern serving")
 	addr, _ := m["addr"].(string)
-	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	conn, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatalf("dial %s: %v", addr, err)
 	}
-	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	conn.SetDeadline(testwait.Deadline(t))
 	banner, err := bufio.NewReader(conn).ReadString('\n')
 	conn.Close()
 	if err != nil || !strings.HasPrefix(banner, "SSH-2.0-") {
