@@ -337,14 +337,11 @@ func TestBadInput(t *testing.T) {
 // TestConnAddAcceptNewHostKey pins the host key of a real OpenSSH sshd.
 func TestConnAddAcceptNewHostKey(t *testing.T) {
 	t.Parallel()
-	sshd := testsshd.Start(t, testsshd.Options{})
+	sshd := newE2ETarget(t, testsshd.Options{})
 	c := newCLI(t)
-	keyFile := filepath.Join(t.TempDir(), "id")
-	if err := os.WriteFile(keyFile, sshd.UserKeyPEM, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	keyFile := sshd.keyFile
 	want := ssh.FingerprintSHA256(sshd.HostKey)
-	out := c.ok("", "conn", "add", "--no-check", "local", "--host", sshd.Host, "--port", itoa(sshd.Port), "--user", sshd.User,
+	out := c.okCheck("conn", "add", "--no-check", "local", "--host", sshd.Host, "--port", itoa(sshd.Port), "--user", sshd.User,
 		"--key-file", keyFile, "--accept-new-host-key")
 	if !strings.Contains(out, want) || !strings.Contains(out, "ssh-ed25519") {
 		t.Errorf("conn add output %q; want the host key fingerprint %s", out, want)
@@ -362,8 +359,8 @@ func TestConnAddAcceptNewHostKey(t *testing.T) {
 
 	// Nothing listening: a clear error and nothing stored.
 	sshd.Stop()
-	r := c.run("", "conn", "add", "--no-check", "gone", "--host", sshd.Host, "--port", itoa(sshd.Port), "--user", sshd.User,
-		"--key-file", keyFile, "--accept-new-host-key", "--timeout", "2s")
+	r := c.runCheck("conn", "add", "--no-check", "gone", "--host", sshd.Host, "--port", itoa(sshd.Port), "--user", sshd.User,
+		"--key-file", keyFile, "--accept-new-host-key")
 	if r.code == 0 || !strings.Contains(r.stderr, "fetch the host key") {
 		t.Errorf("scan of a stopped sshd: exit %d, stderr %q; want a fetch host key error", r.code, r.stderr)
 	}

@@ -239,7 +239,8 @@ type e2eServe struct {
 	*bgPostern
 	sshAddr     string
 	webURL      string
-	fingerprint string // the web certificate's SHA-256 as logged
+	fingerprint string         // the web certificate's SHA-256 as logged
+	started     map[string]any // the "postern serving" log line
 
 	stdoutDone chan struct{}
 	// mu protects out, everything read from stdout.
@@ -266,7 +267,8 @@ func startServe(t *testing.T, data string, extra ...string) *e2eServe {
 			}
 		}
 	}()
-	s.sshAddr, _ = s.waitLog("postern serving")["addr"].(string)
+	s.started = s.waitLog("postern serving")
+	s.sshAddr, _ = s.started["addr"].(string)
 	m := s.waitLog("web page serving")
 	s.webURL, _ = m["url"].(string)
 	s.fingerprint, _ = m["tls_fingerprint"].(string)
@@ -375,7 +377,30 @@ func (c *cli) auditRows() []model.AuditRow {
 // check that must fail fails on its own (refused, rejected, mismatched),
 // long before.
 func checkTimeout(t *testing.T) []string {
-	return []string{"--timeout", testwait.Remaining(t).Round(time.Second).String()}
+	return []string{"--timeout", outlast(t)}
+}
+
+// outlast is the value of a duration flag for a real-time limit of postern
+// that a test does not mean to reach (an approval's lifetime, a replica's
+// lease): the time left to the test, so that no step of a slow run
+// outlives it.
+func outlast(t *testing.T) string {
+	return testwait.Remaining(t).Round(time.Second).String()
+}
+
+// okCheck runs a command that checks a connection's key (conn add, check,
+// update, pin, rotate-key; apply) with checkTimeout, and fails the test
+// unless it exits 0.
+func (c *cli) okCheck(args ...string) string {
+	c.t.Helper()
+	return c.ok("", append(args, checkTimeout(c.t)...)...)
+}
+
+// runCheck runs a command that checks a connection's key with
+// checkTimeout.
+func (c *cli) runCheck(args ...string) result {
+	c.t.Helper()
+	return c.run("", append(args, checkTimeout(c.t)...)...)
 }
 
 // e2eTarget is a real sshd with its user's private key in a file, as an

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -12,25 +11,19 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
-	"github.com/postern/postern/internal/testsshd"
+	"github.com/postern/postern/internal/testwait"
 )
 
 // Running postern for real: the data directory's lock, backup
 // and restore while serve runs, and version.
 
-// lockBound bounds the wait for a second serve or demo to give up on a
-// locked data directory. It answers at once; the bound only keeps a broken
-// build from hanging the test.
-const lockBound = 30 * time.Second
-
-// runBounded runs postern with args, killed after bound, and returns the
-// result and whether it ended on its own.
-func runBounded(t *testing.T, bound time.Duration, args ...string) (result, bool) {
+// runUntilExit runs postern as a process of its own with args and returns
+// the result and whether it exited on its own before the test's deadline
+// (when it is killed).
+func runUntilExit(t *testing.T, args ...string) (result, bool) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), bound)
-	defer cancel()
+	ctx := testwait.Context(t)
 	cmd := exec.CommandContext(ctx, posternBin, args...)
 	cmd.Env = cliEnv()
 	var out, errb strings.Builder
@@ -58,7 +51,7 @@ func TestDataDirLock(t *testing.T) {
 		{"serve", "--data", c.data, "--ssh-listen", "127.0.0.1:0"},
 		{"demo", "--dir", c.data, "--ssh-listen", "127.0.0.1:0", "--http-listen", ""},
 	} {
-		r, ended := runBounded(t, lockBound, args...)
+		r, ended := runUntilExit(t, args...)
 		if !ended {
 			t.Fatalf("postern %s kept running beside the first serve", args[0])
 		}
@@ -86,18 +79,10 @@ func TestDataDirLock(t *testing.T) {
 // and its connection's key still proves itself.
 func TestBackupRestore(t *testing.T) {
 	t.Parallel()
-	sshd := testsshd.Start(t, testsshd.Options{})
-	c := newCLI(t)
-	agent := newE2EAgent(t, c, "bot")
-	key := filepath.Join(t.TempDir(), "id")
-	if err := os.WriteFile(key, sshd.UserKeyPEM, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c.ok("", "conn", "add", "web", "--host", sshd.Host, "--port", itoa(sshd.Port), "--user", sshd.User,
-		"--key-file", key, "--host-key", bareKey(sshd.HostKey))
-	c.ok("", "grant", "bot", "web")
-	srv := startServe(t, c.data)
-	run := agent.ssh(t, srv.sshAddr, "web", "uptime")
+	r := newRig(t, rigConfig{conns: []rigConn{{"web", "dev"}}})
+	c := r.cli
+	srv := r.serve()
+	run := r.ssh("web", "uptime")
 	run.wait(t)
 	if run.code != 0 {
 		t.Fatalf("agent's uptime: exit %d, stderr %q", run.code, run.stderr)
@@ -146,13 +131,13 @@ func TestBackupRestore(t *testing.T) {
 	}
 	rows := restored.auditRows()
 	found := false
-	for _, r := range rows {
-		found = found || (r.Operation == "uptime" && r.Decision == "allowed")
+	for _, row := range rows {
+		found = found || (row.Operation == "uptime" && row.Decision == "allowed")
 	}
 	if !found {
 		t.Error("the restored audit log lacks the agent's uptime")
 	}
-	if out := restored.ok("", "conn", "check", "web"); !strings.HasPrefix(out, "web: ok") {
+	if out := restored.okCheck("conn", "check", "web"); !strings.HasPrefix(out, "web: ok") {
 		t.Errorf("conn check on the restored data: %q; want ok (the master key opens the sealed key)", out)
 	}
 }

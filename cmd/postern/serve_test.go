@@ -265,6 +265,18 @@ func (p *bgPostern) waitLog(message string) map[string]any {
 	}
 }
 
+// logged returns the first JSON log line so far with that message, nil if
+// none: for a line logged before the one a test waited for.
+func (p *bgPostern) logged(message string) map[string]any {
+	for _, line := range strings.Split(p.stderrText(), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(line), &m) == nil && m["message"] == message {
+			return m
+		}
+	}
+	return nil
+}
+
 // stop sends SIGTERM and returns the exit status.
 func (p *bgPostern) stop() int {
 	p.t.Helper()

@@ -1,13 +1,13 @@
 package main
 
 import (
-	"context"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/postern/postern/internal/testwait"
 )
 
 func TestServeWebBadFlags(t *testing.T) {
@@ -73,8 +73,7 @@ func TestServeWeb(t *testing.T) {
 		t.Errorf("self-signed certificate: %v", err)
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	ctx := testwait.Context(t)
 	wc := newWebClient(t, base, fp)
 	if code := wc.login(ctx, "alice", pw); code != http.StatusSeeOther {
 		t.Errorf("login: got status %d; want 303", code)
