@@ -21,6 +21,7 @@ import (
 
 	"github.com/postern/postern/bastion"
 	"github.com/postern/postern/internal/testwait"
+	"github.com/postern/postern/store"
 )
 
 // fakeAgentServer is an agentServer whose Serve blocks until Shutdown, or
@@ -338,5 +339,87 @@ func TestServeSIGTERM(t *testing.T) {
 	}
 	if !strings.Contains(p.stderrText(), `"postern stopped"`) {
 		t.Errorf("stderr: got %q; want the stop log line", p.stderrText())
+	}
+}
+
+// TestRunBastionServesAsOneGroup: the bastion, the web page and the
+// metrics listener stop together. A signal stops all three cleanly; when
+// one of them fails (its listener is closed under it), the others stop
+// too and runBastion returns that failure.
+func TestRunBastionServesAsOneGroup(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		broken  string // the server whose listener is closed: "bastion", "web" or "metrics"
+		wantErr string // in the error; "" for none (the signal)
+	}{
+		{name: "signal"},
+		{name: "bastion fails", broken: "bastion", wantErr: "serve: bastion: "},
+		{name: "web page fails", broken: "web", wantErr: "web: serve: "},
+		{name: "metrics fail", broken: "metrics", wantErr: "metrics: serve: "},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c := newCLI(t)
+			d := store.Dir{Path: c.data}
+			st, err := d.Open(testwait.Context(t), store.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			hostKey, err := d.HostKey()
+			if err != nil {
+				t.Fatal(err)
+			}
+			lns := map[string]net.Listener{}
+			for _, name := range []string{"bastion", "web", "metrics"} {
+				ln, err := net.Listen("tcp", "127.0.0.1:0")
+				if err != nil {
+					t.Fatal(err)
+				}
+				lns[name] = ln
+			}
+			wp, err := loadWeb(lns["web"], &webFlags{}, "", c.data, time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.broken != "" {
+				lns[tt.broken].Close()
+			}
+			var logs lockedBuffer
+			ctx, cancel := context.WithCancel(testwait.Context(t))
+			defer cancel()
+			done := make(chan error, 1)
+			go func() {
+				done <- runBastion(ctx, bastionParams{Store: st, HostKey: hostKey, Listener: lns["bastion"], Web: wp,
+					Metrics: lns["metrics"], ApprovalTTL: time.Hour, Logger: zerolog.New(&logs), DataDir: c.data})
+			}()
+			if tt.broken == "" {
+				// The signal comes once all three serve.
+				for text, wrote := logs.next(); !strings.Contains(text, "metrics serving"); text, wrote = logs.next() {
+					testwait.Done(t, "the metrics listener to serve", wrote)
+				}
+				cancel()
+			}
+			err = testwait.Recv(t, "runBastion to return", done)
+			got := ""
+			if err != nil {
+				got = err.Error()
+			}
+			if tt.wantErr == "" && got != "" || !strings.Contains(got, tt.wantErr) {
+				t.Errorf("got error %q; want %q", got, tt.wantErr)
+			}
+			// Every server stopped: no listener takes a connection.
+			for name, ln := range lns {
+				if conn, err := net.Dial("tcp", ln.Addr().String()); err == nil {
+					conn.Close()
+					t.Errorf("the %s listener still takes connections after runBastion returned", name)
+				}
+			}
+			if tt.broken != "bastion" && !strings.Contains(logs.String(), "shutting down: no new agents") {
+				t.Errorf("the bastion did not shut down gracefully; log:\n%s", logs.String())
+			}
+		})
 	}
 }
