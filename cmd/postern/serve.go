@@ -17,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 	"golang.org/x/crypto/ssh"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/postern/postern/bastion"
 	"github.com/postern/postern/config"
@@ -390,11 +391,12 @@ func addHostKeyFileFlag(cmd *cobra.Command) *string {
 // runBastion builds the policy engine and the bastion over p.Store, and the
 // web page when p.Web is set, sharing the one engine so that a decision on
 // the page wakes the waiting session at once. It serves until ctx ends (a
-// signal) or either server fails, which stops the other too: half a
-// postern (agents waiting on approvals nobody can open, or a page for a
-// bastion that is gone) must exit for a supervisor to see. Running sessions
-// get bastion.DefaultShutdownGrace (see serveUntil). It returns nil after a
-// clean shutdown. The caller closes the store.
+// signal) or any server fails, which stops the others too: half a postern
+// (agents waiting on approvals nobody can open, or a page for a bastion
+// that is gone) must exit for a supervisor to see. Running sessions get
+// bastion.DefaultShutdownGrace (see serveUntil). It returns nil after a
+// clean shutdown, else the first server's failure, the cause of the
+// shutdown. The caller closes the store.
 func runBastion(ctx context.Context, p bastionParams) error {
 	log := p.Logger
 	closeListeners := func() {
@@ -514,22 +516,19 @@ func runBastion(ctx context.Context, p bastionParams) error {
 		Str("host_key", ssh.FingerprintSHA256(p.HostKey.PublicKey())).
 		Str("approval_ttl", p.ApprovalTTL.String()).
 		Msg("postern serving")
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	// The web page and the metrics listener each stop the bastion when
-	// they stop on their own, and stop with it.
-	var sideDone []<-chan error
+	// The bastion, the web page and the metrics listener serve as one
+	// group: the first of them to fail ends the others (through gctx), as
+	// does the signal, and runBastion returns once all three have stopped,
+	// before the notifier, the engine and the store close.
+	g, gctx := errgroup.WithContext(ctx)
 	if ws != nil {
-		webDone := make(chan error, 1)
-		sideDone = append(sideDone, webDone)
-		go func() {
-			err := ws.Serve(ctx, p.Web.Listener, p.Web.Cert.TLS)
-			if err == nil && ctx.Err() == nil {
+		g.Go(func() error {
+			err := ws.Serve(gctx, p.Web.Listener, p.Web.Cert.TLS)
+			if err == nil && gctx.Err() == nil {
 				err = errWebStopped
 			}
-			cancel()
-			webDone <- err
-		}()
+			return err
+		})
 		log.Info().
 			Str("url", p.Web.URL).
 			Str("addr", p.Web.Listener.Addr().String()).
@@ -539,21 +538,11 @@ func runBastion(ctx context.Context, p bastionParams) error {
 			Msg("web page serving")
 	}
 	if p.Metrics != nil {
-		metricsDone := make(chan error, 1)
-		sideDone = append(sideDone, metricsDone)
-		go func() {
-			err := metrics.Serve(ctx, p.Metrics, reg)
-			cancel()
-			metricsDone <- err
-		}()
+		g.Go(func() error { return metrics.Serve(gctx, p.Metrics, reg) })
 		log.Info().Str("url", "http://"+p.Metrics.Addr().String()+"/metrics").Msg("metrics serving")
 	}
-	errs := []error{serveUntil(ctx, srv, p.Listener, bastion.DefaultShutdownGrace, log)}
-	cancel()
-	for _, done := range sideDone {
-		errs = append(errs, <-done)
-	}
-	return errors.Join(errs...)
+	g.Go(func() error { return serveUntil(gctx, srv, p.Listener, bastion.DefaultShutdownGrace, log) })
+	return g.Wait()
 }
 
 // newMetrics is serve's registry, its own and not the process-global one:
