@@ -24,6 +24,7 @@ import (
 	"github.com/postern/postern/metrics"
 	"github.com/postern/postern/notify"
 	"github.com/postern/postern/policy"
+	"github.com/postern/postern/recipes"
 	"github.com/postern/postern/store"
 	"github.com/postern/postern/web"
 )
@@ -238,6 +239,8 @@ for up to ` + bastion.DefaultShutdownGrace.String() + `; a second signal stops a
 	hostKeyFile := addHostKeyFileFlag(cmd)
 	cmd.Flags().StringVar(&flags.metricsListen, "metrics-listen", "",
 		"address to serve Prometheus metrics on at /metrics, plain HTTP and unauthenticated: keep it internal (empty: none; port 0 picks a free port)")
+	keyCheckTimeout := cmd.Flags().Duration("key-check-timeout", recipes.DefaultCheckTimeout,
+		"bound on a key check, and on fetching a host key, that the web page or the API runs")
 	lease := cmd.Flags().Duration("replica-lease", policy.DefaultReplicaLease,
 		"with several serve on one PostgreSQL database: how long a replica that stopped renewing its registration is taken to be still running its operations; after that another replica audits them as interrupted")
 	configPath := addConfigFlag(cmd)
@@ -255,6 +258,9 @@ for up to ` + bastion.DefaultShutdownGrace.String() + `; a second signal stops a
 		}
 		if *lease <= 0 {
 			return usagef("%s: --replica-lease must be positive, got %s", cmdPath(cmd), *lease)
+		}
+		if *keyCheckTimeout <= 0 {
+			return usagef("%s: --key-check-timeout must be positive, got %s", cmdPath(cmd), *keyCheckTimeout)
 		}
 		if err := data.check(); err != nil {
 			return err
@@ -322,18 +328,19 @@ for up to ` + bastion.DefaultShutdownGrace.String() + `; a second signal stops a
 			hint = webApproveHint(wp.URL)
 		}
 		return runBastion(ctx, bastionParams{
-			Store:        st,
-			HostKey:      hostKey,
-			Listener:     ln,
-			Metrics:      mln,
-			Web:          wp,
-			ApprovalTTL:  flags.approvalTTL,
-			ApproveHint:  hint,
-			Logger:       log,
-			DataDir:      d.Path,
-			Database:     d.Database(),
-			ReplicaLease: *lease,
-			Limits:       flags.limits,
+			Store:           st,
+			HostKey:         hostKey,
+			Listener:        ln,
+			Metrics:         mln,
+			Web:             wp,
+			ApprovalTTL:     flags.approvalTTL,
+			ApproveHint:     hint,
+			Logger:          log,
+			DataDir:         d.Path,
+			Database:        d.Database(),
+			ReplicaLease:    *lease,
+			KeyCheckTimeout: *keyCheckTimeout,
+			Limits:          flags.limits,
 		})
 	}
 	return cmd
@@ -379,6 +386,9 @@ type bastionParams struct {
 	// ReplicaLease is the lease of this process's registration as a
 	// replica of the database (policy.DefaultReplicaLease if zero).
 	ReplicaLease time.Duration
+	// KeyCheckTimeout bounds the key checks and host key fetches of the
+	// web page and the API (recipes.DefaultCheckTimeout if zero).
+	KeyCheckTimeout time.Duration
 }
 
 // addHostKeyFileFlag registers --host-key-file: replicas behind one load
@@ -481,10 +491,16 @@ func runBastion(ctx context.Context, p bastionParams) error {
 	}
 	var ws *web.Server
 	if p.Web != nil {
+		mgr, err := newManager(st, p.Web.Catalog, p.KeyCheckTimeout)
+		if err != nil {
+			closeListeners()
+			return fmt.Errorf("serve: %w", err)
+		}
 		ws, err = web.New(web.Config{
 			Store:           st,
 			Engine:          eng,
 			Catalog:         p.Web.Catalog,
+			Manager:         mgr,
 			Notifier:        notifier,
 			Logger:          log,
 			APIRate:         p.Limits.apiRate,

@@ -144,6 +144,7 @@ func TestServeBadFlags(t *testing.T) {
 		want string // in stderr
 	}{
 		{name: "approval ttl zero", args: []string{"serve", "--data", c.data, "--approval-ttl", "0s"}, want: "--approval-ttl must be positive"},
+		{name: "key check timeout zero", args: []string{"serve", "--data", c.data, "--key-check-timeout", "0s"}, want: "--key-check-timeout must be positive"},
 		{name: "approval ttl not a duration", args: []string{"serve", "--data", c.data, "--approval-ttl", "soon"}, want: "approval-ttl"},
 		{name: "log level", args: []string{"serve", "--data", c.data, "--log-level", "loud"}, want: `--log-level "loud"`},
 		{name: "listen address", args: []string{"serve", "--data", c.data, "--ssh-listen", "2222"}, want: "want HOST:PORT"},
