@@ -195,7 +195,7 @@ func startWebRigWith(t *testing.T, prepare func(data string)) *webRig {
 	if prepare != nil {
 		prepare(r.cli.data)
 	}
-	r.serve("--approval-ttl", outlast(t))
+	r.serve("--approval-ttl", outlast(t), "--key-check-timeout", outlast(t))
 	r.base, r.tlsFP = r.srv.webURL, r.srv.fingerprint
 	return r
 }

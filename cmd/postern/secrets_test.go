@@ -371,7 +371,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 	h.check(c, 0, "apply", "-f", conf)
 	h.cli(c, 0, "export")
 
-	p := startServe(t, c.data, "--log-level", "debug", "--approval-ttl", outlast(t))
+	p := startServe(t, c.data, "--log-level", "debug", "--approval-ttl", outlast(t), "--key-check-timeout", outlast(t))
 	wc := p.web(t)
 	scratch := t.TempDir()
 	readme := filepath.Join(scratch, "readme.txt")
