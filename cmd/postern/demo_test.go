@@ -35,9 +35,12 @@ type demoRun struct {
 }
 
 // startDemo runs postern demo on a free port and reads its instructions.
+// Its approvals and an agent's handshake may take until the test's
+// deadline.
 func startDemo(t *testing.T, dir string) *demoRun {
 	t.Helper()
-	p := startPostern(t, "demo", "--dir", dir, "--ssh-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0")
+	p := startPostern(t, "demo", "--dir", dir, "--ssh-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0",
+		"--approval-ttl", outlast(t), "--handshake-timeout", outlast(t))
 	d := &demoRun{bgPostern: p, dir: dir}
 	lines := make(chan string)
 	go func() {

@@ -249,10 +249,13 @@ type e2eServe struct {
 }
 
 // startServe starts postern serve on free loopback ports over data, with
-// extra flags, and waits for both start log lines.
+// extra flags, and waits for both start log lines. An agent's handshake
+// may take until the test's deadline (--handshake-timeout, 30 s by
+// default), unless extra says otherwise.
 func startServe(t *testing.T, data string, extra ...string) *e2eServe {
 	t.Helper()
-	args := append([]string{"serve", "--data", data, "--ssh-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0"}, extra...)
+	args := append([]string{"serve", "--data", data, "--ssh-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0",
+		"--handshake-timeout", outlast(t)}, extra...)
 	s := &e2eServe{bgPostern: startPostern(t, args...), stdoutDone: make(chan struct{})}
 	go func() {
 		defer close(s.stdoutDone)
