@@ -66,6 +66,10 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	if err := testBrowser.stop(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = 1
+	}
 	if err := testPG.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		code = 1
