@@ -16,6 +16,7 @@ import (
 
 	"github.com/postern/postern/internal/testpg"
 	"github.com/postern/postern/internal/testwait"
+	"go.uber.org/goleak"
 )
 
 // posternBin is the postern that the tests run as a process of its own:
@@ -75,6 +76,12 @@ func TestMain(m *testing.M) {
 		code = 1
 	}
 	os.RemoveAll(dir)
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
 	os.Exit(code)
 }
 
