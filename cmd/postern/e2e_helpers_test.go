@@ -49,7 +49,7 @@ type agentRun struct {
 	done   chan struct{}
 	stdout string
 	stderr string
-	code   int // -1 when the client could not be run or was cut by the bound
+	code   int // -1 when the client could not be run or was killed at the test's deadline
 	live   lockedBuffer
 }
 
@@ -449,7 +449,6 @@ type rigConfig struct {
 	conns  []rigConn // the connections to the target; target (dev) if none
 	grant  []string  // bot's rule flags on every connection (grant's defaults if none)
 	admins []string  // admins, each with the rig's password
-	sshd   testsshd.Options
 }
 
 type rigConn struct{ alias, env string }
@@ -457,7 +456,7 @@ type rigConn struct{ alias, env string }
 func newRig(t *testing.T, cfg rigConfig) *e2eRig {
 	t.Helper()
 	requireSSHClient(t)
-	r := &e2eRig{t: t, cli: newCLI(t), target: newE2ETarget(t, cfg.sshd), scratch: t.TempDir(), password: "pw-" + newPassword()}
+	r := &e2eRig{t: t, cli: newCLI(t), target: newE2ETarget(t, testsshd.Options{}), scratch: t.TempDir(), password: "pw-" + newPassword()}
 	if len(cfg.conns) == 0 {
 		cfg.conns = []rigConn{{"target", "dev"}}
 	}
