@@ -14,9 +14,10 @@ import (
 	"strings"
 	"testing"
 
+	"go.uber.org/goleak"
+
 	"github.com/postern/postern/internal/testpg"
 	"github.com/postern/postern/internal/testwait"
-	"go.uber.org/goleak"
 )
 
 // posternBin is the postern that the tests run as a process of its own:
