@@ -90,14 +90,18 @@ func (l *lockedBuffer) next() (string, <-chan struct{}) {
 }
 
 // startAgentRun runs an OpenSSH client (ssh, sftp) with args in the
-// background, killed at the test's deadline. Wait for it with wait; no
-// client outlives the test.
-func startAgentRun(t *testing.T, name string, args ...string) *agentRun {
+// background, with stdin (nil: /dev/null), killed at the test's deadline.
+// Wait for it with wait; no client outlives the test.
+func startAgentRun(t *testing.T, stdin *os.File, name string, args ...string) *agentRun {
 	t.Helper()
 	a := &agentRun{done: make(chan struct{})}
 	ctx, cancel := context.WithCancel(testwait.Context(t))
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Env = cliEnv()
+	if stdin != nil {
+		// A file, not a reader: Wait would wait for a reader's copy.
+		cmd.Stdin = stdin
+	}
 	var o bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &a.live
 	go func() {
@@ -201,12 +205,18 @@ func (a *e2eAgent) options() []string {
 }
 
 // ssh runs `ssh -p PORT HOST args...` against the bastion at addr in the
-// background.
+// background, with no input.
 func (a *e2eAgent) ssh(t *testing.T, addr string, args ...string) *agentRun {
+	t.Helper()
+	return a.sshWithInput(t, addr, nil, args...)
+}
+
+// sshWithInput is ssh with stdin as the client's input (nil: none).
+func (a *e2eAgent) sshWithInput(t *testing.T, addr string, stdin *os.File, args ...string) *agentRun {
 	t.Helper()
 	host, port := splitAddr(t, addr)
 	argv := append(a.options(), "-p", port, host)
-	return startAgentRun(t, "ssh", append(argv, args...)...)
+	return startAgentRun(t, stdin, "ssh", append(argv, args...)...)
 }
 
 // sftp runs `sftp -b BATCH -P PORT USER@HOST` against the bastion at addr
@@ -220,7 +230,7 @@ func (a *e2eAgent) sftp(t *testing.T, addr, user, batch string) *agentRun {
 		t.Fatal(err)
 	}
 	argv := append(a.options(), "-b", f, "-P", port, user+"@"+host)
-	return startAgentRun(t, "sftp", argv...)
+	return startAgentRun(t, nil, "sftp", argv...)
 }
 
 func splitAddr(t *testing.T, addr string) (host, port string) {

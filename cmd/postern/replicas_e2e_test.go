@@ -152,8 +152,16 @@ func TestReplicasBehindHAProxy(t *testing.T) {
 			return strings.Contains(a.stderrText()+b.stderrText(), logged)
 		})
 	}
-	const longCmd = "sleep 120"
-	long := agents[0].ssh(t, a.sshAddr, "target", longCmd)
+	// cat runs until its input ends, which the agent's never does: it ends
+	// when its connection does, when A dies, and leaves nothing running on
+	// the target.
+	const longCmd = "cat"
+	input, keepOpen, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { input.Close(); keepOpen.Close() })
+	long := agents[0].sshWithInput(t, a.sshAddr, input, "target", longCmd)
 	waitJournal(t, c.database, longCmd)
 	if code := a.end(syscall.SIGKILL); code != -1 {
 		t.Errorf("SIGKILL of replica A: got exit status %d; want -1", code)
@@ -293,7 +301,7 @@ func waitJournal(t *testing.T, url, op string) {
 	defer db.Close()
 	testwait.Until(t, fmt.Sprintf("a journal row for %q", op), func() bool {
 		var n int
-		if err := db.QueryRow(`SELECT COUNT(*) FROM inflight WHERE row LIKE ?`, "%"+op+"%").Scan(&n); err != nil {
+		if err := db.QueryRow(`SELECT COUNT(*) FROM inflight WHERE row LIKE ?`, `%"operation":`+jsString(op)+`%`).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		return n > 0
