@@ -411,11 +411,13 @@ func TestRunBastionServesAsOneGroup(t *testing.T) {
 			if tt.wantErr == "" && got != "" || !strings.Contains(got, tt.wantErr) {
 				t.Errorf("got error %q; want %q", got, tt.wantErr)
 			}
-			// Every server stopped: no listener takes a connection.
+			// Every server stopped and closed its listener. (Accept with a
+			// deadline past says so without a dial, which could reach
+			// another test's listener on the port just freed.)
 			for name, ln := range lns {
-				if conn, err := net.Dial("tcp", ln.Addr().String()); err == nil {
-					conn.Close()
-					t.Errorf("the %s listener still takes connections after runBastion returned", name)
+				ln.(*net.TCPListener).SetDeadline(time.Now().Add(-time.Second))
+				if _, err := ln.Accept(); !errors.Is(err, net.ErrClosed) {
+					t.Errorf("the %s listener after runBastion returned: Accept says %v; want it closed", name, err)
 				}
 			}
 			if tt.broken != "bastion" && !strings.Contains(logs.String(), "shutting down: no new agents") {
