@@ -65,7 +65,7 @@ func hostLine(t *testing.T, host string) string {
 func TestInit(t *testing.T) {
 	t.Parallel()
 	data := filepath.Join(t.TempDir(), "data")
-	r := runCLI(t, "", []string{"POSTERN_DATA=" + data}, "init")
+	r := runProcess(t, "", []string{"POSTERN_DATA=" + data}, "init")
 	if r.code != 0 {
 		t.Fatalf("init: exit %d: %s", r.code, r.stderr)
 	}
@@ -87,7 +87,7 @@ func TestInit(t *testing.T) {
 	if strings.Contains(r.stdout, string(key)) {
 		t.Error("init printed the master key")
 	}
-	r = runCLI(t, "", []string{"POSTERN_DATA=" + data}, "init")
+	r = runProcess(t, "", []string{"POSTERN_DATA=" + data}, "init")
 	if r.code != 0 || !strings.Contains(r.stdout, "master.key (kept)") {
 		t.Errorf("second init: exit %d, output:\n%s; want master.key (kept)", r.code, r.stdout)
 	}
@@ -103,7 +103,7 @@ func TestInitMasterKeyFile(t *testing.T) {
 	keyFile := filepath.Join(tmp, "secret.key")
 	data := filepath.Join(tmp, "data")
 	env := []string{"POSTERN_MASTER_KEY_FILE=" + keyFile}
-	if r := runCLI(t, "", env, "init", "--data", data); r.code != 0 {
+	if r := runProcess(t, "", env, "init", "--data", data); r.code != 0 {
 		t.Fatalf("init: exit %d: %s", r.code, r.stderr)
 	}
 	if _, err := os.Stat(keyFile); err != nil {
@@ -115,11 +115,11 @@ func TestInitMasterKeyFile(t *testing.T) {
 	k := writeKeyFiles(t, "target", "")
 	add := []string{"conn", "add", "--no-check", "web", "--host", "h", "--user", "u", "--key-file", k.priv, "--host-key", hostLine(t, "h"), "--data", data}
 	// Without the variable there is no master key: a clear error, exit 1.
-	r := runCLI(t, "", nil, add...)
+	r := runCLI(t, "", add...)
 	if r.code != 1 || !strings.Contains(r.stderr, "no master key") {
 		t.Errorf("conn add without the master key: exit %d, stderr %q; want 1 and 'no master key'", r.code, r.stderr)
 	}
-	if r := runCLI(t, "", env, add...); r.code != 0 {
+	if r := runProcess(t, "", env, add...); r.code != 0 {
 		t.Errorf("conn add with POSTERN_MASTER_KEY_FILE: exit %d: %s", r.code, r.stderr)
 	}
 }
@@ -127,7 +127,7 @@ func TestInitMasterKeyFile(t *testing.T) {
 func TestUninitialisedDataDir(t *testing.T) {
 	t.Parallel()
 	data := filepath.Join(t.TempDir(), "none")
-	r := runCLI(t, "", nil, "agent", "list", "--data", data)
+	r := runCLI(t, "", "agent", "list", "--data", data)
 	if r.code == 0 || !strings.Contains(r.stderr, "postern init") {
 		t.Errorf("got exit %d, stderr %q; want an error telling to run postern init", r.code, r.stderr)
 	}
@@ -337,14 +337,11 @@ func TestBadInput(t *testing.T) {
 // TestConnAddAcceptNewHostKey pins the host key of a real OpenSSH sshd.
 func TestConnAddAcceptNewHostKey(t *testing.T) {
 	t.Parallel()
-	sshd := testsshd.Start(t, testsshd.Options{})
+	sshd := newE2ETarget(t, testsshd.Options{})
 	c := newCLI(t)
-	keyFile := filepath.Join(t.TempDir(), "id")
-	if err := os.WriteFile(keyFile, sshd.UserKeyPEM, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	keyFile := sshd.keyFile
 	want := ssh.FingerprintSHA256(sshd.HostKey)
-	out := c.ok("", "conn", "add", "--no-check", "local", "--host", sshd.Host, "--port", itoa(sshd.Port), "--user", sshd.User,
+	out := c.okCheck("conn", "add", "--no-check", "local", "--host", sshd.Host, "--port", itoa(sshd.Port), "--user", sshd.User,
 		"--key-file", keyFile, "--accept-new-host-key")
 	if !strings.Contains(out, want) || !strings.Contains(out, "ssh-ed25519") {
 		t.Errorf("conn add output %q; want the host key fingerprint %s", out, want)
@@ -362,8 +359,8 @@ func TestConnAddAcceptNewHostKey(t *testing.T) {
 
 	// Nothing listening: a clear error and nothing stored.
 	sshd.Stop()
-	r := c.run("", "conn", "add", "--no-check", "gone", "--host", sshd.Host, "--port", itoa(sshd.Port), "--user", sshd.User,
-		"--key-file", keyFile, "--accept-new-host-key", "--timeout", "2s")
+	r := c.runCheck("conn", "add", "--no-check", "gone", "--host", sshd.Host, "--port", itoa(sshd.Port), "--user", sshd.User,
+		"--key-file", keyFile, "--accept-new-host-key")
 	if r.code == 0 || !strings.Contains(r.stderr, "fetch the host key") {
 		t.Errorf("scan of a stopped sshd: exit %d, stderr %q; want a fetch host key error", r.code, r.stderr)
 	}

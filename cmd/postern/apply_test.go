@@ -7,7 +7,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/postern/postern/internal/testsshd"
 )
@@ -199,10 +198,14 @@ write = %q
 	}
 }
 
-// refuseBound bounds an apply that must refuse its file at once; the bound
-// only keeps a regression (a read that blocks on a FIFO or never ends on
-// /dev/zero) from hanging the test.
-const refuseBound = time.Minute
+// refuses runs postern with args as a process of its own, which the
+// test's deadline kills: an apply that must refuse its file at once and
+// regresses into a read that blocks (a FIFO) or never ends (/dev/zero)
+// fails the test instead of hanging it.
+func refuses(t *testing.T, args ...string) result {
+	t.Helper()
+	return runProcess(t, "", nil, args...)
+}
 
 // TestApplyRefusesFiles: apply reads only regular files of a bounded size:
 // the config file given to -f and the key, URL and secret files it names.
@@ -217,10 +220,10 @@ func TestApplyRefusesFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, file := range []string{"/dev/zero", fifo} {
-		r, ended := runBounded(t, refuseBound, "apply", "-f", file, "--data", c.data)
-		if !ended || r.code != 2 || !strings.Contains(r.stderr, "postern: config: "+file+": a ") ||
+		r := refuses(t, "apply", "-f", file, "--data", c.data)
+		if r.code != 2 || !strings.Contains(r.stderr, "postern: config: "+file+": a ") ||
 			!strings.Contains(r.stderr, "; give a regular file") {
-			t.Errorf("apply -f %s: ended %v, exit %d, %q; want exit 2 at once naming the file", file, ended, r.code, r.stderr)
+			t.Errorf("apply -f %s: exit %d, %q; want exit 2 at once naming the file", file, r.code, r.stderr)
 		}
 	}
 	conf := writeFile(t, dir, "postern.toml", fmt.Sprintf(`
@@ -237,23 +240,23 @@ url_file = %q
 secret_file = %q
 `, hostLine(t, "127.0.0.1"), fifo, dir))
 	before := c.snapshot()
-	r, ended := runBounded(t, refuseBound, "apply", "-f", conf, "--data", c.data)
+	r := refuses(t, "apply", "-f", conf, "--data", c.data)
 	for _, want := range []string{
 		`connection "web" (connection #1): key_file: /dev/zero: a character device; give a regular file`,
 		`notify "ops" (notify #1): url_file: ` + fifo + `: a named pipe (FIFO); give a regular file`,
 	} {
-		if !ended || r.code != 2 || !strings.Contains(r.stderr, want) {
-			t.Errorf("apply of a file naming /dev/zero and a FIFO: ended %v, exit %d, %q; want exit 2 with %q", ended, r.code, r.stderr, want)
+		if r.code != 2 || !strings.Contains(r.stderr, want) {
+			t.Errorf("apply of a file naming /dev/zero and a FIFO: exit %d, %q; want exit 2 with %q", r.code, r.stderr, want)
 		}
 	}
-	r, ended = runBounded(t, refuseBound, "apply", "-f", writeFile(t, dir, "secret.toml", fmt.Sprintf(`
+	r = refuses(t, "apply", "-f", writeFile(t, dir, "secret.toml", fmt.Sprintf(`
 [[notify]]
 name = "ops"
 url = "https://hooks.example.com/x"
 secret_file = %q
 `, dir)), "--data", c.data)
-	if want := `notify "ops" (notify #1): secret_file: ` + dir + `: a directory; give a regular file`; !ended || r.code != 2 || !strings.Contains(r.stderr, want) {
-		t.Errorf("apply of a file naming a directory: ended %v, exit %d, %q; want exit 2 with %q", ended, r.code, r.stderr, want)
+	if want := `notify "ops" (notify #1): secret_file: ` + dir + `: a directory; give a regular file`; r.code != 2 || !strings.Contains(r.stderr, want) {
+		t.Errorf("apply of a file naming a directory: exit %d, %q; want exit 2 with %q", r.code, r.stderr, want)
 	}
 	if c.snapshot() != before {
 		t.Error("a refused apply changed the data")
@@ -273,9 +276,9 @@ func TestApplyEscapesErrors(t *testing.T) {
 		{"names", "[[grant]]\nagent = \"\\u001b[2J\"\nconnection = \"\\u0007\\u202e\"\n",
 			`grant <U+001B>[2J on <U+0007><U+202E> (grant #1): no agent "\x1b[2J" in the file or the database`},
 	} {
-		r, ended := runBounded(t, refuseBound, "apply", "-f", writeFile(t, dir, "esc.toml", tt.conf), "--data", c.data)
-		if !ended || r.code != 2 || !strings.Contains(r.stderr, tt.want) {
-			t.Errorf("%s: ended %v, exit %d, %q; want exit 2 with %q", tt.name, ended, r.code, r.stderr, tt.want)
+		r := refuses(t, "apply", "-f", writeFile(t, dir, "esc.toml", tt.conf), "--data", c.data)
+		if r.code != 2 || !strings.Contains(r.stderr, tt.want) {
+			t.Errorf("%s: exit %d, %q; want exit 2 with %q", tt.name, r.code, r.stderr, tt.want)
 		}
 		for i, b := range []byte(r.stdout + r.stderr) {
 			if b < 0x20 && b != '\n' || b == 0x7f {

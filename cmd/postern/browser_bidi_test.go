@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/postern/postern/internal/testwait"
 )
 
 // TestBrowserShowsBidiEscapes: a command with a right-to-left override
@@ -17,17 +19,13 @@ import (
 // screenshot of the card goes to artifacts/bidi.png.
 func TestBrowserShowsBidiEscapes(t *testing.T) {
 	t.Parallel()
-	chromiumPath(t)
-	r := startWebRig(t)
-	ctx, cancel := context.WithTimeout(context.Background(), browserTestTimeout)
-	defer cancel()
-	bctx := r.newBrowser(ctx)
-	r.login(t, bctx, r.pw)
+	r, bctx := startBrowserRig(t)
+	r.login(t, bctx, r.password)
 	step(t, bctx, "wait for the logged-in page", chromedp.WaitVisible(chromedp.CSS("#logout")))
 
 	dst := filepath.Join(r.scratch, "\u202ecte", "nimda.txt\u202c")
 	command := "cp /etc/hostname '" + dst + "'"
-	run := r.agent(command)
+	run := r.ssh("target", command)
 	step(t, bctx, "open the approvals page", chromedp.Navigate(r.base+"/approvals"))
 	id := pendingID(t, bctx, "cte/nimda.txt")
 
@@ -44,7 +42,7 @@ func TestBrowserShowsBidiEscapes(t *testing.T) {
 		t.Errorf("command box unicode-bidi %q; want isolate-override", bidi)
 	}
 
-	sctx, cancelShot := context.WithTimeout(bctx, browserStepTimeout)
+	sctx, cancelShot := context.WithDeadline(bctx, testwait.Deadline(t))
 	defer cancelShot()
 	shot, err := chromedp.Run(sctx, chromedp.Screenshot(chromedp.CSS("#approval-"+id)))
 	if err != nil {

@@ -1,16 +1,18 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/chromedp/chromedp"
 	"golang.org/x/crypto/ssh"
+
+	"github.com/postern/postern/internal/testwait"
 )
 
 // TestBrowserManage drives the Agents, Connections and Tokens pages'
@@ -22,14 +24,11 @@ import (
 // revoked. Every change is audited as the admin, via web.
 func TestBrowserManage(t *testing.T) {
 	t.Parallel()
-	chromiumPath(t)
-	r := startWebRig(t)
-	ctx, cancel := context.WithTimeout(context.Background(), browserTestTimeout)
-	defer cancel()
-	bctx := r.newBrowser(ctx)
-	r.login(t, bctx, r.pw)
+	r, bctx := startBrowserRig(t)
+	ctx := testwait.Context(t)
+	r.login(t, bctx, r.password)
 	step(t, bctx, "wait for the logged-in page", chromedp.WaitVisible(chromedp.CSS("#logout")))
-	sshd := r.sshd
+	sshd := r.target
 
 	// open navigates to a page (which has no flash yet) and waits for sel.
 	open := func(t *testing.T, path, sel string) {
@@ -189,7 +188,7 @@ func TestBrowserManage(t *testing.T) {
 	if got := strings.Join(web, "|"); got != want {
 		t.Errorf("the page's audited changes:\n%s\nwant\n%s", got, want)
 	}
-	if code := r.p.stop(); code != 0 {
+	if code := r.srv.end(syscall.SIGTERM); code != 0 {
 		t.Errorf("SIGTERM: exit %d", code)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"context"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -17,18 +18,20 @@ import (
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
+
+	"github.com/postern/postern/internal/testwait"
 )
 
-// waitFor polls a JavaScript expression in the page until it is true,
-// bounded by browserStepTimeout.
+// waitFor polls a JavaScript expression in the page until it is true.
 func waitFor(t *testing.T, bctx context.Context, what, expr string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(bctx, browserStepTimeout)
+	ctx, cancel := context.WithDeadline(bctx, testwait.Deadline(t))
 	defer cancel()
+	// No polling timeout of its own (0): the context ends the poll.
 	ok, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingInterval(50*time.Millisecond),
-		chromedp.WithPollingTimeout(browserStepTimeout)))
+		chromedp.WithPollingTimeout(0)))
 	if err != nil || !ok {
-		t.Fatalf("%s: %s never held (%v); the browser shows: %s", what, expr, err, pageSummary(bctx))
+		t.Fatalf("%s: %s never held (%v); the browser shows: %s", what, expr, err, pageSummary(t, bctx))
 	}
 }
 
@@ -74,13 +77,9 @@ func shownTags(t *testing.T, bctx context.Context) string {
 
 func TestBrowserApprovalsTitleAndNotifications(t *testing.T) {
 	t.Parallel()
-	chromiumPath(t)
-	r := startWebRig(t)
-	ctx, cancel := context.WithTimeout(context.Background(), browserTestTimeout)
-	defer cancel()
-	bctx := r.newBrowser(ctx)
+	r, bctx := startBrowserRig(t)
 	spyOnNotifications(t, bctx)
-	r.login(t, bctx, r.pw)
+	r.login(t, bctx, r.password)
 	step(t, bctx, "wait for the logged-in page", chromedp.WaitVisible(chromedp.CSS("#logout")))
 	step(t, bctx, "open the approvals page", chromedp.Navigate(r.base+"/approvals"),
 		chromedp.WaitVisible(chromedp.CSS("#no-approvals")))
@@ -93,7 +92,7 @@ func TestBrowserApprovalsTitleAndNotifications(t *testing.T) {
 	var runs []*agentRun
 	touch := func(name string) string {
 		f := filepath.Join(r.scratch, name)
-		runs = append(runs, r.agent("touch "+f))
+		runs = append(runs, r.ssh("target", "touch "+f))
 		return f
 	}
 	first := touch("first")
@@ -104,7 +103,7 @@ func TestBrowserApprovalsTitleAndNotifications(t *testing.T) {
 	// the admin allows them (the permission granted through the DevTools
 	// protocol, as a person would in the browser's prompt).
 	if !eval[bool](t, bctx, `!document.getElementById('notify-offer').hidden && Notification.permission === 'default'`) {
-		t.Fatalf("the notification offer is not shown; the browser shows: %s", pageSummary(bctx))
+		t.Fatalf("the notification offer is not shown; the browser shows: %s", pageSummary(t, bctx))
 	}
 	c := chromedp.FromContext(bctx)
 	if _, err := cdp.Call(bctx, c.Browser, browser.SetPermission, browser.SetPermissionParams{
@@ -154,10 +153,10 @@ func TestBrowserApprovalsTitleAndNotifications(t *testing.T) {
 			t.Errorf("denied request %d: exit %d; want 126", i+1, run.code)
 		}
 	}
-	if code := r.p.stop(); code != 0 {
+	if code := r.srv.end(syscall.SIGTERM); code != 0 {
 		t.Errorf("SIGTERM: exit %d; want 0", code)
 	}
-	if strings.Contains(r.p.stderrText(), r.pw) {
+	if strings.Contains(r.srv.stderrText(), r.password) {
 		t.Error("the admin password is in postern's log")
 	}
 }

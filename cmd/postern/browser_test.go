@@ -1,7 +1,7 @@
 package main
 
 // Browser tests: Debian's Chromium, driven by chromedp, against a real
-// `postern serve` (the built binary) with a real OpenSSH sshd as the
+// `postern serve` (its own process) with a real OpenSSH sshd as the
 // target and the real ssh client as the agent. They pin the web page's
 // promises from the admin's side: logging in, a request appearing live,
 // Approve letting the command run, Deny leaving the target alone, agent
@@ -15,35 +15,22 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"image/png"
-	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
-	"golang.org/x/crypto/ssh/knownhosts"
 
 	"github.com/postern/postern/internal/e2e"
-	"github.com/postern/postern/internal/testsshd"
 	"github.com/postern/postern/internal/testwait"
-	"github.com/postern/postern/store"
 	"github.com/postern/postern/web"
-)
-
-// Bounds of the browser tests' waits.
-const (
-	// browserStepTimeout bounds one step in the browser: a navigation, an
-	// element to appear, a click and what follows it.
-	browserStepTimeout = 30 * time.Second
-	// browserTestTimeout bounds a whole browser test, browser start included.
-	browserTestTimeout = 4 * time.Minute
 )
 
 // chromiumPath finds Debian's Chromium: /usr/bin/chromium, else chromium on
@@ -57,102 +44,72 @@ func chromiumPath(t *testing.T) string {
 	return e2e.Tool(t, "chromium", "the Debian package chromium")
 }
 
-// webRig is a running postern serve with the web page, a real sshd target
-// behind the connection "target", an agent "bot" with write=ask and
-// destructive=ask on it, and an admin who can log in.
-type webRig struct {
-	t       *testing.T
-	cli     *cli
-	p       *bgPostern
-	base    string // the web page's URL
-	spki    string // base64 SHA-256 of the certificate's SubjectPublicKeyInfo, for Chromium
-	sshArgs []string
-	scratch string // a directory on the target (the same machine) for the commands to touch
-	admin   string
-	pw      string // never logged
-	sshd    *testsshd.Server
-	tlsFP   string // the web certificate's SHA-256 as logged
+// testBrowser is the one Chromium of the browser tests, started by the
+// first of them and stopped by TestMain: a browser start costs more CPU
+// than a browser test's own steps, and no test here is about it. Each test
+// gets a tab in a browser context of its own (its own cookies, storage and
+// permissions, as a fresh profile has).
+var testBrowser sharedBrowser
+
+// sharedBrowser is a headless Chromium for the whole test binary that
+// trusts one certificate: every browser rig's postern serves it as the
+// self-signed certificate of its data directory (certDir's files, made by
+// the same code that makes one in a data directory).
+type sharedBrowser struct {
+	once    sync.Once
+	err     error
+	ctx     context.Context // the browser's own first tab; tabs of tests are its children
+	cancel  func()          // stops the browser
+	dir     string          // holds the profile and certDir
+	certDir string
+	out     lockedBuffer // Chromium's output
 }
 
-func startWebRig(t *testing.T) *webRig {
+// tab returns a new tab of the shared browser, started on first use, in a
+// browser context of its own, closed when t ends.
+func (b *sharedBrowser) tab(t *testing.T) context.Context {
 	t.Helper()
-	requireSSHClient(t)
-	sshd := testsshd.Start(t, testsshd.Options{})
-	c := newCLI(t)
-	r := &webRig{t: t, cli: c, admin: "alice", pw: newPassword(), scratch: t.TempDir(), sshd: sshd}
-
-	targetKey := filepath.Join(t.TempDir(), "target_key")
-	if err := os.WriteFile(targetKey, sshd.UserKeyPEM, 0o600); err != nil {
-		t.Fatal(err)
+	exe := chromiumPath(t)
+	b.once.Do(func() { b.err = b.start(exe, testwait.Deadline(t)) })
+	if b.err != nil {
+		t.Fatalf("start chromium: %v\n%s", b.err, lastLines(b.out.String(), 30))
 	}
-	c.ok("", "conn", "add", "--no-check", "target", "--host", sshd.Host, "--port", strconv.Itoa(sshd.Port),
-		"--user", sshd.User, "--key-file", targetKey, "--host-key", strings.TrimSpace(sshd.KnownHostsLine))
-	agent := writeKeyFiles(t, "agent", "")
-	c.ok("", "agent", "add", "bot", "--key", agent.pub)
-	c.ok("", "grant", "bot", "target", "--write", "ask", "--destructive", "ask")
-	pwFile := filepath.Join(t.TempDir(), "pw")
-	if err := os.WriteFile(pwFile, []byte(r.pw+"\n"), 0o600); err != nil {
-		t.Fatal(err)
+	tctx, cancel := chromedp.NewContext(b.ctx, chromedp.WithNewBrowserContext())
+	t.Cleanup(func() {
+		cancel()
+		if t.Failed() {
+			t.Logf("chromium output:\n%s", lastLines(b.out.String(), 30))
+		}
+	})
+	if err := chromedp.Do(tctx); err != nil {
+		t.Fatalf("open a tab: %v\n%s", err, lastLines(b.out.String(), 30))
 	}
-	c.ok("", "admin", "add", r.admin, "--password-file", pwFile)
-
-	r.p = startPostern(t, "serve", "--data", c.data, "--ssh-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0",
-		"--approval-ttl", "10m")
-	sshAddr, _ := r.p.waitLog("postern serving")["addr"].(string)
-	m := r.p.waitLog("web page serving")
-	r.base, _ = m["url"].(string)
-	r.tlsFP, _ = m["tls_fingerprint"].(string)
-	host, port, err := net.SplitHostPort(sshAddr)
-	if err != nil || r.base == "" {
-		t.Fatalf("start logs: got ssh address %q, web URL %q; want both", sshAddr, r.base)
-	}
-
-	// Pin the bastion's host key for the agent's ssh.
-	hostKey, err := (store.Dir{Path: c.data}).HostKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	kh := filepath.Join(t.TempDir(), "known_hosts")
-	line := knownhosts.Line([]string{knownhosts.Normalize(sshAddr)}, hostKey.PublicKey())
-	if err := os.WriteFile(kh, []byte(line+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	r.sshArgs = []string{"-F", "/dev/null", "-i", agent.priv, "-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes",
-		"-o", "UserKnownHostsFile=" + kh, "-o", "ConnectTimeout=10", "-p", port, host, "target"}
-
-	// Chromium trusts exactly the certificate postern made, by its key.
-	certPEM, err := os.ReadFile(filepath.Join(c.data, web.SelfSignedCertFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	block, _ := pem.Decode(certPEM)
-	if block == nil {
-		t.Fatalf("%s holds no PEM block", web.SelfSignedCertFile)
-	}
-	cert, err := x509.ParseCertificate(block.Bytes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256(cert.RawSubjectPublicKeyInfo)
-	r.spki = base64.StdEncoding.EncodeToString(sum[:])
-	return r
+	return tctx
 }
 
-// agent runs command on the target through the bastion as the agent,
-// bounded by agentTimeout. Wait for it with wait.
-func (r *webRig) agent(command string) *agentRun {
-	return startAgentRun(r.t, "ssh", append(append([]string{}, r.sshArgs...), command)...)
-}
-
-// newBrowser starts a headless Chromium with a fresh profile that trusts
-// the rig's certificate, and returns its context; the browser is stopped
-// when the test ends, before its profile directory is removed.
-func (r *webRig) newBrowser(ctx context.Context) context.Context {
-	t := r.t
-	profile := t.TempDir()
-	var chromeOut bytes.Buffer
+// start makes the certificate and starts Chromium, which lives until stop
+// or deadline (the test binary's: no test outlives it).
+func (b *sharedBrowser) start(exe string, deadline time.Time) error {
+	dir, err := os.MkdirTemp("", "postern-browser-test")
+	if err != nil {
+		return err
+	}
+	b.dir, b.certDir = dir, filepath.Join(dir, "cert")
+	if err := os.Mkdir(b.certDir, 0o700); err != nil {
+		return err
+	}
+	cert, err := web.LoadCertificate(b.certDir, "", "", time.Now())
+	if err != nil {
+		return err
+	}
+	leaf, err := x509.ParseCertificate(cert.TLS.Certificate[0])
+	if err != nil {
+		return err
+	}
+	sum := sha256.Sum256(leaf.RawSubjectPublicKeyInfo)
+	ctx, cancelDeadline := context.WithDeadline(context.Background(), deadline)
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(ctx,
-		chromedp.ExecPath(chromiumPath(t)),
+		chromedp.ExecPath(exe),
 		chromedp.Headless,
 		chromedp.NoSandbox,
 		chromedp.DisableGPU,
@@ -162,25 +119,85 @@ func (r *webRig) newBrowser(ctx context.Context) context.Context {
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true),
 		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.Flag("ignore-certificate-errors-spki-list", r.spki),
-		chromedp.UserDataDir(profile),
+		// Chromium trusts exactly the certificate the rigs serve, by its key.
+		chromedp.Flag("ignore-certificate-errors-spki-list", base64.StdEncoding.EncodeToString(sum[:])),
+		chromedp.UserDataDir(filepath.Join(dir, "profile")),
 		chromedp.WindowSize(1280, 1000),
-		chromedp.CombinedOutput(&chromeOut),
+		chromedp.CombinedOutput(&b.out),
 	)
 	bctx, cancelBrowser := chromedp.NewContext(allocCtx)
-	t.Cleanup(func() {
+	b.ctx = bctx
+	b.cancel = func() {
 		cancelBrowser()
 		cancelAlloc()
-		if t.Failed() && chromeOut.Len() > 0 {
-			t.Logf("chromium output:\n%s", lastLines(chromeOut.String(), 30))
-		}
-	})
-	// Start the browser on bctx itself: the first run on a context owns the
-	// browser, and the steps' timeout contexts end when each step does.
-	if err := chromedp.Do(bctx); err != nil {
-		t.Fatalf("start chromium: %v\n%s", err, lastLines(chromeOut.String(), 30))
+		cancelDeadline()
 	}
-	return bctx
+	// Start the browser on bctx itself: the first run on a context owns
+	// the browser.
+	return chromedp.Do(bctx)
+}
+
+// stop stops the browser, if one was started, and removes its profile.
+func (b *sharedBrowser) stop() error {
+	b.once.Do(func() {}) // no browser can start after this
+	if b.cancel != nil {
+		b.cancel()
+	}
+	if b.dir == "" {
+		return nil
+	}
+	if err := os.RemoveAll(b.dir); err != nil {
+		return fmt.Errorf("browser tests: %w", err)
+	}
+	return nil
+}
+
+// webRig is a running postern serve with the web page over an e2eRig: the
+// connection "target", the agent bot with write=ask and destructive=ask on
+// it, and an admin who can log in.
+type webRig struct {
+	*e2eRig
+	base  string // the web page's URL
+	tlsFP string // the web certificate's SHA-256 as logged
+	admin string
+}
+
+// startWebRig starts the rig and serve with the web page.
+func startWebRig(t *testing.T) *webRig {
+	t.Helper()
+	return startWebRigWith(t, nil)
+}
+
+// startBrowserRig starts the rig, serving the shared browser's
+// certificate, and returns it with a tab of the shared browser.
+func startBrowserRig(t *testing.T) (*webRig, context.Context) {
+	t.Helper()
+	chromiumPath(t) // skip before starting anything
+	bctx := testBrowser.tab(t)
+	return startWebRigWith(t, func(data string) {
+		for _, f := range []string{web.SelfSignedCertFile, web.SelfSignedKeyFile} {
+			b, err := os.ReadFile(filepath.Join(testBrowser.certDir, f))
+			if err == nil {
+				err = os.WriteFile(filepath.Join(data, f), b, 0o600)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}), bctx
+}
+
+// startWebRigWith starts the rig, calls prepare (if not nil) on its data
+// directory, and starts serve.
+func startWebRigWith(t *testing.T, prepare func(data string)) *webRig {
+	t.Helper()
+	r := &webRig{e2eRig: newRig(t, rigConfig{grant: []string{"--write", "ask", "--destructive", "ask"}, admins: []string{"alice"}}), admin: "alice"}
+	if prepare != nil {
+		prepare(r.cli.data)
+	}
+	r.serve("--approval-ttl", outlast(t), "--key-check-timeout", outlast(t))
+	r.base, r.tlsFP = r.srv.webURL, r.srv.fingerprint
+	return r
 }
 
 // lastLines is the end of a long text.
@@ -192,21 +209,21 @@ func lastLines(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// step runs browser actions bounded by browserStepTimeout, failing the
-// test with what was being done.
+// step runs browser actions, failing the test with what was being done.
+// A step ends when its actions do, or at the test's deadline.
 func step(t *testing.T, bctx context.Context, what string, actions ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(bctx, browserStepTimeout)
+	ctx, cancel := context.WithDeadline(bctx, testwait.Deadline(t))
 	defer cancel()
 	if err := chromedp.Do(ctx, actions...); err != nil {
-		t.Fatalf("%s: %v\nthe browser shows: %s", what, err, pageSummary(bctx))
+		t.Fatalf("%s: %v\nthe browser shows: %s", what, err, pageSummary(t, bctx))
 	}
 }
 
 // pageSummary is the open page's address and the start of its text, for
 // failure messages. (Typed passwords are input values, not page text.)
-func pageSummary(bctx context.Context) string {
-	ctx, cancel := context.WithTimeout(bctx, 5*time.Second)
+func pageSummary(t *testing.T, bctx context.Context) string {
+	ctx, cancel := context.WithDeadline(bctx, testwait.Deadline(t))
 	defer cancel()
 	s, err := chromedp.Run(ctx, chromedp.Evaluate[string](
 		`location.href + ' | ' + document.title + ' | ' + (document.body ? document.body.innerText.slice(0, 400) : '')`))
@@ -216,11 +233,10 @@ func pageSummary(bctx context.Context) string {
 	return s
 }
 
-// eval evaluates a JavaScript expression, awaiting a promise, bounded by
-// browserStepTimeout.
+// eval evaluates a JavaScript expression, awaiting a promise.
 func eval[T any](t *testing.T, bctx context.Context, expr string) T {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(bctx, browserStepTimeout)
+	ctx, cancel := context.WithDeadline(bctx, testwait.Deadline(t))
 	defer cancel()
 	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr, chromedp.EvalAwaitPromise))
 	if err != nil {
@@ -253,10 +269,11 @@ func pendingID(t *testing.T, bctx context.Context, text string) string {
 		}
 		return '';
 	})()`, jsString(text))
-	ctx, cancel := context.WithTimeout(bctx, browserStepTimeout)
+	ctx, cancel := context.WithDeadline(bctx, testwait.Deadline(t))
 	defer cancel()
+	// No polling timeout of its own (0): the context ends the poll.
 	id, err := chromedp.Run(ctx, chromedp.Poll[string](expr, chromedp.WithPollingInterval(100*time.Millisecond),
-		chromedp.WithPollingTimeout(browserStepTimeout)))
+		chromedp.WithPollingTimeout(0)))
 	if err != nil || id == "" {
 		t.Fatalf("no pending request for %q appeared on the page: %v", text, err)
 	}
@@ -281,14 +298,9 @@ func (r *webRig) approvalStatus(t *testing.T, bctx context.Context, id string) s
 }
 
 // pendingIDs lists the pending approvals through the CLI.
-func (r *webRig) pendingIDs(t *testing.T) []string {
-	t.Helper()
-	var list []struct{ ID string }
-	if err := json.Unmarshal([]byte(r.cli.ok("", "approvals", "list", "-o", "json")), &list); err != nil {
-		t.Fatal(err)
-	}
+func (r *webRig) pendingIDs() []string {
 	var ids []string
-	for _, a := range list {
+	for _, a := range r.cli.approvals(false) {
 		ids = append(ids, a.ID)
 	}
 	return ids
@@ -312,16 +324,12 @@ func repoRoot(t *testing.T) string {
 // the browser (logged in after "login").
 func TestBrowser(t *testing.T) {
 	t.Parallel()
-	chromiumPath(t) // skip before starting anything
-	r := startWebRig(t)
-	ctx, cancel := context.WithTimeout(context.Background(), browserTestTimeout)
-	defer cancel()
-	bctx := r.newBrowser(ctx)
+	r, bctx := startBrowserRig(t)
 
 	if !t.Run("login", func(t *testing.T) {
 		r.login(t, bctx, "not the password at all")
 		step(t, bctx, "wait for the login error", chromedp.WaitVisible(chromedp.CSS("#login-error")))
-		r.login(t, bctx, r.pw)
+		r.login(t, bctx, r.password)
 		step(t, bctx, "wait for the logged-in page", chromedp.WaitVisible(chromedp.CSS("#logout")))
 		if path := eval[string](t, bctx, `location.pathname`); path == "/login" {
 			t.Errorf("after login: got path %s; want to have left the login page", path)
@@ -350,7 +358,7 @@ func TestBrowser(t *testing.T) {
 		)
 		// A mark on the page's window: a reload or navigation would lose it.
 		eval[bool](t, bctx, `(window.posternTestMark = true)`)
-		live = r.agent("rm -f " + approveFile)
+		live = r.ssh("target", "rm -f "+approveFile)
 		liveID = pendingID(t, bctx, "rm -f "+approveFile)
 		if !eval[bool](t, bctx, `window.posternTestMark === true`) {
 			t.Error("the page was reloaded; want the request to appear live")
@@ -395,7 +403,7 @@ func TestBrowser(t *testing.T) {
 
 	t.Run("deny leaves the target unchanged", func(t *testing.T) {
 		step(t, bctx, "open the approvals page", chromedp.Navigate(r.base+"/approvals"), chromedp.WaitVisible(chromedp.CSS("#approvals")))
-		a := r.agent("rm -f " + denyFile)
+		a := r.ssh("target", "rm -f "+denyFile)
 		id := pendingID(t, bctx, "rm -f "+denyFile)
 		form := "#approval-" + id
 		step(t, bctx, "type a note and click Deny",
@@ -426,7 +434,7 @@ func TestBrowser(t *testing.T) {
 	var markupID string
 	t.Run("markup in a command renders as text", func(t *testing.T) {
 		step(t, bctx, "open the approvals page", chromedp.Navigate(r.base+"/approvals"), chromedp.WaitVisible(chromedp.CSS("#approvals")))
-		markupRun = r.agent("echo '" + markup + "' > " + markupFile)
+		markupRun = r.ssh("target", "echo '"+markup+"' > "+markupFile)
 		markupID = pendingID(t, bctx, "<script>")
 		got := eval[string](t, bctx, fmt.Sprintf(`document.querySelector('#approval-%s pre.command').textContent`, markupID))
 		if !strings.Contains(got, markup) {
@@ -454,30 +462,24 @@ func TestBrowser(t *testing.T) {
 		if status != 403 {
 			t.Errorf("fetch POST without the token: got status %d; want 403", status)
 		}
-		// The form itself, with its csrf_token field taken out.
-		eval[bool](t, bctx, fmt.Sprintf(`(() => {
+		// The form itself, with its csrf_token field taken out: the submit
+		// navigates, and RunResponse waits for that navigation's answer.
+		ctx, cancel := context.WithDeadline(bctx, testwait.Deadline(t))
+		defer cancel()
+		resp, err := chromedp.RunResponse(ctx, chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`(() => {
 			const f = document.querySelector('#approval-%s form.approve');
 			f.querySelector('input[name=csrf_token]').remove();
 			f.submit();
-			return true;
-		})()`, markupID))
-		// The submit navigates; until the answer loads, an evaluation may
-		// fail with the old page gone, so ask again until the bound.
-		refused := `location.pathname.endsWith('/approve') && document.body !== null && document.body.innerText.includes('CSRF')`
-		var last error
-		t.Cleanup(func() {
-			if t.Failed() {
-				t.Logf("last evaluation error %v; the browser shows: %s", last, pageSummary(bctx))
-			}
-		})
-		testwait.Until(t, "the refusal page of the form post without the token", func() bool {
-			ctx, cancel := context.WithTimeout(bctx, time.Second)
-			defer cancel()
-			ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](refused))
-			last = err
-			return err == nil && ok
-		})
-		if ids := r.pendingIDs(t); len(ids) != 1 || ids[0] != markupID {
+		})()`, markupID)))
+		if err != nil {
+			t.Fatalf("submit the form without the token: %v; the browser shows: %s", err, pageSummary(t, bctx))
+		}
+		refused := `location.pathname.endsWith('/approve') && document.body.innerText.includes('CSRF')`
+		if resp.Status != 403 || !eval[bool](t, bctx, refused) {
+			t.Errorf("form post without the token: got status %d; want 403 and the refusal page; the browser shows: %s",
+				resp.Status, pageSummary(t, bctx))
+		}
+		if ids := r.pendingIDs(); len(ids) != 1 || ids[0] != markupID {
 			t.Errorf("pending after the refused posts: got %v; want [%s]", ids, markupID)
 		}
 		if _, err := os.Stat(markupFile); !errors.Is(err, os.ErrNotExist) {
@@ -491,7 +493,7 @@ func TestBrowser(t *testing.T) {
 		}
 		step(t, bctx, "open the approvals page", chromedp.Navigate(r.base+"/approvals"),
 			chromedp.WaitVisible(chromedp.CSS("#approval-"+markupID)))
-		sctx, cancel := context.WithTimeout(bctx, browserStepTimeout)
+		sctx, cancel := context.WithDeadline(bctx, testwait.Deadline(t))
 		defer cancel()
 		shot, err := chromedp.Run(sctx, chromedp.FullScreenshot(100)) // 100: PNG
 		if err != nil {
@@ -526,10 +528,10 @@ func TestBrowser(t *testing.T) {
 			t.Errorf("denied markup write: got exit %d; want 126", markupRun.code)
 		}
 	}
-	if code := r.p.stop(); code != 0 {
-		t.Errorf("SIGTERM: got exit %d; want 0\nstderr:\n%s", code, r.p.stderrText())
+	if code := r.srv.end(syscall.SIGTERM); code != 0 {
+		t.Errorf("SIGTERM: got exit %d; want 0\nstderr:\n%s", code, r.srv.stderrText())
 	}
-	if strings.Contains(r.p.stderrText(), r.pw) {
+	if strings.Contains(r.srv.stderrText(), r.password) {
 		t.Error("the admin password is in postern's log")
 	}
 }

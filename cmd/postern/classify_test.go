@@ -23,7 +23,7 @@ func TestClassifyCommand(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := runCLI(t, "", nil, tt.args...)
+			r := runCLI(t, "", tt.args...)
 			if r.code != tt.wantCode {
 				t.Fatalf("exit code = %d; want %d (stderr %q)", r.code, tt.wantCode, r.stderr)
 			}
@@ -36,7 +36,7 @@ func TestClassifyCommand(t *testing.T) {
 
 func TestClassifyJSONOutput(t *testing.T) {
 	t.Parallel()
-	r := runCLI(t, "", nil, "classify", "-o", "json", "--", "echo x | tee /etc/hosts")
+	r := runCLI(t, "", "classify", "-o", "json", "--", "echo x | tee /etc/hosts")
 	if r.code != 0 {
 		t.Fatalf("exit code = %d; want 0 (stderr %q)", r.code, r.stderr)
 	}
@@ -66,7 +66,7 @@ func TestClassifyJSONL(t *testing.T) {
 		`"sort -o out in"`,
 		`""`,
 	}, "\n") + "\n"
-	r := runCLI(t, in, nil, "classify", "--jsonl")
+	r := runCLI(t, in, "classify", "--jsonl")
 	if r.code != 0 {
 		t.Fatalf("exit code = %d; want 0 (stderr %q)", r.code, r.stderr)
 	}

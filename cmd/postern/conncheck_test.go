@@ -3,8 +3,6 @@ package main
 import (
 	"encoding/json"
 	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -17,12 +15,9 @@ import (
 // unreachable target unreachable; only ok exits 0.
 func TestConnCheck(t *testing.T) {
 	t.Parallel()
-	sshd := testsshd.Start(t, testsshd.Options{})
+	sshd := newE2ETarget(t, testsshd.Options{})
 	c := newCLI(t)
-	good := filepath.Join(t.TempDir(), "id")
-	if err := os.WriteFile(good, sshd.UserKeyPEM, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	good := sshd.keyFile
 	bad := writeKeyFiles(t, "stranger", "")
 	// A port that was just closed: nothing listens there.
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -52,7 +47,7 @@ func TestConnCheck(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.alias, func(t *testing.T) {
-			r := c.run("", "conn", "check", tt.alias, "-o", "json", "--timeout", "5s")
+			r := c.runCheck("conn", "check", tt.alias, "-o", "json")
 			var got model.ConnectionResult
 			if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
 				t.Fatalf("conn check %s: %v\nstdout: %s\nstderr: %s", tt.alias, err, r.stdout, r.stderr)
@@ -84,7 +79,7 @@ func TestConnCheck(t *testing.T) {
 		t.Errorf("conn list bad: key_message %q; want the target's refusal", byAlias["bad"].KeyMessage)
 	}
 
-	text := c.run("", "conn", "check", "good")
+	text := c.runCheck("conn", "check", "good")
 	if text.code != 0 || !strings.HasPrefix(text.stdout, "good: ok: ") {
 		t.Errorf("conn check good: got exit %d, %q; want 0 and good: ok", text.code, text.stdout)
 	}
@@ -97,14 +92,11 @@ func TestConnCheck(t *testing.T) {
 // result; an unknown recipe is refused before anything is written.
 func TestConnAddChecksKey(t *testing.T) {
 	t.Parallel()
-	sshd := testsshd.Start(t, testsshd.Options{})
+	sshd := newE2ETarget(t, testsshd.Options{})
 	c := newCLI(t)
-	good := filepath.Join(t.TempDir(), "id")
-	if err := os.WriteFile(good, sshd.UserKeyPEM, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	pin := strings.Join(strings.Fields(sshd.KnownHostsLine)[1:], " ")
-	out := c.ok("", "conn", "add", "web", "--host", sshd.Host, "--port", itoa(sshd.Port), "--user", sshd.User,
+	good := sshd.keyFile
+	pin := bareKey(sshd.HostKey)
+	out := c.okCheck("conn", "add", "web", "--host", sshd.Host, "--port", itoa(sshd.Port), "--user", sshd.User,
 		"--key-file", good, "--host-key", pin)
 	if !strings.Contains(out, "key check: ok") {
 		t.Errorf("conn add output %q; want the key check's ok", out)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"net"
 	"os"
@@ -9,9 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/postern/postern/internal/e2e"
+	"github.com/postern/postern/internal/testwait"
 )
 
 // TestDemoSFTP runs the README's quick-start sftp and scp lines against
@@ -31,8 +30,7 @@ func TestDemoSFTP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	ctx := testwait.Context(t)
 	// The README's options, plus what a test needs: no user config, no
 	// prompt.
 	opts := []string{"-F", "/dev/null", "-o", "BatchMode=yes", "-i", filepath.Join(dir, "agent_ed25519"), "-P", port,
@@ -88,7 +86,7 @@ func TestDemoSFTP(t *testing.T) {
 		t.Fatalf("pending approvals %+v; want one, %s for the upload\npostern stderr:\n%s", pending, id, d.stderrText())
 	}
 	c.ok("", "approvals", "approve", id, "--as", "admin")
-	r := <-up
+	r := testwait.Recv(t, "the scp upload to end", up)
 	if r.code != 0 || !strings.Contains(r.out, id) {
 		t.Errorf("scp: exit %d, output %q; want 0 and the waiting line", r.code, r.out)
 	}

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/postern/postern/internal/e2e"
+	"github.com/postern/postern/internal/testwait"
 )
 
 // demoRun is one running `postern demo` and what it printed.
@@ -34,9 +35,12 @@ type demoRun struct {
 }
 
 // startDemo runs postern demo on a free port and reads its instructions.
+// Its approvals and an agent's handshake may take until the test's
+// deadline.
 func startDemo(t *testing.T, dir string) *demoRun {
 	t.Helper()
-	p := startPostern(t, "demo", "--dir", dir, "--ssh-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0")
+	p := startPostern(t, "demo", "--dir", dir, "--ssh-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0",
+		"--approval-ttl", outlast(t), "--handshake-timeout", outlast(t))
 	d := &demoRun{bgPostern: p, dir: dir}
 	lines := make(chan string)
 	go func() {
@@ -49,7 +53,8 @@ func startDemo(t *testing.T, dir string) *demoRun {
 			}
 		}
 	}()
-	timeout := time.After(30 * time.Second)
+	deadline := time.NewTimer(testwait.Remaining(t))
+	defer deadline.Stop()
 	for done := false; !done; {
 		select {
 		case l, ok := <-lines:
@@ -58,8 +63,8 @@ func startDemo(t *testing.T, dir string) *demoRun {
 				break
 			}
 			d.out = append(d.out, l)
-		case <-timeout:
-			t.Fatalf("no instructions within 30s; stdout %q; stderr:\n%s", redactPasswords(d.out), p.stderrText())
+		case <-deadline.C:
+			t.Fatalf("no instructions by the test's deadline; stdout %q; stderr:\n%s", redactPasswords(d.out), p.stderrText())
 		}
 	}
 	for _, l := range d.out {
@@ -93,10 +98,11 @@ func requireSSHClient(t *testing.T) {
 }
 
 // runPrinted runs a printed line with sh, as a user pasting it would, with
-// OpenSSH told to ignore the user's config and never prompt. It is safe to
-// call from any goroutine: a failure to run sh at all is exit status -1.
+// OpenSSH told to ignore the user's config and never prompt; ctx kills it.
+// It is safe to call from any goroutine: a failure to run sh at all is exit
+// status -1.
 func runPrinted(ctx context.Context, line string) (stdout, stderr string, code int) {
-	line = strings.Replace(line, "ssh ", "ssh -F /dev/null -o BatchMode=yes -o ConnectTimeout=10 ", 1)
+	line = strings.Replace(line, "ssh ", "ssh -F /dev/null -o BatchMode=yes ", 1)
 	cmd := exec.CommandContext(ctx, "sh", "-c", line)
 	cmd.Env = cliEnv()
 	var o, e bytes.Buffer
@@ -173,8 +179,7 @@ func TestDemoSetup(t *testing.T) {
 
 	// The web page answers at the printed URL with the printed certificate,
 	// and the printed password logs the admin in.
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	ctx := testwait.Context(t)
 	wc := newWebClient(t, d.webURL, d.certFP)
 	if code := wc.login(ctx, "admin", d.adminPW); code != http.StatusSeeOther {
 		t.Errorf("login with the printed password: got status %d; want 303", code)
@@ -237,8 +242,7 @@ func TestDemoEndToEnd(t *testing.T) {
 	requireSSHClient(t)
 	dir := filepath.Join(t.TempDir(), "demo")
 	d := startDemo(t, dir)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	ctx := testwait.Context(t)
 
 	// Line 1, with echo for uptime so that the output is known.
 	out, errs, code := runPrinted(ctx, strings.TrimSuffix(d.sshLine[0], " uptime")+" echo hi")
@@ -283,7 +287,7 @@ func TestDemoEndToEnd(t *testing.T) {
 	if out, errs, code := runPrinted(ctx, strings.Replace(d.approve, " ID ", " "+id+" ", 1)); code != 0 {
 		t.Fatalf("approve line: got exit %d %q %q; want 0", code, out, errs)
 	}
-	r := <-wrote
+	r := testwait.Recv(t, "the approved write to end", wrote)
 	if r.code != 0 || !strings.Contains(r.errs, id) {
 		t.Errorf("approved write: got exit %d, stderr %q; want 0 and the approval id on stderr", r.code, r.errs)
 	}

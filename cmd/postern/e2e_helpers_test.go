@@ -1,14 +1,21 @@
 package main
 
 // Helpers shared by the end-to-end tests that run `postern serve` as its
-// own process against a real sshd with the real OpenSSH clients: the
-// browser tests, the fault tests and the secret-hygiene scenario.
+// own process against a real sshd with the real OpenSSH clients: the rig
+// they start from (a target, a data directory with connections to it, an
+// agent with a grant, admins, serve), the agents' clients, and the waits.
+//
+// No wait here has a bound of its own: each ends at the test's deadline
+// (internal/testwait), so that a busy machine makes a test slower, never
+// failed. A client process runs under testwait.Context and is killed
+// there; a wait on an event fails there saying what it waited for.
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -24,21 +31,10 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/postern/postern/internal/testsshd"
+	"github.com/postern/postern/internal/testwait"
 	"github.com/postern/postern/model"
 	"github.com/postern/postern/store"
-)
-
-// Bounds of the end-to-end tests' waits.
-const (
-	// agentTimeout bounds one ssh or sftp run of an agent, its wait for a
-	// decision included.
-	agentTimeout = 2 * time.Minute
-	// pendingTimeout bounds the wait for an agent's request to be listed
-	// as pending.
-	pendingTimeout = time.Minute
-	// exitTimeout bounds the wait for a killed postern's process and pipes
-	// to be gone.
-	exitTimeout = 30 * time.Second
 )
 
 // bastionHostAlias is the name the agents' known_hosts pins the bastion's
@@ -53,7 +49,7 @@ type agentRun struct {
 	done   chan struct{}
 	stdout string
 	stderr string
-	code   int // -1 when the client could not be run or was cut by the bound
+	code   int // -1 when the client could not be run or was killed at the test's deadline
 	live   lockedBuffer
 }
 
@@ -94,14 +90,18 @@ func (l *lockedBuffer) next() (string, <-chan struct{}) {
 }
 
 // startAgentRun runs an OpenSSH client (ssh, sftp) with args in the
-// background, bounded by agentTimeout. Wait for it with wait; no client
-// outlives the test.
-func startAgentRun(t *testing.T, name string, args ...string) *agentRun {
+// background, with stdin (nil: /dev/null), killed at the test's deadline.
+// Wait for it with wait; no client outlives the test.
+func startAgentRun(t *testing.T, stdin *os.File, name string, args ...string) *agentRun {
 	t.Helper()
 	a := &agentRun{done: make(chan struct{})}
-	ctx, cancel := context.WithTimeout(context.Background(), agentTimeout)
+	ctx, cancel := context.WithCancel(testwait.Context(t))
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Env = cliEnv()
+	if stdin != nil {
+		// A file, not a reader: Wait would wait for a reader's copy.
+		cmd.Stdin = stdin
+	}
 	var o bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &a.live
 	go func() {
@@ -122,22 +122,17 @@ func startAgentRun(t *testing.T, name string, args ...string) *agentRun {
 	return a
 }
 
-// wait waits for the agent's run to end, at most agentTimeout.
+// wait waits for the agent's run to end.
 func (a *agentRun) wait(t *testing.T) {
 	t.Helper()
-	select {
-	case <-a.done:
-	case <-time.After(agentTimeout + 10*time.Second):
-		t.Fatal("the agent's client did not end")
-	}
+	testwait.Done(t, "the agent's client to end", a.done)
 }
 
-// waitStderr waits, bounded by pendingTimeout, until the running client
-// has written text on stderr, and returns its stderr so far. Each write of
-// the client wakes the wait.
+// waitStderr waits until the running client has written text on stderr,
+// and returns its stderr so far. Each write of the client wakes the wait.
 func (a *agentRun) waitStderr(t *testing.T, text string) string {
 	t.Helper()
-	deadline := time.NewTimer(pendingTimeout)
+	deadline := time.NewTimer(testwait.Remaining(t))
 	defer deadline.Stop()
 	for {
 		got, wrote := a.live.next()
@@ -152,7 +147,7 @@ func (a *agentRun) waitStderr(t *testing.T, text string) string {
 			}
 			t.Fatalf("the client ended (exit %d) without writing %q on stderr; stderr: %q", a.code, text, a.stderr)
 		case <-deadline.C:
-			t.Fatalf("no %q on the client's stderr within %v; stderr: %q", text, pendingTimeout, a.live.String())
+			t.Fatalf("no %q on the client's stderr by the test's deadline; stderr: %q", text, a.live.String())
 		}
 	}
 }
@@ -200,20 +195,28 @@ func newE2EAgent(t *testing.T, c *cli, name string) *e2eAgent {
 	return a
 }
 
-// options are the client options common to ssh and sftp.
+// options are the client options common to ssh and sftp. They set no
+// ConnectTimeout: the bastion is on loopback, where a connection is made or
+// refused at once, and the client is killed at the test's deadline.
 func (a *e2eAgent) options() []string {
 	return []string{"-F", "/dev/null", "-i", a.key.priv, "-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes",
 		"-o", "UserKnownHostsFile=" + a.knownHosts, "-o", "HostKeyAlias=" + bastionHostAlias,
-		"-o", "StrictHostKeyChecking=yes", "-o", "ConnectTimeout=10"}
+		"-o", "StrictHostKeyChecking=yes"}
 }
 
 // ssh runs `ssh -p PORT HOST args...` against the bastion at addr in the
-// background.
+// background, with no input.
 func (a *e2eAgent) ssh(t *testing.T, addr string, args ...string) *agentRun {
+	t.Helper()
+	return a.sshWithInput(t, addr, nil, args...)
+}
+
+// sshWithInput is ssh with stdin as the client's input (nil: none).
+func (a *e2eAgent) sshWithInput(t *testing.T, addr string, stdin *os.File, args ...string) *agentRun {
 	t.Helper()
 	host, port := splitAddr(t, addr)
 	argv := append(a.options(), "-p", port, host)
-	return startAgentRun(t, "ssh", append(argv, args...)...)
+	return startAgentRun(t, stdin, "ssh", append(argv, args...)...)
 }
 
 // sftp runs `sftp -b BATCH -P PORT USER@HOST` against the bastion at addr
@@ -227,7 +230,7 @@ func (a *e2eAgent) sftp(t *testing.T, addr, user, batch string) *agentRun {
 		t.Fatal(err)
 	}
 	argv := append(a.options(), "-b", f, "-P", port, user+"@"+host)
-	return startAgentRun(t, "sftp", argv...)
+	return startAgentRun(t, nil, "sftp", argv...)
 }
 
 func splitAddr(t *testing.T, addr string) (host, port string) {
@@ -246,7 +249,8 @@ type e2eServe struct {
 	*bgPostern
 	sshAddr     string
 	webURL      string
-	fingerprint string // the web certificate's SHA-256 as logged
+	fingerprint string         // the web certificate's SHA-256 as logged
+	started     map[string]any // the "postern serving" log line
 
 	stdoutDone chan struct{}
 	// mu protects out, everything read from stdout.
@@ -255,10 +259,13 @@ type e2eServe struct {
 }
 
 // startServe starts postern serve on free loopback ports over data, with
-// extra flags, and waits for both start log lines.
+// extra flags, and waits for both start log lines. An agent's handshake
+// may take until the test's deadline (--handshake-timeout, 30 s by
+// default), unless extra says otherwise.
 func startServe(t *testing.T, data string, extra ...string) *e2eServe {
 	t.Helper()
-	args := append([]string{"serve", "--data", data, "--ssh-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0"}, extra...)
+	args := append([]string{"serve", "--data", data, "--ssh-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0",
+		"--handshake-timeout", outlast(t)}, extra...)
 	s := &e2eServe{bgPostern: startPostern(t, args...), stdoutDone: make(chan struct{})}
 	go func() {
 		defer close(s.stdoutDone)
@@ -273,7 +280,8 @@ func startServe(t *testing.T, data string, extra ...string) *e2eServe {
 			}
 		}
 	}()
-	s.sshAddr, _ = s.waitLog("postern serving")["addr"].(string)
+	s.started = s.waitLog("postern serving")
+	s.sshAddr, _ = s.started["addr"].(string)
 	m := s.waitLog("web page serving")
 	s.webURL, _ = m["url"].(string)
 	s.fingerprint, _ = m["tls_fingerprint"].(string)
@@ -290,20 +298,16 @@ func (s *e2eServe) stdoutText() string {
 	return s.out.String()
 }
 
-// end sends sig and waits, bounded, for stdout to reach its end and the
-// process to exit; it returns the exit status (-1 when killed by a signal).
-// stdout is drained here first, so that bgPostern.wait, which discards
-// what is left, finds nothing.
+// end sends sig and waits for stdout to reach its end and the process to
+// exit; it returns the exit status (-1 when killed by a signal). stdout is
+// drained here first, so that bgPostern.wait, which discards what is left,
+// finds nothing.
 func (s *e2eServe) end(sig syscall.Signal) int {
 	s.t.Helper()
 	if err := s.cmd.Process.Signal(sig); err != nil {
 		s.t.Logf("signal %v: %v", sig, err)
 	}
-	select {
-	case <-s.stdoutDone:
-	case <-time.After(exitTimeout):
-		s.t.Fatalf("postern's stdout stayed open %v after %v", exitTimeout, sig)
-	}
+	testwait.Done(s.t, fmt.Sprintf("postern's stdout to close after %v", sig), s.stdoutDone)
 	return s.wait()
 }
 
@@ -379,3 +383,119 @@ func (c *cli) auditRows() []model.AuditRow {
 	}
 	return rows
 }
+
+// checkTimeout is the --timeout of a key check (conn add, check, update,
+// pin, rotate-key; apply) that a test means to pass: the time left to the
+// test, so that a busy machine slows the check down without failing it. A
+// check that must fail fails on its own (refused, rejected, mismatched),
+// long before.
+func checkTimeout(t *testing.T) []string {
+	return []string{"--timeout", outlast(t)}
+}
+
+// outlast is the value of a duration flag for a real-time limit of postern
+// that a test does not mean to reach (an approval's lifetime, a replica's
+// lease): the time left to the test, so that no step of a slow run
+// outlives it.
+func outlast(t *testing.T) string {
+	return testwait.Remaining(t).Round(time.Second).String()
+}
+
+// okCheck runs a command that checks a connection's key (conn add, check,
+// update, pin, rotate-key; apply) with checkTimeout, and fails the test
+// unless it exits 0.
+func (c *cli) okCheck(args ...string) string {
+	c.t.Helper()
+	return c.ok("", append(args, checkTimeout(c.t)...)...)
+}
+
+// runCheck runs a command that checks a connection's key with
+// checkTimeout.
+func (c *cli) runCheck(args ...string) result {
+	c.t.Helper()
+	return c.run("", append(args, checkTimeout(c.t)...)...)
+}
+
+// e2eTarget is a real sshd with its user's private key in a file, as an
+// admin hands it to conn add --key-file.
+type e2eTarget struct {
+	*testsshd.Server
+	keyFile string
+}
+
+func newE2ETarget(t *testing.T, opts testsshd.Options) *e2eTarget {
+	t.Helper()
+	tg := &e2eTarget{Server: testsshd.Start(t, opts), keyFile: filepath.Join(t.TempDir(), "target_key")}
+	if err := os.WriteFile(tg.keyFile, tg.UserKeyPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return tg
+}
+
+// addConn adds alias as a connection to tg with its user's key and host
+// key, without a key check (which is not what the tests that use it are
+// about), and extra flags.
+func (c *cli) addConn(tg *e2eTarget, alias string, extra ...string) {
+	c.t.Helper()
+	c.ok("", append([]string{"conn", "add", "--no-check", alias, "--host", tg.Host, "--port", itoa(tg.Port),
+		"--user", tg.User, "--key-file", tg.keyFile, "--host-key", bareKey(tg.HostKey)}, extra...)...)
+}
+
+// e2eRig is where an end-to-end test starts: a real sshd as the target, a
+// data directory with connections to it, the agent bot with a grant on
+// each, and admins; serve starts postern serve over it.
+type e2eRig struct {
+	t        *testing.T
+	cli      *cli
+	target   *e2eTarget
+	agent    *e2eAgent // bot
+	scratch  string    // a directory on the target (the same machine) for commands to touch
+	password string    // every admin's; never logged
+	srv      *e2eServe // the last serve started
+}
+
+// rigConfig is what newRig sets up.
+type rigConfig struct {
+	conns  []rigConn // the connections to the target; target (dev) if none
+	grant  []string  // bot's rule flags on every connection (grant's defaults if none)
+	admins []string  // admins, each with the rig's password
+}
+
+type rigConn struct{ alias, env string }
+
+func newRig(t *testing.T, cfg rigConfig) *e2eRig {
+	t.Helper()
+	requireSSHClient(t)
+	r := &e2eRig{t: t, cli: newCLI(t), target: newE2ETarget(t, testsshd.Options{}), scratch: t.TempDir(), password: "pw-" + newPassword()}
+	if len(cfg.conns) == 0 {
+		cfg.conns = []rigConn{{"target", "dev"}}
+	}
+	r.agent = newE2EAgent(t, r.cli, "bot")
+	for _, cn := range cfg.conns {
+		r.cli.addConn(r.target, cn.alias, "--env", cn.env)
+		r.cli.ok("", append([]string{"grant", "bot", cn.alias}, cfg.grant...)...)
+	}
+	if len(cfg.admins) > 0 {
+		pw := writePasswordFile(t, r.password)
+		for _, name := range cfg.admins {
+			r.cli.ok("", "admin", "add", name, "--password-file", pw)
+		}
+	}
+	return r
+}
+
+// serve starts postern serve over the rig's data directory with flags.
+func (r *e2eRig) serve(flags ...string) *e2eServe {
+	r.t.Helper()
+	r.srv = startServe(r.t, r.cli.data, flags...)
+	return r.srv
+}
+
+// ssh runs command on alias through the bastion as bot, in the background.
+func (r *e2eRig) ssh(alias, command string) *agentRun {
+	r.t.Helper()
+	return r.agent.ssh(r.t, r.srv.sshAddr, alias, command)
+}
+
+// file is name in the scratch directory.
+func (r *e2eRig) file(name string) string { return filepath.Join(r.scratch, name) }

@@ -5,20 +5,17 @@ package main
 // process that dies is postern serve, so it has to be one.
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
-	"github.com/postern/postern/internal/testsshd"
+	"github.com/postern/postern/internal/testwait"
 	"github.com/postern/postern/model"
 )
 
@@ -35,26 +32,11 @@ import (
 // retry of one still pending waits on that same request — exactly once.
 func TestKilledWithPendingRequests(t *testing.T) {
 	t.Parallel()
-	requireSSHClient(t)
-	sshd := testsshd.Start(t, testsshd.Options{})
-	c := newCLI(t)
-	scratch := t.TempDir()
-
-	targetKey := filepath.Join(t.TempDir(), "target_key")
-	if err := os.WriteFile(targetKey, sshd.UserKeyPEM, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c.ok("", "conn", "add", "--no-check", "target", "--host", sshd.Host, "--port", strconv.Itoa(sshd.Port),
-		"--user", sshd.User, "--key-file", targetKey, "--host-key", strings.TrimSpace(sshd.KnownHostsLine))
-	agent := newE2EAgent(t, c, "bot")
-	c.ok("", "grant", "bot", "target", "--write", "ask", "--destructive", "ask")
-	c.ok("", "admin", "add", "ops-admin", "--password-file", writePasswordFile(t, "a long admin password"))
+	r := newRig(t, rigConfig{grant: []string{"--write", "ask", "--destructive", "ask"}, admins: []string{"ops-admin"}})
+	c, agent, scratch := r.cli, r.agent, r.scratch
 	token := tokenFromOutput(t, c.ok("", "token", "add", "ops", "--admin", "ops-admin"))
-
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-
-	p := startServe(t, c.data, "--approval-ttl", "10m")
+	ctx := testwait.Context(t)
+	p := r.serve("--approval-ttl", outlast(t))
 
 	// Reads that complete before the kill; each must keep its audit row.
 	var completed []string
@@ -129,7 +111,7 @@ func TestKilledWithPendingRequests(t *testing.T) {
 	}
 
 	// Restart on the same data directory.
-	p = startServe(t, c.data, "--approval-ttl", "10m")
+	p = r.serve("--approval-ttl", outlast(t))
 	web := p.web(t)
 
 	// A: approved over the API first; the retry consumes it and runs at once.

@@ -3,8 +3,6 @@ package main
 import (
 	"encoding/json"
 	"net"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -52,7 +50,7 @@ func (c *cli) conns() map[string]model.Connection {
 // connResult runs a conn command with -o json and decodes its answer.
 func (c *cli) connResult(args ...string) (result, model.ConnectionResult) {
 	c.t.Helper()
-	r := c.run("", append(args, "-o", "json", "--timeout", "10s")...)
+	r := c.runCheck(append(args, "-o", "json")...)
 	var got model.ConnectionResult
 	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
 		c.t.Fatalf("postern %s: %v\nstdout: %s\nstderr: %s", strings.Join(args, " "), err, r.stdout, r.stderr)
@@ -77,12 +75,9 @@ func adminRows(rows []model.AuditRow) []model.AuditRow {
 // only for what was stored as asked.
 func TestConnAddOutcomes(t *testing.T) {
 	t.Parallel()
-	sshd := testsshd.Start(t, testsshd.Options{})
+	sshd := newE2ETarget(t, testsshd.Options{})
 	c := newCLI(t)
-	good := filepath.Join(t.TempDir(), "id")
-	if err := os.WriteFile(good, sshd.UserKeyPEM, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	good := sshd.keyFile
 	stranger := writeKeyFiles(t, "stranger", "")
 	pin := bareKey(sshd.HostKey)
 	wrongPin := hostLine(t, "127.0.0.1")
@@ -146,7 +141,7 @@ func TestConnAddOutcomes(t *testing.T) {
 		}
 	}
 	// Text output: the mismatch is named with both fingerprints.
-	r := c.run("", add("m3", good, sshd.Port, wrongPin)...)
+	r := c.runCheck(add("m3", good, sshd.Port, wrongPin)...)
 	if r.code != 1 || !strings.Contains(r.stdout, "key check: host key mismatch: the target presented ssh-ed25519 "+ssh.FingerprintSHA256(sshd.HostKey)) {
 		t.Errorf("conn add with a wrong pin: exit %d, stdout %q; want 1 and the mismatch with both fingerprints", r.code, r.stdout)
 	}
@@ -157,14 +152,11 @@ func TestConnAddOutcomes(t *testing.T) {
 // key check, stores nothing the check refuses, and is audited.
 func TestConnLifecycle(t *testing.T) {
 	t.Parallel()
-	sshd := testsshd.Start(t, testsshd.Options{})
+	sshd := newE2ETarget(t, testsshd.Options{})
 	c := newCLI(t)
 	newE2EAgent(t, c, "bot")
-	good := filepath.Join(t.TempDir(), "id")
-	if err := os.WriteFile(good, sshd.UserKeyPEM, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c.ok("", "conn", "add", "web", "--host", sshd.Host, "--port", itoa(sshd.Port), "--user", sshd.User,
+	good := sshd.keyFile
+	c.okCheck("conn", "add", "web", "--host", sshd.Host, "--port", itoa(sshd.Port), "--user", sshd.User,
 		"--key-file", good, "--host-key", bareKey(sshd.HostKey))
 	c.ok("", "grant", "bot", "web", "--write", "ask")
 	before := c.conns()["web"]
@@ -202,7 +194,7 @@ func TestConnLifecycle(t *testing.T) {
 		t.Errorf("pin to a wrong key: exit %d, stored %v, pinned %s; want 1, nothing stored, %s kept",
 			r.code, got.Stored, c.conns()["web"].HostKeys[0].Fingerprint, oldFP)
 	}
-	out := c.ok("", "conn", "pin", "web", "--accept-new-host-key")
+	out := c.okCheck("conn", "pin", "web", "--accept-new-host-key")
 	for _, want := range []string{"host key presented now: ssh-ed25519 " + newFP, "host key: " + oldFP + " -> " + newFP, "key check: ok"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("conn pin output lacks %q:\n%s", want, out)
@@ -217,7 +209,7 @@ func TestConnLifecycle(t *testing.T) {
 	if r.code != 1 || got.Stored || got.Check.Status != "rejected" {
 		t.Errorf("rotate-key to an unknown key: exit %d, %+v; want 1, rejected, nothing stored", r.code, got)
 	}
-	c.ok("", "conn", "check", "web")
+	c.okCheck("conn", "check", "web")
 	// Installed first, the same key is accepted.
 	sshd.Authorize(t, stranger.pubLine)
 	r, got = c.connResult("conn", "rotate-key", "web", "--key-file", stranger.priv)
@@ -241,7 +233,7 @@ func TestConnLifecycle(t *testing.T) {
 		t.Errorf("stderr %q; want it to say where the public key goes", r.stderr)
 	}
 	sshd.Authorize(t, line)
-	if out := c.ok("", "conn", "check", "web"); !strings.HasPrefix(out, "web: ok") {
+	if out := c.okCheck("conn", "check", "web"); !strings.HasPrefix(out, "web: ok") {
 		t.Errorf("check after installing the generated key: %q; want ok", out)
 	}
 	keep("rotate-key --generate")
@@ -257,7 +249,7 @@ func TestConnLifecycle(t *testing.T) {
 	if r.code != 0 || !got.Stored || got.Connection.Port != closed || got.Connection.KeyStatus != "unreachable" {
 		t.Errorf("update --allow-unverified to a closed port: exit %d, %+v; want stored, unreachable", r.code, got)
 	}
-	out = c.ok("", "conn", "update", "web", "--port", itoa(sshd.Port), "--env", "production", "--recipe", "linux")
+	out = c.okCheck("conn", "update", "web", "--port", itoa(sshd.Port), "--env", "production", "--recipe", "linux")
 	if !strings.Contains(out, "key check: ok") {
 		t.Errorf("update back: %q; want key check ok", out)
 	}

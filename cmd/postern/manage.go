@@ -4,10 +4,15 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"time"
 
+	"golang.org/x/crypto/ssh"
+
+	"github.com/postern/postern/internal/hostkeyscan"
 	"github.com/postern/postern/manage"
 	"github.com/postern/postern/policy"
 	"github.com/postern/postern/recipes"
+	"github.com/postern/postern/store"
 )
 
 // cliActor is who the admin CLI's changes are audited as: the OS user
@@ -34,11 +39,35 @@ func withManager(ctx context.Context, data *dataFlag, fn func(*manage.Manager) e
 	if err != nil {
 		return err
 	}
-	m, err := manage.New(manage.Config{Store: s, Catalog: cat})
+	// The command's --timeout bounds each check (manage.CheckOptions).
+	m, err := newManager(s, cat, 0)
 	if err != nil {
 		return err
 	}
 	return fn(m)
+}
+
+// newManager is the manager of admin changes over s, whose key checks take
+// at most checkTimeout (recipes.DefaultCheckTimeout if zero) unless the
+// change gives its own, and whose host key fetches take until the caller's
+// deadline, else checkTimeout: hostkeyscan's own default (10 s) would cut a
+// longer bound, such as conn add --accept-new-host-key --timeout 1m, short.
+func newManager(s *store.Store, cat *recipes.Catalog, checkTimeout time.Duration) (*manage.Manager, error) {
+	if checkTimeout <= 0 {
+		checkTimeout = recipes.DefaultCheckTimeout
+	}
+	return manage.New(manage.Config{
+		Store:   s,
+		Catalog: cat,
+		Checker: recipes.Checker{Timeout: checkTimeout},
+		ScanHostKey: func(ctx context.Context, addr string) (ssh.PublicKey, error) {
+			timeout := checkTimeout
+			if d, ok := ctx.Deadline(); ok {
+				timeout = time.Until(d)
+			}
+			return hostkeyscan.Scan(ctx, addr, hostkeyscan.Options{Timeout: timeout})
+		},
+	})
 }
 
 // manageErr is storeErr for the manager's errors: input the admin got wrong

@@ -4,10 +4,10 @@ import (
 	"context"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/postern/postern/internal/testkey"
 	"github.com/postern/postern/internal/testpg"
+	"github.com/postern/postern/internal/testwait"
 	"github.com/postern/postern/policy"
 	"github.com/postern/postern/store"
 )
@@ -20,6 +20,7 @@ import (
 // second migrate into the now full database is refused. The database
 // password appears in no output.
 func TestMigrateFromSQLite(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t)
 	agent := writeKeyFiles(t, "claude", "")
 	c.ok("", "agent", "add", "claude", "--key", agent.pub)
@@ -28,7 +29,7 @@ func TestMigrateFromSQLite(t *testing.T) {
 	populateForMigration(t, c.data)
 
 	url := testPG.NewDatabase(t)
-	r := runCLI(t, "", nil, "migrate", "--from-sqlite", c.data, "--database", url)
+	r := runCLI(t, "", "migrate", "--from-sqlite", c.data, "--database", url)
 	if r.code != 0 {
 		t.Fatalf("migrate: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
 	}
@@ -76,7 +77,7 @@ func TestMigrateFromSQLite(t *testing.T) {
 		t.Errorf("approvals after the move: got %d; want 3 (pending, approved, denied)", len(list))
 	}
 
-	again := runCLI(t, "", nil, "migrate", "--from-sqlite", c.data, "--database", url)
+	again := runCLI(t, "", "migrate", "--from-sqlite", c.data, "--database", url)
 	if again.code == 0 || !strings.Contains(again.stderr, "already holds postern data") {
 		t.Errorf("second migrate: exit %d, stderr %q; want a refusal naming the data already there", again.code, again.stderr)
 	}
@@ -128,8 +129,9 @@ func populateForMigration(t *testing.T, dir string) {
 			t.Fatal(err)
 		}
 	}
+	// ask makes a request and stops waiting on it once it is stored.
 	ask := func(text string) policy.Approval {
-		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		wctx, cancel := context.WithDeadline(ctx, testwait.Deadline(t))
 		defer cancel()
 		var asked policy.Approval
 		eng.Authorize(wctx, op(policy.Write, text), func(a policy.Approval) { asked = a; cancel() })

@@ -14,9 +14,11 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/postern/postern/internal/testwait"
 	"github.com/postern/postern/model"
 	"github.com/postern/postern/notify"
 )
@@ -71,10 +73,11 @@ func (h *webhook) setStatus(code int) {
 	h.mu.Unlock()
 }
 
-// next waits, bounded, for the next request with event.
+// next waits for the next request with event.
 func (h *webhook) next(t *testing.T, event string) (hookRequest, notify.Payload) {
 	t.Helper()
-	deadline := time.After(pendingTimeout)
+	deadline := time.NewTimer(testwait.Remaining(t))
+	defer deadline.Stop()
 	for {
 		select {
 		case rq := <-h.arrived:
@@ -85,8 +88,8 @@ func (h *webhook) next(t *testing.T, event string) (hookRequest, notify.Payload)
 			if p.Event == event {
 				return rq, p
 			}
-		case <-deadline:
-			t.Fatalf("no %s notification within %v", event, pendingTimeout)
+		case <-deadline.C:
+			t.Fatalf("no %s notification by the test's deadline", event)
 		}
 	}
 }
@@ -227,7 +230,7 @@ func TestNotifyEndToEnd(t *testing.T) {
 	outputs.WriteString(r.cli.ok("", "notify", "add", "ops", "--url", hook.url(), "--secret-file", secretFile(t, hookHMACKey)))
 
 	target := filepath.Join(r.scratch, "notified")
-	run := r.agent("touch " + target)
+	run := r.ssh("target", "touch "+target)
 	rq, p := hook.next(t, "pending")
 	if !notify.Verify([]byte(hookHMACKey), rq.body, rq.header.Get(notify.SignatureHeader)) {
 		t.Error("the pending notification's signature does not verify with the channel's secret")
@@ -236,7 +239,7 @@ func TestNotifyEndToEnd(t *testing.T) {
 		p.Operation != "touch "+target || p.Link != r.base+"/approvals/"+p.ApprovalID || p.ApprovalID == "" {
 		t.Errorf("pending payload = %+v; want bot's write on target, with a link to the request's page", p)
 	}
-	if ids := r.pendingIDs(t); len(ids) != 1 || ids[0] != p.ApprovalID {
+	if ids := r.pendingIDs(); len(ids) != 1 || ids[0] != p.ApprovalID {
 		t.Fatalf("pending requests %v; want the notified %s", ids, p.ApprovalID)
 	}
 
@@ -261,10 +264,10 @@ func TestNotifyEndToEnd(t *testing.T) {
 		list[0].LastDeliveryAt.IsZero() || list[0].Queued != 0 {
 		t.Errorf("notify list after both deliveries = %+v, %v; want a last delivery and nothing queued", list, err)
 	}
-	if code := r.p.stop(); code != 0 {
+	if code := r.srv.end(syscall.SIGTERM); code != 0 {
 		t.Errorf("SIGTERM: exit %d; want 0", code)
 	}
-	logText := r.p.stderrText()
+	logText := r.srv.stderrText()
 	if strings.Count(logText, "notify: notification delivered") != 2 {
 		t.Errorf("the log has %d delivery lines; want 2\n%s", strings.Count(logText, "notify: notification delivered"), logText)
 	}

@@ -27,7 +27,7 @@ func TestRecipesListJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := runCLI(t, "", nil, "recipes", "list", "-o", "json")
+	r := runCLI(t, "", "recipes", "list", "-o", "json")
 	if r.code != 0 {
 		t.Fatalf("recipes list -o json: got exit %d; want 0\n%s", r.code, r.stderr)
 	}
@@ -72,7 +72,7 @@ func TestRecipesListFilters(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := runCLI(t, "", nil, append([]string{"recipes", "list", "-o", "json"}, tt.args...)...)
+			r := runCLI(t, "", append([]string{"recipes", "list", "-o", "json"}, tt.args...)...)
 			if r.code != 0 {
 				t.Fatalf("got exit %d; want 0\n%s", r.code, r.stderr)
 			}
@@ -95,11 +95,11 @@ func TestRecipesListFilters(t *testing.T) {
 
 func TestRecipesListText(t *testing.T) {
 	t.Parallel()
-	r := runCLI(t, "", nil, "recipes", "list")
+	r := runCLI(t, "", "recipes", "list")
 	if r.code != 0 || !strings.HasPrefix(r.stdout, "KEY") {
 		t.Fatalf("recipes list: got exit %d, %q; want 0 and a table", r.code, r.stdout)
 	}
-	r = runCLI(t, "", nil, "recipes", "list", "--host", "nobody.invalid")
+	r = runCLI(t, "", "recipes", "list", "--host", "nobody.invalid")
 	if want := "no recipe claims nobody.invalid"; r.code != 0 || !strings.Contains(r.stdout, want) {
 		t.Errorf("recipes list --host: got exit %d, %q; want 0 and %q", r.code, r.stdout, want)
 	}
@@ -112,7 +112,7 @@ func TestRecipesShow(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, rc := range cat.All() {
-		r := runCLI(t, "", nil, "recipes", "show", rc.Key, "-o", "json")
+		r := runCLI(t, "", "recipes", "show", rc.Key, "-o", "json")
 		if r.code != 0 {
 			t.Fatalf("recipes show %s: got exit %d; want 0\n%s", rc.Key, r.code, r.stderr)
 		}
@@ -128,7 +128,7 @@ func TestRecipesShow(t *testing.T) {
 				t.Errorf("recipes show %s: has %q; want it kept inside postern", rc.Key, f)
 			}
 		}
-		text := runCLI(t, "", nil, "recipes", "show", rc.Key)
+		text := runCLI(t, "", "recipes", "show", rc.Key)
 		if text.code != 0 || !strings.Contains(text.stdout, rc.Name) || !strings.Contains(text.stdout, rc.DocsURL) {
 			t.Errorf("recipes show %s: got exit %d, %q; want its name and docs URL", rc.Key, text.code, text.stdout)
 		}
@@ -150,7 +150,7 @@ func TestRecipesBadUsage(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := runCLI(t, "", nil, tt.args...)
+			r := runCLI(t, "", tt.args...)
 			if r.code != 2 || !strings.Contains(r.stderr, tt.want) {
 				t.Errorf("postern %s: got exit %d, %q; want 2 and %q", strings.Join(tt.args, " "), r.code, r.stderr, tt.want)
 			}
@@ -188,7 +188,7 @@ func TestRecipesListHostMatch(t *testing.T) {
 		}
 		host := strings.Replace(rc.Hosts[0], "*", "a1", 1)
 		best := cat.Match(host)
-		r := runCLI(t, "", nil, "recipes", "list", "--host", host)
+		r := runCLI(t, "", "recipes", "list", "--host", host)
 		var marked string
 		for _, line := range strings.Split(r.stdout, "\n") {
 			if f := strings.Fields(line); len(f) > 1 && f[len(f)-1] == "*" {

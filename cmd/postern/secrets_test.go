@@ -25,12 +25,12 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"golang.org/x/crypto/ssh"
 
 	"github.com/postern/postern/internal/e2e"
 	"github.com/postern/postern/internal/testsshd"
+	"github.com/postern/postern/internal/testwait"
 )
 
 // secret is one needle: bytes that must appear nowhere postern writes.
@@ -98,6 +98,13 @@ func (h *leakHunt) cli(c *cli, want int, args ...string) result {
 		h.t.Fatalf("%s: got exit %d; want %d\nstdout: %s\nstderr: %s", place, r.code, want, h.redact(r.stdout), h.redact(r.stderr))
 	}
 	return r
+}
+
+// check is cli for a command that checks a connection's key, with
+// checkTimeout.
+func (h *leakHunt) check(c *cli, want int, args ...string) result {
+	h.t.Helper()
+	return h.cli(c, want, append(args, checkTimeout(h.t)...)...)
 }
 
 // agent waits for an agent's run and keeps its output; a want of -1 takes
@@ -270,8 +277,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 		h.secrets = append(h.secrets, k.secrets...)
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
+	ctx := testwait.Context(t)
 
 	// The admin's password, and the console token postern makes.
 	password := "Canary-Admin-Password-" + newPassword()
@@ -328,7 +334,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 	// target does not accept.
 	hostKey := strings.TrimSpace(sshd.KnownHostsLine)
 	port := strconv.Itoa(sshd.Port)
-	h.cli(c, 0, "conn", "add", "target", "--host", sshd.Host, "--port", port, "--user", sshd.User,
+	h.check(c, 0, "conn", "add", "target", "--host", sshd.Host, "--port", port, "--user", sshd.User,
 		"--key-file", target.file, "--host-key", hostKey, "--recipe", "linux")
 	h.cli(c, 0, "conn", "add", "--no-check", "stale", "--host", sshd.Host, "--port", port, "--user", sshd.User,
 		"--key-file", stale.file, "--host-key", hostKey, "--recipe", "linux")
@@ -347,25 +353,25 @@ func TestSecretsNeverLeak(t *testing.T) {
 	h.cli(c, -1, "conn", "add", "--no-check", "broken", "--host", sshd.Host, "--user", sshd.User,
 		"--key-file", truncated, "--host-key", hostKey)
 	h.cli(c, 2, "conn", "check", "nosuch")
-	h.cli(c, 1, "conn", "check", "stale", "--timeout", "20s")
-	h.cli(c, 1, "conn", "check", "stale", "-o", "json", "--timeout", "20s")
-	h.cli(c, 0, "conn", "check", "target", "--timeout", "20s")
+	h.check(c, 1, "conn", "check", "stale")
+	h.check(c, 1, "conn", "check", "stale", "-o", "json")
+	h.check(c, 0, "conn", "check", "target")
 	// The lifecycle commands that read a key or print a connection.
-	h.cli(c, 1, "conn", "rotate-key", "stale", "--key-file", stale.file, "--timeout", "20s")
-	h.cli(c, 1, "conn", "rotate-key", "stale", "--key-file", stale.file, "-o", "json", "--timeout", "20s")
-	h.cli(c, 0, "conn", "pin", "target", "--host-key", hostKey, "-o", "json")
-	h.cli(c, 0, "conn", "update", "target", "--env", "staging")
+	h.check(c, 1, "conn", "rotate-key", "stale", "--key-file", stale.file)
+	h.check(c, 1, "conn", "rotate-key", "stale", "--key-file", stale.file, "-o", "json")
+	h.check(c, 0, "conn", "pin", "target", "--host-key", hostKey, "-o", "json")
+	h.check(c, 0, "conn", "update", "target", "--env", "staging")
 	// Config as code: a file naming a key file, applied, and the export.
 	conf := filepath.Join(t.TempDir(), "postern.toml")
 	if err := os.WriteFile(conf, []byte(fmt.Sprintf("[[connection]]\nalias = \"applied\"\nhost = %q\nport = %d\nuser = %q\n"+
 		"host_keys = [%q]\nkey_file = %q\nallow_unverified = true\n", sshd.Host, sshd.Port, sshd.User, hostKey, viaApply.file)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	h.cli(c, 0, "apply", "-f", conf, "--timeout", "20s")
-	h.cli(c, 0, "apply", "-f", conf)
+	h.check(c, 0, "apply", "-f", conf)
+	h.check(c, 0, "apply", "-f", conf)
 	h.cli(c, 0, "export")
 
-	p := startServe(t, c.data, "--log-level", "debug", "--approval-ttl", "10m")
+	p := startServe(t, c.data, "--log-level", "debug", "--approval-ttl", outlast(t), "--key-check-timeout", outlast(t))
 	wc := p.web(t)
 	scratch := t.TempDir()
 	readme := filepath.Join(scratch, "readme.txt")

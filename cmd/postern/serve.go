@@ -17,12 +17,14 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 	"golang.org/x/crypto/ssh"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/postern/postern/bastion"
 	"github.com/postern/postern/config"
 	"github.com/postern/postern/metrics"
 	"github.com/postern/postern/notify"
 	"github.com/postern/postern/policy"
+	"github.com/postern/postern/recipes"
 	"github.com/postern/postern/store"
 	"github.com/postern/postern/web"
 )
@@ -237,6 +239,8 @@ for up to ` + bastion.DefaultShutdownGrace.String() + `; a second signal stops a
 	hostKeyFile := addHostKeyFileFlag(cmd)
 	cmd.Flags().StringVar(&flags.metricsListen, "metrics-listen", "",
 		"address to serve Prometheus metrics on at /metrics, plain HTTP and unauthenticated: keep it internal (empty: none; port 0 picks a free port)")
+	keyCheckTimeout := cmd.Flags().Duration("key-check-timeout", recipes.DefaultCheckTimeout,
+		"bound on a key check, and on fetching a host key, that the web page or the API runs")
 	lease := cmd.Flags().Duration("replica-lease", policy.DefaultReplicaLease,
 		"with several serve on one PostgreSQL database: how long a replica that stopped renewing its registration is taken to be still running its operations; after that another replica audits them as interrupted")
 	configPath := addConfigFlag(cmd)
@@ -254,6 +258,9 @@ for up to ` + bastion.DefaultShutdownGrace.String() + `; a second signal stops a
 		}
 		if *lease <= 0 {
 			return usagef("%s: --replica-lease must be positive, got %s", cmdPath(cmd), *lease)
+		}
+		if *keyCheckTimeout <= 0 {
+			return usagef("%s: --key-check-timeout must be positive, got %s", cmdPath(cmd), *keyCheckTimeout)
 		}
 		if err := data.check(); err != nil {
 			return err
@@ -321,18 +328,19 @@ for up to ` + bastion.DefaultShutdownGrace.String() + `; a second signal stops a
 			hint = webApproveHint(wp.URL)
 		}
 		return runBastion(ctx, bastionParams{
-			Store:        st,
-			HostKey:      hostKey,
-			Listener:     ln,
-			Metrics:      mln,
-			Web:          wp,
-			ApprovalTTL:  flags.approvalTTL,
-			ApproveHint:  hint,
-			Logger:       log,
-			DataDir:      d.Path,
-			Database:     d.Database(),
-			ReplicaLease: *lease,
-			Limits:       flags.limits,
+			Store:           st,
+			HostKey:         hostKey,
+			Listener:        ln,
+			Metrics:         mln,
+			Web:             wp,
+			ApprovalTTL:     flags.approvalTTL,
+			ApproveHint:     hint,
+			Logger:          log,
+			DataDir:         d.Path,
+			Database:        d.Database(),
+			ReplicaLease:    *lease,
+			KeyCheckTimeout: *keyCheckTimeout,
+			Limits:          flags.limits,
 		})
 	}
 	return cmd
@@ -378,6 +386,9 @@ type bastionParams struct {
 	// ReplicaLease is the lease of this process's registration as a
 	// replica of the database (policy.DefaultReplicaLease if zero).
 	ReplicaLease time.Duration
+	// KeyCheckTimeout bounds the key checks and host key fetches of the
+	// web page and the API (recipes.DefaultCheckTimeout if zero).
+	KeyCheckTimeout time.Duration
 }
 
 // addHostKeyFileFlag registers --host-key-file: replicas behind one load
@@ -390,11 +401,12 @@ func addHostKeyFileFlag(cmd *cobra.Command) *string {
 // runBastion builds the policy engine and the bastion over p.Store, and the
 // web page when p.Web is set, sharing the one engine so that a decision on
 // the page wakes the waiting session at once. It serves until ctx ends (a
-// signal) or either server fails, which stops the other too: half a
-// postern (agents waiting on approvals nobody can open, or a page for a
-// bastion that is gone) must exit for a supervisor to see. Running sessions
-// get bastion.DefaultShutdownGrace (see serveUntil). It returns nil after a
-// clean shutdown. The caller closes the store.
+// signal) or any server fails, which stops the others too: half a postern
+// (agents waiting on approvals nobody can open, or a page for a bastion
+// that is gone) must exit for a supervisor to see. Running sessions get
+// bastion.DefaultShutdownGrace (see serveUntil). It returns nil after a
+// clean shutdown, else the first server's failure, the cause of the
+// shutdown. The caller closes the store.
 func runBastion(ctx context.Context, p bastionParams) error {
 	log := p.Logger
 	closeListeners := func() {
@@ -479,10 +491,16 @@ func runBastion(ctx context.Context, p bastionParams) error {
 	}
 	var ws *web.Server
 	if p.Web != nil {
+		mgr, err := newManager(st, p.Web.Catalog, p.KeyCheckTimeout)
+		if err != nil {
+			closeListeners()
+			return fmt.Errorf("serve: %w", err)
+		}
 		ws, err = web.New(web.Config{
 			Store:           st,
 			Engine:          eng,
 			Catalog:         p.Web.Catalog,
+			Manager:         mgr,
 			Notifier:        notifier,
 			Logger:          log,
 			APIRate:         p.Limits.apiRate,
@@ -514,22 +532,19 @@ func runBastion(ctx context.Context, p bastionParams) error {
 		Str("host_key", ssh.FingerprintSHA256(p.HostKey.PublicKey())).
 		Str("approval_ttl", p.ApprovalTTL.String()).
 		Msg("postern serving")
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	// The web page and the metrics listener each stop the bastion when
-	// they stop on their own, and stop with it.
-	var sideDone []<-chan error
+	// The bastion, the web page and the metrics listener serve as one
+	// group: the first of them to fail ends the others (through gctx), as
+	// does the signal, and runBastion returns once all three have stopped,
+	// before the notifier, the engine and the store close.
+	g, gctx := errgroup.WithContext(ctx)
 	if ws != nil {
-		webDone := make(chan error, 1)
-		sideDone = append(sideDone, webDone)
-		go func() {
-			err := ws.Serve(ctx, p.Web.Listener, p.Web.Cert.TLS)
-			if err == nil && ctx.Err() == nil {
+		g.Go(func() error {
+			err := ws.Serve(gctx, p.Web.Listener, p.Web.Cert.TLS)
+			if err == nil && gctx.Err() == nil {
 				err = errWebStopped
 			}
-			cancel()
-			webDone <- err
-		}()
+			return err
+		})
 		log.Info().
 			Str("url", p.Web.URL).
 			Str("addr", p.Web.Listener.Addr().String()).
@@ -539,21 +554,11 @@ func runBastion(ctx context.Context, p bastionParams) error {
 			Msg("web page serving")
 	}
 	if p.Metrics != nil {
-		metricsDone := make(chan error, 1)
-		sideDone = append(sideDone, metricsDone)
-		go func() {
-			err := metrics.Serve(ctx, p.Metrics, reg)
-			cancel()
-			metricsDone <- err
-		}()
+		g.Go(func() error { return metrics.Serve(gctx, p.Metrics, reg) })
 		log.Info().Str("url", "http://"+p.Metrics.Addr().String()+"/metrics").Msg("metrics serving")
 	}
-	errs := []error{serveUntil(ctx, srv, p.Listener, bastion.DefaultShutdownGrace, log)}
-	cancel()
-	for _, done := range sideDone {
-		errs = append(errs, <-done)
-	}
-	return errors.Join(errs...)
+	g.Go(func() error { return serveUntil(gctx, srv, p.Listener, bastion.DefaultShutdownGrace, log) })
+	return g.Wait()
 }
 
 // newMetrics is serve's registry, its own and not the process-global one:

@@ -24,8 +24,13 @@ type buildVersion struct {
 
 // readBuildVersion reads the binary's build information.
 func readBuildVersion() buildVersion {
+	return buildVersionOf(debug.ReadBuildInfo())
+}
+
+// buildVersionOf is what bi says of a build; ok false when the binary
+// carries none.
+func buildVersionOf(bi *debug.BuildInfo, ok bool) buildVersion {
 	v := buildVersion{Version: "(unknown)"}
-	bi, ok := debug.ReadBuildInfo()
 	if !ok {
 		return v
 	}

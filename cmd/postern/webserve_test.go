@@ -1,13 +1,16 @@
 package main
 
 import (
-	"context"
+	"encoding/json"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/postern/postern/internal/testwait"
+	"github.com/postern/postern/model"
 )
 
 func TestServeWebBadFlags(t *testing.T) {
@@ -31,7 +34,7 @@ func TestServeWebBadFlags(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			args := append([]string{"serve", "--data", c.data, "--ssh-listen", "127.0.0.1:0"}, tt.args...)
-			r := runCLI(t, "", nil, args...)
+			r := runCLI(t, "", args...)
 			if r.code != 2 || !strings.Contains(r.stderr, tt.want) {
 				t.Errorf("postern %s: got exit %d, stderr %q; want 2 and %q", strings.Join(args, " "), r.code, r.stderr, tt.want)
 			}
@@ -52,16 +55,27 @@ func TestServeWebBadFlags(t *testing.T) {
 // TestServeWeb serves the bastion and the web page together: the start log
 // names the URL and the certificate fingerprint, the self-signed
 // certificate is the data directory's, an admin logs in, a console token
-// printed by token add reaches the API until it is removed, and SIGTERM
-// stops both.
+// printed by token add reaches the API until it is removed, the API's key
+// check is bounded by --key-check-timeout, and SIGTERM stops both.
 func TestServeWeb(t *testing.T) {
 	t.Parallel()
 	c := newCLI(t)
 	const pw = "a long admin password"
 	c.ok("", "admin", "add", "alice", "--password-file", writePasswordFile(t, pw))
 	token := strings.Split(c.ok("", "token", "add", "ci", "--admin", "alice"), "\n")[1]
+	// A target that takes the connection and never says a word: its key
+	// check ends at --key-check-timeout, which the test means to trip.
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	k := writeKeyFiles(t, "target", "")
+	c.ok("", "conn", "add", "--no-check", "silent", "--host", "127.0.0.1", "--port", itoa(silent.Addr().(*net.TCPAddr).Port),
+		"--user", "u", "--key-file", k.priv, "--host-key", hostLine(t, "127.0.0.1"))
 
-	p := startPostern(t, "serve", "--data", c.data, "--ssh-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0")
+	p := startPostern(t, "serve", "--data", c.data, "--ssh-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0",
+		"--key-check-timeout", "200ms")
 	p.waitLog("postern serving")
 	m := p.waitLog("web page serving")
 	base, _ := m["url"].(string)
@@ -73,8 +87,7 @@ func TestServeWeb(t *testing.T) {
 		t.Errorf("self-signed certificate: %v", err)
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	ctx := testwait.Context(t)
 	wc := newWebClient(t, base, fp)
 	if code := wc.login(ctx, "alice", pw); code != http.StatusSeeOther {
 		t.Errorf("login: got status %d; want 303", code)
@@ -92,6 +105,14 @@ func TestServeWeb(t *testing.T) {
 	}
 	if code := api(""); code != http.StatusUnauthorized {
 		t.Errorf("GET /v1/recipes without a token: got status %d; want 401", code)
+	}
+	var checked struct {
+		Data model.ConnectionResult `json:"data"`
+	}
+	code, body := apiCall(ctx, newWebClient(t, base, fp), token, http.MethodPost, "/v1/connections/silent/check", "")
+	if err := json.Unmarshal([]byte(body), &checked); err != nil || code != http.StatusOK || checked.Data.Check == nil ||
+		checked.Data.Check.Status != "unreachable" || !strings.Contains(checked.Data.Check.Message, "within 200ms") {
+		t.Errorf("POST /v1/connections/silent/check: %d %s; want the check unreachable, ended by --key-check-timeout 200ms", code, body)
 	}
 	c.ok("", "token", "remove", "ci")
 	if code := api(token); code != http.StatusUnauthorized {
