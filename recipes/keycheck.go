@@ -151,7 +151,7 @@ func (k Checker) Check(ctx context.Context, t Target, signer ssh.Signer, r *Reci
 		case hostKeyErr != nil:
 			return Result{StatusHostKeyMismatch, hostKeyErr.Error()}
 		case ctx.Err() != nil:
-			return Result{StatusUnreachable, fmt.Sprintf("%s did not finish the handshake: %s", addr, ended(ctx, timeout))}
+			return Result{StatusUnreachable, fmt.Sprintf("%s did not finish the handshake %s", addr, ended(ctx, timeout))}
 		case isAuthFailure(err):
 			return Result{StatusRejected, rejectedMessage(banner.String(), err)}
 		}
@@ -187,7 +187,7 @@ func runRead(ctx context.Context, client *ssh.Client, command string, timeout ti
 	case err == nil:
 		return Result{StatusOK, fmt.Sprintf("the target accepted the key and ran %q", command)}
 	case ctx.Err() != nil:
-		return Result{StatusUnproved, fmt.Sprintf("the key was accepted but %q did not finish: %s", command, ended(ctx, timeout))}
+		return Result{StatusUnproved, fmt.Sprintf("the key was accepted but %q did not finish %s", command, ended(ctx, timeout))}
 	case errors.As(err, &exit):
 		return Result{StatusUnproved, fmt.Sprintf("the key was accepted but %q exited with status %d: %s",
 			command, exit.ExitStatus(), oneLine(out.String()))}
@@ -195,12 +195,13 @@ func runRead(ctx context.Context, client *ssh.Client, command string, timeout ti
 	return Result{StatusUnproved, fmt.Sprintf("the key was accepted but %q failed: %v", command, err)}
 }
 
-// ended says why ctx ended: the check's own bound, or its caller's.
+// ended says why ctx ended, to follow "did not finish": within the
+// check's bound, or before its caller cancelled it.
 func ended(ctx context.Context, timeout time.Duration) string {
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return fmt.Sprintf("the check's bound of %v ran out", timeout)
+		return fmt.Sprintf("within %v", timeout)
 	}
-	return "the check was cancelled"
+	return "before the check was cancelled"
 }
 
 // isAuthFailure tells a refused key from other handshake errors. x/crypto
