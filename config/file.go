@@ -44,6 +44,7 @@ type Serve struct {
 	// TTLs.
 	ApprovalTTL     Duration `toml:"approval_ttl,omitempty"`
 	SessionLifetime Duration `toml:"session_lifetime,omitempty"`
+	KeyCheckTimeout Duration `toml:"key_check_timeout,omitempty"`
 	// Limits.
 	CommandRate        float64  `toml:"command_rate,omitempty"`
 	CommandBurst       int      `toml:"command_burst,omitempty"`

@@ -220,12 +220,13 @@ data = "`+c.data+`"
 ssh_listen = "127.0.0.1:0"
 http_listen = "127.0.0.1:0"
 approval_ttl = "5m"
+key_check_timeout = "40s"
 command_rate = 7.5
 `)
 	p := startPostern(t, "serve", "--config", file)
 	m := p.waitLog("postern serving")
-	if m["approval_ttl"] != "5m0s" || m["data"] != c.data {
-		t.Errorf("serve from the file: approval_ttl %v, data %v; want 5m0s and %s", m["approval_ttl"], m["data"], c.data)
+	if m["approval_ttl"] != "5m0s" || m["key_check_timeout"] != "40s" || m["data"] != c.data {
+		t.Errorf("serve from the file: approval_ttl %v, key_check_timeout %v, data %v; want 5m0s, 40s and %s", m["approval_ttl"], m["key_check_timeout"], m["data"], c.data)
 	}
 	p.waitLog("web page serving") // http_listen came from the file
 	if code := p.stop(); code != 0 {

@@ -41,9 +41,12 @@ type serveFlags struct {
 	// metricsListen is where /metrics is served; none if empty. serve
 	// only (the demo has none).
 	metricsListen string
-	approvalTTL   time.Duration
-	logLevel      string
-	limits        limitFlags
+	// keyCheckTimeout bounds the key checks the page and the API run;
+	// serve only.
+	keyCheckTimeout time.Duration
+	approvalTTL     time.Duration
+	logLevel        string
+	limits          limitFlags
 }
 
 // limitFlags are the bastion's and the API's limits that an admin may
@@ -127,6 +130,9 @@ func applyServeConfig(cmd *cobra.Command, path string, data *dataFlag, f *serveF
 	str("ssh-listen", &f.listen, c.SSHListen)
 	str("log-level", &f.logLevel, c.LogLevel)
 	dur("approval-ttl", &f.approvalTTL, c.ApprovalTTL)
+	if cmd.Flags().Lookup("key-check-timeout") != nil {
+		dur("key-check-timeout", &f.keyCheckTimeout, c.KeyCheckTimeout)
+	}
 	str("http-listen", &w.listen, c.HTTPListen)
 	str("metrics-listen", &f.metricsListen, c.MetricsListen)
 	str("tls-cert", &w.certFile, c.TLSCert)
@@ -239,7 +245,7 @@ for up to ` + bastion.DefaultShutdownGrace.String() + `; a second signal stops a
 	hostKeyFile := addHostKeyFileFlag(cmd)
 	cmd.Flags().StringVar(&flags.metricsListen, "metrics-listen", "",
 		"address to serve Prometheus metrics on at /metrics, plain HTTP and unauthenticated: keep it internal (empty: none; port 0 picks a free port)")
-	keyCheckTimeout := cmd.Flags().Duration("key-check-timeout", recipes.DefaultCheckTimeout,
+	cmd.Flags().DurationVar(&flags.keyCheckTimeout, "key-check-timeout", recipes.DefaultCheckTimeout,
 		"bound on a key check, and on fetching a host key, that the web page or the API runs")
 	lease := cmd.Flags().Duration("replica-lease", policy.DefaultReplicaLease,
 		"with several serve on one PostgreSQL database: how long a replica that stopped renewing its registration is taken to be still running its operations; after that another replica audits them as interrupted")
@@ -259,8 +265,8 @@ for up to ` + bastion.DefaultShutdownGrace.String() + `; a second signal stops a
 		if *lease <= 0 {
 			return usagef("%s: --replica-lease must be positive, got %s", cmdPath(cmd), *lease)
 		}
-		if *keyCheckTimeout <= 0 {
-			return usagef("%s: --key-check-timeout must be positive, got %s", cmdPath(cmd), *keyCheckTimeout)
+		if flags.keyCheckTimeout <= 0 {
+			return usagef("%s: --key-check-timeout must be positive, got %s", cmdPath(cmd), flags.keyCheckTimeout)
 		}
 		if err := data.check(); err != nil {
 			return err
@@ -339,7 +345,7 @@ for up to ` + bastion.DefaultShutdownGrace.String() + `; a second signal stops a
 			DataDir:         d.Path,
 			Database:        d.Database(),
 			ReplicaLease:    *lease,
-			KeyCheckTimeout: *keyCheckTimeout,
+			KeyCheckTimeout: flags.keyCheckTimeout,
 			Limits:          flags.limits,
 		})
 	}
@@ -531,6 +537,7 @@ func runBastion(ctx context.Context, p bastionParams) error {
 		Str("replica", eng.ReplicaID()).
 		Str("host_key", ssh.FingerprintSHA256(p.HostKey.PublicKey())).
 		Str("approval_ttl", p.ApprovalTTL.String()).
+		Str("key_check_timeout", p.KeyCheckTimeout.String()).
 		Msg("postern serving")
 	// The bastion, the web page and the metrics listener serve as one
 	// group: the first of them to fail ends the others (through gctx), as
