@@ -45,10 +45,11 @@ func (r Result) Summary() string {
 // maxWhy bounds what is kept of a mechanism's message.
 const maxWhy = 300
 
-// Probe returns the command that finds which mechanisms work on a target:
-// the target's login shell runs, for each mechanism in Mechanisms' order,
-// `true` wrapped by Wrap with a check inside first: remounting / read-write
-// and creating a file in /tmp and in $HOME must fail. The file's name
+// Probe returns the command that finds which mechanism works on a target:
+// the target's login shell runs, for each mechanism in Mechanisms' order
+// until one works, `true` wrapped by Wrap with a check inside first:
+// remounting / read-write and creating a file in /tmp and in $HOME must
+// fail. The file's name
 // holds token (letters and digits, from the caller's random source), so
 // that the probe can also look for it from outside the sandbox, and remove
 // it: a file that appears means the sandbox did not hold. ParseProbe reads
@@ -60,16 +61,18 @@ func Probe(token string) (string, error) {
 	files := `/tmp/.postern-probe-` + token + ` "$HOME/.postern-probe-` + token + `"`
 	inside := `mount -o remount,rw / >/dev/null 2>&1 && { echo '` + marker + `-remounted'; exit 3; }; ` +
 		`for p in ` + files + `; do : 2>/dev/null >"$p" && { echo '` + marker + `-wrote'; exit 3; }; done; exit 0`
-	var b strings.Builder
+	// found is set once a mechanism worked: the next ones are not tried.
+	b := strings.Builder{}
+	b.WriteString("found=; ")
 	for _, m := range Mechanisms() {
 		w, err := Wrap(m, inside)
 		if err != nil {
 			return "", err
 		}
-		fmt.Fprintf(&b, "echo '%s %s'; ", marker, m)
-		fmt.Fprintf(&b, "if command -v %s >/dev/null 2>&1; then ( %s ) 2>&1; echo \"%s-status $?\"; ", m, w, marker)
-		fmt.Fprintf(&b, "else echo '%s-status missing'; fi; ", marker)
-		fmt.Fprintf(&b, `for p in %s; do if [ -e "$p" ]; then rm -f "$p"; echo '%s-wrote'; fi; done; `, files, marker)
+		fmt.Fprintf(&b, "if [ -z \"$found\" ]; then echo '%s %s'; ", marker, m)
+		fmt.Fprintf(&b, "if command -v %s >/dev/null 2>&1; then ( %s ) 2>&1; st=$?; echo \"%s-status $st\"; ", m, w, marker)
+		fmt.Fprintf(&b, "else st=missing; echo '%s-status missing'; fi; [ \"$st\" = 0 ] && found=%s; ", marker, m)
+		fmt.Fprintf(&b, `for p in %s; do if [ -e "$p" ]; then rm -f "$p"; found=; echo '%s-wrote'; fi; done; fi; `, files, marker)
 	}
 	fmt.Fprintf(&b, "echo '%s-done'", marker)
 	return b.String(), nil

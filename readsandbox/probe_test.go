@@ -9,9 +9,10 @@ import (
 )
 
 // TestProbe runs the probe as a target's login shell would, with the
-// programs of each case on PATH, and reads what it found: bwrap first,
-// unshare where bwrap is missing, none (with each one's reason) where
-// neither works, and never a mechanism in which a write went through.
+// programs of each case on PATH, and reads what it found: bwrap first (and
+// then unshare is not tried), unshare where bwrap is missing, none (with
+// each one's reason) where neither works, and never a mechanism in which a
+// write went through.
 func TestProbe(t *testing.T) {
 	t.Parallel()
 	needSandbox(t)
@@ -69,6 +70,9 @@ func TestProbe(t *testing.T) {
 			res := ParseProbe(out.stdout + out.stderr)
 			if res.Found != tc.found {
 				t.Errorf("Found = %q; want %q (%s)\noutput: %s%s", res.Found, tc.found, res.Summary(), out.stdout, out.stderr)
+			}
+			if n := len(res.Tried); tc.found == Bwrap && n != 1 || tc.found != Bwrap && n != len(Mechanisms()) {
+				t.Errorf("tried %d mechanisms (%s); want only bwrap when it works, every one otherwise", n, res.Summary())
 			}
 			for _, a := range res.Tried {
 				want, failed := tc.whyHas[a.Mechanism]
