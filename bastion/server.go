@@ -157,6 +157,11 @@ type Server struct {
 	// told it waits for, after the agent's line was written.
 	audited func(policy.Record)
 	waiting func(policy.Approval)
+	// classifyOverride, set by tests only, replaces shellclass for exec
+	// commands: the read sandbox's tests call every command read to show
+	// that the sandbox alone stops the writes. Nothing outside the package
+	// can set it (no Config field, flag or setting reaches it).
+	classifyOverride func(command string) policy.Class
 
 	// ctx ends when the server is closed for good; every session derives
 	// from it, so a hard close ends waits and relays.
