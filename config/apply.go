@@ -479,6 +479,11 @@ func planConnection(ctx context.Context, m *manage.Manager, f *File, c Connectio
 		pe.add("%s: unknown recipe %q (postern recipes list)", where, c.Recipe)
 		return nil, false
 	}
+	rs, rsReason, err := readSandboxOf(c)
+	if err != nil {
+		pe.add("%s: %s", where, err)
+		return nil, false
+	}
 	var fps []string
 	for _, l := range c.HostKeys {
 		_, k, err := store.ParseHostKeyLine(l)
@@ -528,7 +533,8 @@ func planConnection(ctx context.Context, m *manage.Manager, f *File, c Connectio
 			return nil, false
 		}
 		spec := manage.ConnectionSpec{Alias: c.Alias, Host: c.Host, Port: port, User: c.User, Env: env, Recipe: c.Recipe,
-			HostKeys: c.HostKeys, AcceptNewHostKey: c.AcceptNewHostKey, PrivateKey: key, GenerateKey: c.GenerateKey}
+			HostKeys: c.HostKeys, AcceptNewHostKey: c.AcceptNewHostKey, PrivateKey: key, GenerateKey: c.GenerateKey,
+			ReadSandbox: rs, ReadSandboxReason: rsReason}
 		pin := strings.Join(fps, ", ")
 		if c.AcceptNewHostKey {
 			pin = "the key it presents now"
@@ -538,7 +544,7 @@ func planConnection(ctx context.Context, m *manage.Manager, f *File, c Connectio
 			keyText = ssh.FingerprintSHA256(pub)
 		}
 		return &change{
-			line: fmt.Sprintf("+ connection %s: %s@%s:%d, env %s, host key %s, key %s", c.Alias, c.User, c.Host, port, env, pin, keyText),
+			line: fmt.Sprintf("+ connection %s: %s@%s:%d, env %s, host key %s, key %s, read sandbox %s", c.Alias, c.User, c.Host, port, env, pin, keyText, rs),
 			do: func(ctx context.Context) (string, error) {
 				res, err := m.AddConnection(ctx, by, spec, checkOpts)
 				return connectionNote(res), err
@@ -566,6 +572,10 @@ func planConnection(ctx context.Context, m *manage.Manager, f *File, c Connectio
 		recipe := c.Recipe
 		e.Recipe = &recipe
 		diffs = append(diffs, "recipe "+orNone(have.Recipe)+" -> "+orNone(recipe))
+	}
+	if rs != have.ReadSandbox || rs == store.ReadSandboxOff && rsReason != have.ReadSandboxReason {
+		e.ReadSandbox, e.ReadSandboxReason = &rs, rsReason
+		diffs = append(diffs, "read sandbox "+string(have.ReadSandbox)+" -> "+string(rs))
 	}
 	if len(fps) > 0 {
 		var haveFPs []string
@@ -609,6 +619,9 @@ func connectionNote(res manage.ConnectionResult) string {
 	}
 	if res.Generated && res.PublicKey != nil && res.Stored {
 		parts = append(parts, "install on the target: "+model.AuthorizedKeyLine(res.PublicKey, res.Conn.Alias))
+	}
+	if res.Probed {
+		parts = append(parts, "read sandbox probe: "+string(res.Probe.Found))
 	}
 	if res.Checked && res.Stored && res.Check.Status != recipes.StatusOK {
 		parts = append(parts, "stored unverified")

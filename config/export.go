@@ -29,7 +29,10 @@ func Export(ctx context.Context, st *store.Store) (*File, error) {
 	}
 	for _, c := range conns {
 		x := Connection{Alias: c.Alias, Host: c.Host, User: c.User, Env: string(c.Env), Recipe: c.Recipe,
-			HostKeys: c.HostKeys}
+			HostKeys: c.HostKeys, ReadSandboxReason: c.ReadSandboxReason}
+		if c.ReadSandbox != store.ReadSandboxAuto {
+			x.ReadSandbox = string(c.ReadSandbox)
+		}
 		if c.Port != store.DefaultSSHPort {
 			x.Port = c.Port
 		}
