@@ -15,7 +15,7 @@ import (
 // in (a command, rsync --server --sender, scp -f, git-upload-pack), runs in
 // the sandbox the connection's target supports, so that a read verdict the
 // classifier got wrong cannot become a write to a file. See package
-// readsandbox, and docs/classification.md for what the sandbox does not
+// readsandbox, and docs/read-sandbox.md for what the sandbox does not
 // stop.
 type readRun struct {
 	// command is what the target's sshd is given: the agent's command,

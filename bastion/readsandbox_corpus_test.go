@@ -85,7 +85,7 @@ const corpusSample = 12
 // TestReadRowsInSandbox: every read row of the corpus (bash's: the target's
 // login shell is bash) runs directly on the target and through postern in
 // the read sandbox, and gives the same stdout, stderr and exit status,
-// apart from the differences docs/classification.md lists ("How output
+// apart from the differences docs/read-sandbox.md lists ("How output
 // differs in the sandbox"), which sandboxDifference names. A row whose
 // output differs between two direct runs (ps, date) is compared on its exit
 // status only.
@@ -276,7 +276,7 @@ func between(s, begin, end string) string {
 
 func lastBytes(s string) string { return s[max(0, len(s)-200):] }
 
-// sandboxDifference says which difference of docs/classification.md
+// sandboxDifference says which difference of docs/read-sandbox.md
 // ("How output differs in the sandbox") explains got (in the sandbox)
 // against want (direct), or "" for none. The target user of these tests is
 // root.

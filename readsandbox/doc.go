@@ -19,7 +19,7 @@
 // agent's; Probe and ParseProbe find which mechanism works on a target (run
 // `true` in it, and prove that a write inside it fails). What the sandbox
 // does not stop, and how a command's output can differ inside it, is in
-// docs/classification.md ("What the read sandbox does not stop").
+// docs/read-sandbox.md.
 //
 // The package is pure: it builds strings and reads probe output. It holds no
 // state and imports nothing of postern's.
