@@ -53,7 +53,6 @@ type Options struct {
 	// session at VERBOSE: a load test that measures the process's heap
 	// sets ERROR.
 	LogLevel string
-
 }
 
 // Server is a running sshd.
