@@ -43,6 +43,9 @@ type execRun struct {
 	// refusal, when set, is why the command is refused without a decision:
 	// nobody can review it (see classifyExec).
 	refusal string
+	// run is how the command runs on the target: in the read sandbox or
+	// not, or refused because the connection requires it (readsandbox.go).
+	run readRun
 	// Set by decide.
 	auth policy.Authorization
 	rec  policy.Record
@@ -150,8 +153,12 @@ func (x *execRun) decide() bool {
 		return false
 	}
 	x.s.log.Info().Str("conn_id", x.ac.id).Str("agent_id", x.ac.agentID).Str("alias", x.conn.Alias).
-		Str("class", string(x.class)).Str("decision", string(x.auth.Outcome)).Msg("allowed")
+		Str("class", string(x.class)).Str("decision", string(x.auth.Outcome)).Str("read_sandbox", string(x.run.sandbox)).Msg("allowed")
 	x.s.limits.record(x.ac.agentID, x.key, false)
+	x.rec.Reason = joinReason(x.rec.Reason, x.run.note)
+	if x.class == policy.Read {
+		x.s.cfg.Metrics.ReadCommand(x.run.sandboxLabel())
+	}
 	return true
 }
 
@@ -175,6 +182,17 @@ func (x *execRun) decideOnce() error {
 		x.rec.ConnectionID, x.rec.ConnectionAlias, x.rec.Operation = x.conn.ID, x.conn.Alias, op.Text
 		return &policy.DeniedError{Reason: x.refusal}
 	}
+	if x.run = planReadRun(x.r, x.class, x.conn); x.run.refusal != "" {
+		x.rec = x.record(x.class, x.run.refusal)
+		x.rec.ConnectionID, x.rec.ConnectionAlias, x.rec.Operation = x.conn.ID, x.conn.Alias, op.Text
+		// Refused before the policy, which would have seen a kept copy
+		// of the row that has changed since: the refusal must be of the
+		// stored row.
+		if err := x.s.connectionCurrent(x.ac.ctx, x.conn); err != nil {
+			return err
+		}
+		return &policy.DeniedError{Reason: x.run.refusal}
+	}
 	if allowedByGrant(x.r.grant, x.class) {
 		x.ahead = s.startOpenAhead(x.ac.ctx, x.conn)
 	}
@@ -196,6 +214,10 @@ func (x *execRun) refused(err error) {
 	case x.refusal != "":
 		x.rec.Reason = x.refusal
 		fmt.Fprintf(x.stderr, "postern: refused, nothing ran: %s; nobody can review it\r\n", x.refusal)
+	case x.run.refusal != "":
+		x.rec.Reason = x.run.refusal
+		s.cfg.Metrics.ReadCommand(x.run.sandboxLabel())
+		fmt.Fprintf(x.stderr, "postern: refused, nothing ran: %s\r\n", x.run.refusal)
 	case errors.As(err, &de) && de.NoGrant:
 		s.limits.record(x.ac.agentID, x.key, true)
 		fmt.Fprintf(x.stderr, "postern: unknown alias %q\r\n", conn.Alias)
@@ -232,7 +254,7 @@ func (x *execRun) relay() {
 	}
 	if err == nil {
 		defer up.Close()
-		err = startUpstream(up.Channel, upstreamStart{Env: x.st.env, PtyReq: x.st.ptyReq, Command: x.r.command})
+		err = startUpstream(up.Channel, upstreamStart{Env: x.st.env, PtyReq: x.st.ptyReq, Command: x.run.command})
 	}
 	if err != nil {
 		s.unreachable(x.ch, x.conn.Alias, err)

@@ -167,6 +167,11 @@ type Server struct {
 	// sftpConfig, for tests, adjusts each SFTP session's gate
 	// configuration (its bounds on the target's answers); nil otherwise.
 	sftpConfig func(*sftpgate.Config)
+	// classifyOverride, set by tests only, replaces shellclass for exec
+	// commands: the read sandbox's tests call every command read to show
+	// that the sandbox alone stops the writes. Nothing outside the package
+	// can set it (no Config field, flag or setting reaches it).
+	classifyOverride func(command string) policy.Class
 
 	// ctx ends when the server is closed for good; every session derives
 	// from it, so a hard close ends waits and relays.

@@ -141,6 +141,33 @@ cpu_ticks() {
 	fi
 }
 
+# tree_ticks PID...: print the CPU time (clock ticks) that the processes
+# PID and all their descendants have used, including the descendants that
+# ended and were waited for (a process's cutime and cstime): a counter that
+# only grows while the tree lives, whatever else the machine runs. One cat
+# and one awk over /proc/*/stat.
+tree_ticks() {
+	# cat fails on a process that ended between the glob and its read.
+	{ cat /proc/[0-9]*/stat 2>/dev/null || true; } | awk -v roots="$*" '
+		{
+			pid = $1
+			sub(/.*\) /, "") # after the command name: state ppid ... utime(12) stime(13) cutime(14) cstime(15)
+			kids[$2] = kids[$2] " " pid
+			ticks[pid] = $12 + $13 + $14 + $15
+		}
+		END {
+			n = split(roots, queue, " ")
+			for (i = 1; i <= n; i++) {
+				p = queue[i]
+				if (seen[p]++) continue
+				total += ticks[p]
+				m = split(kids[p], c, " ")
+				for (j = 1; j <= m; j++) queue[++n] = c[j]
+			}
+			print total + 0
+		}'
+}
+
 # ---------------------------------------------------------------- target and postern
 # In this order: build_postern, make_keys, start_target_sshd, start_postern.
 
@@ -206,15 +233,20 @@ CONF
 	/usr/sbin/sshd -t -f "$work/sshd_config"
 	/usr/sbin/sshd -D -e -f "$work/sshd_config" 2>"$work/sshd.log" &
 	pids+=($!)
+	sshd_pid=$!
 	wait_listening "$sshd_port" "${pids[-1]}" "target sshd" "$work/sshd.log"
 }
 
 # start_postern: set up postern's data directory $data in $work (init;
 # agent "bench" with agent_key; connection "tgt" to the target sshd as
-# $user with target_key; a grant of bench on tgt that allows every class, so
-# nothing waits for an approval), then start `postern serve` on a free port
-# $postern_port of 127.0.0.1 with its log in $work/postern.log, add it to
-# $pids, set $postern_pid and wait until it listens.
+# $user with target_key, with the read sandbox off so that the relay's rows
+# measure the relay alone; connection "tgt-sb" to the same target with the
+# read sandbox required, for the sandbox's rows; grants of bench on both
+# that allow every class, so nothing waits for an approval), then start
+# `postern serve` on a free port $postern_port of 127.0.0.1 with its log in
+# $work/postern.log, add it to $pids, set $postern_pid and wait until it
+# listens. conn add probes the target for the read sandbox: tgt-sb's add
+# fails when no sandbox works on this machine (install bubblewrap).
 start_postern() {
 	data=$work/data
 	"$postern" init --data "$data" >/dev/null
@@ -223,8 +255,15 @@ start_postern() {
 	"$postern" conn add tgt --host 127.0.0.1 --port "$sshd_port" --user "$user" \
 		--key-file "$work/target_key" \
 		--host-key "[127.0.0.1]:$sshd_port $(cut -d' ' -f1,2 "$work/sshd_host_key.pub")" \
+		--read-sandbox off --read-sandbox-reason "bench: the relay's rows measure the relay alone" \
 		--data "$data" >/dev/null
 	"$postern" grant bench tgt --read allow --write allow --destructive allow --data "$data" >/dev/null
+	"$postern" conn add tgt-sb --host 127.0.0.1 --port "$sshd_port" --user "$user" \
+		--key-file "$work/target_key" \
+		--host-key "[127.0.0.1]:$sshd_port $(cut -d' ' -f1,2 "$work/sshd_host_key.pub")" \
+		--read-sandbox require --data "$data" >"$work/tgt-sb.add"
+	sandbox_found=$(sed -n 's/^read sandbox probe: \([a-z]*\).*/\1/p' "$work/tgt-sb.add")
+	"$postern" grant bench tgt-sb --read allow --write allow --destructive allow --data "$data" >/dev/null
 
 	postern_port=$(free_port)
 	"$postern" serve --data "$data" --ssh-listen "127.0.0.1:$postern_port" >"$work/postern.log" 2>&1 &

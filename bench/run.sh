@@ -7,6 +7,7 @@
 #   SFTP_ROWS=0 / EXEC_ROWS=0    # skip the sftp rows / the exec rows
 #   SFTP_FLOOR=0                 # skip the sftp relay-floor column
 #   META_ROWS=0                  # skip the metadata-heavy sftp row (1,000 small files)
+#   SANDBOX_ROWS=0               # skip the read sandbox's rows
 #
 # Everything listens on 127.0.0.1 only. Every process started here is stopped
 # on exit. No timing threshold makes this script fail: it measures and prints.
@@ -29,6 +30,11 @@ SFTP_MIB=${SFTP_MIB:-256} # size of the transferred file
 # Which rows run (both by default; the recorded results have both).
 EXEC_ROWS=${EXEC_ROWS:-1}
 SFTP_ROWS=${SFTP_ROWS:-1}
+# The read sandbox's rows: a read command through postern with the sandbox
+# off and with it (issue 21), beside direct.
+SANDBOX_ROWS=${SANDBOX_ROWS:-1}
+N_SANDBOX=${N_SANDBOX:-31} # samples per column, new connection and ControlMaster
+SANDBOX_CMD=${SANDBOX_CMD:-cat /etc/hostname}
 # A third sftp column: the same transfers through postern's exec relay, with
 # no SFTP parsing at all (see the sftp section of README.md).
 SFTP_FLOOR=${SFTP_FLOOR:-1}
@@ -327,6 +333,82 @@ if ((EXEC_ROWS)); then
 	done
 fi
 
+# time_cpu FILE CMD...: time_one, and the CPU ticks the sample cost
+# appended to FILE.cpu: the client (this shell's waited-for children),
+# postern, and the target sshd with every process under it (the session,
+# the login shell, the sandbox, the command). Other work on the machine is
+# not counted. The /proc reads happen outside the timed part.
+time_cpu() {
+	local file=$1 c0 c1 s0 s1
+	shift
+	c0=$(tree_ticks "$postern_pid" "$sshd_pid")
+	s0=$(self_children_ticks)
+	time_one "$file" "$@"
+	s1=$(self_children_ticks)
+	c1=$(tree_ticks "$postern_pid" "$sshd_pid")
+	echo $((c1 - c0 + s1 - s0)) >>"$file.cpu"
+}
+
+# self_children_ticks: the CPU ticks of this shell's children that ended
+# and were waited for (cutime and cstime of /proc/$$/stat).
+self_children_ticks() {
+	local line
+	local -a a
+	read -r line <"/proc/$$/stat"
+	line=${line##*) }
+	read -ra a <<<"$line"
+	echo $((a[13] + a[14]))
+}
+
+# interleave3 N NAME: N samples of the three commands in the arrays col_a,
+# col_b and col_c, each with $SANDBOX_CMD, in a rotating order; writes
+# $work/NAME.{a,b,c} (us) and .cpu (ticks).
+interleave3() {
+	local n=$1 name=$2 i c
+	local -a order
+	for c in a b c; do : >"$work/$name.$c"; : >"$work/$name.$c.cpu"; done
+	for ((i = 0; i < WARMUP; i++)); do
+		"${col_a[@]}" true >/dev/null
+		"${col_b[@]}" true >/dev/null
+		"${col_c[@]}" true >/dev/null
+	done
+	read -ra cmd <<<"$SANDBOX_CMD"
+	for ((i = 0; i < n; i++)); do
+		case $((i % 3)) in
+		0) order=(a b c) ;;
+		1) order=(b c a) ;;
+		2) order=(c a b) ;;
+		esac
+		for c in "${order[@]}"; do
+			local -n col=col_$c
+			time_cpu "$work/$name.$c" "${col[@]}" "${cmd[@]}"
+			unset -n col
+		done
+	done
+}
+
+if ((SANDBOX_ROWS)); then
+	[[ $sandbox_found == bwrap || $sandbox_found == unshare ]] ||
+		die "no read sandbox works on this machine (tgt-sb's probe: $(cat "$work/tgt-sb.add")); install bubblewrap or SANDBOX_ROWS=0"
+	echo "measuring the read sandbox's rows ($SANDBOX_CMD, in $sandbox_found): $N_SANDBOX samples per column" >&2
+	col_a=("${direct[@]}")
+	col_b=("${via[@]}")
+	col_c=(ssh "${opts[@]}" -i "$work/agent_key" -p "$postern_port" 127.0.0.1 tgt-sb)
+	interleave3 "$N_SANDBOX" sbnew
+	# Masters of their own: those of the exec rows close 60 s after their
+	# last session (ControlPersist), which the rows in between outlast.
+	ssh "${opts[@]}" -i "$work/target_key" -p "$sshd_port" \
+		-o ControlMaster=yes -o ControlPath="$work/cm-sb-direct" -o ControlPersist=60 -N -f "$user@127.0.0.1"
+	masters+=("$work/cm-sb-direct")
+	ssh "${opts[@]}" -i "$work/agent_key" -p "$postern_port" \
+		-o ControlMaster=yes -o ControlPath="$work/cm-sb-via" -o ControlPersist=60 -N -f 127.0.0.1
+	masters+=("$work/cm-sb-via")
+	col_a=(ssh "${opts[@]}" -o ControlMaster=no -o ControlPath="$work/cm-sb-direct" "$user@127.0.0.1")
+	col_b=(ssh "${opts[@]}" -o ControlMaster=no -o ControlPath="$work/cm-sb-via" 127.0.0.1 tgt)
+	col_c=(ssh "${opts[@]}" -o ControlMaster=no -o ControlPath="$work/cm-sb-via" 127.0.0.1 tgt-sb)
+	interleave3 "$N_SANDBOX" sbmux
+fi
+
 sftp_cols=(direct via)
 ((SFTP_FLOOR)) && sftp_cols+=(floor)
 if ((SFTP_ROWS)); then
@@ -401,6 +483,36 @@ if ((EXEC_ROWS)); then
 	if (($(fails "$work/conc.direct.fail") + $(fails "$work/conc.via.fail") > 0)); then
 		echo "the concurrent wall times include failed clients, which end early: not comparable."
 	fi
+fi
+if ((SANDBOX_ROWS)); then
+	hz=$(getconf CLK_TCK 2>/dev/null || echo 100)
+	# cpu_ms FILE: the mean CPU ms per sample of the ticks in FILE.
+	cpu_ms() { awk -v hz="$hz" '{ s += $1 } END { if (NR) printf "%.1f", s * 1000 / hz / NR; else print "-" }' "$1"; }
+	added() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%+.1f", b - a }'; }
+	pct() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0) printf "%+.0f%%", (b - a) * 100 / a; else print "-" }'; }
+	sbrow() { # LABEL DIRECT OFF ON ADDED GOAL
+		printf '%-38s %9s %9s %9s %9s   %s\n' "$1" "$2" "$3" "$4" "$5" "$6"
+	}
+	echo
+	echo "the read sandbox: \`$SANDBOX_CMD\` directly, through postern with the sandbox off (tgt), and in it (tgt-sb: $sandbox_found)"
+	sbrow "row (ms)" direct postern "+sandbox" added goal
+	for r in sbnew sbmux; do
+		label="read, new connection"
+		[[ $r == sbmux ]] && label="read, ControlMaster"
+		m_a=$(quantile "$work/$r.a" 0.5) m_b=$(quantile "$work/$r.b" 0.5) m_c=$(quantile "$work/$r.c" 0.5)
+		goal="<= +5 ms"
+		add=$(added "$m_b" "$m_c")
+		if [[ $r == sbmux ]]; then
+			goal="<= +10%"
+			add="$add ($(pct "$m_b" "$m_c"))"
+		fi
+		sbrow "$label: median" "$m_a" "$m_b" "$m_c" "$add" "$goal"
+		sbrow "$label: p90" "$(quantile "$work/$r.a" 0.9)" "$(quantile "$work/$r.b" 0.9)" "$(quantile "$work/$r.c" 0.9)" "" ""
+		sbrow "$label: CPU per command" "$(cpu_ms "$work/$r.a.cpu")" "$(cpu_ms "$work/$r.b.cpu")" "$(cpu_ms "$work/$r.c.cpu")" \
+			"$(added "$(cpu_ms "$work/$r.b.cpu")" "$(cpu_ms "$work/$r.c.cpu")")" ""
+	done
+	echo "CPU per command: the client's, postern's and the target sshd's with all under it (login shell, sandbox, command), mean of $N_SANDBOX."
+	echo "added: +sandbox minus postern (tgt's read sandbox is off)."
 fi
 # row3 LABEL DIRECT VIA FLOOR GOAL: a throughput row with the relay floor,
 # and postern's ratio to direct and to the floor.

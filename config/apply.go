@@ -118,5 +118,8 @@ func connectionNote(res manage.ConnectionResult) string {
 	if res.Checked && res.Stored && res.Check.Status != recipes.StatusOK {
 		parts = append(parts, "stored unverified")
 	}
+	if res.Probed {
+		parts = append(parts, "read sandbox probe: "+string(res.Probe.Found))
+	}
 	return strings.Join(parts, "; ")
 }

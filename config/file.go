@@ -78,6 +78,10 @@ type Connection struct {
 	KeyFile          string   `toml:"key_file,omitempty"`
 	GenerateKey      bool     `toml:"generate_key,omitempty"`
 	AllowUnverified  bool     `toml:"allow_unverified,omitempty"`
+	// ReadSandbox is auto (when left out), require or off, with
+	// ReadSandboxReason saying why for off (docs/config.md).
+	ReadSandbox       string `toml:"read_sandbox,omitempty"`
+	ReadSandboxReason string `toml:"read_sandbox_reason,omitempty"`
 }
 
 // Grant declares one agent's rules on one connection; a rule left out is

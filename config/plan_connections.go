@@ -88,6 +88,29 @@ func connSettings() []connSetting {
 			spec:   func(c *Connection, s *manage.ConnectionSpec) { s.Recipe = c.Recipe },
 			edit:   func(c *Connection, e *manage.ConnectionEdit) { recipe := c.Recipe; e.Recipe = &recipe },
 			export: func(c *store.Connection, x *Connection) { x.Recipe = c.Recipe }},
+		{name: "read sandbox",
+			check: func(_ *planner, c *Connection) error {
+				_, _, err := readSandboxOf(*c)
+				return err
+			},
+			want: func(c *Connection) string {
+				rs, reason, _ := readSandboxOf(*c)
+				return readSandboxText(rs, reason)
+			},
+			have: func(c *store.Connection) string { return readSandboxText(c.ReadSandbox, c.ReadSandboxReason) },
+			spec: func(c *Connection, s *manage.ConnectionSpec) {
+				s.ReadSandbox, s.ReadSandboxReason, _ = readSandboxOf(*c)
+			},
+			edit: func(c *Connection, e *manage.ConnectionEdit) {
+				rs, reason, _ := readSandboxOf(*c)
+				e.ReadSandbox, e.ReadSandboxReason = &rs, reason
+			},
+			export: func(c *store.Connection, x *Connection) {
+				if c.ReadSandbox != store.ReadSandboxAuto {
+					x.ReadSandbox = string(c.ReadSandbox)
+				}
+				x.ReadSandboxReason = c.ReadSandboxReason
+			}},
 	}
 }
 

@@ -38,6 +38,11 @@ type ConnectionSpec struct {
 	// exists only sealed in the database.
 	PrivateKey  []byte
 	GenerateKey bool
+	// ReadSandbox is the setting for read commands (auto if empty), with
+	// the reason that off needs (see store.ReadSandbox). The add probes
+	// the target for the sandbox it supports once its key check passes.
+	ReadSandbox       store.ReadSandbox
+	ReadSandboxReason string
 }
 
 // ConnectionEdit is a change to a connection: nil fields (and empty
@@ -52,6 +57,10 @@ type ConnectionEdit struct {
 	AcceptNewHostKey bool     // re-pin to what the target presents now
 	PrivateKey       []byte   // re-key
 	GenerateKey      bool     // re-key with a key pair made here
+	// ReadSandbox changes the read sandbox setting, with the reason off
+	// needs.
+	ReadSandbox       *store.ReadSandbox
+	ReadSandboxReason string
 }
 
 // CheckOptions say what becomes of a change whose key check does not prove
@@ -83,6 +92,11 @@ type ConnectionResult struct {
 	Generated         bool // the key was made by GenerateKey
 	// ScannedHostKey is the host key AcceptNewHostKey fetched, nil if none.
 	ScannedHostKey ssh.PublicKey
+	// Probed: the target was probed for its read sandbox; Probe is what
+	// the probe found (recorded with the connection unless the probe
+	// could not run, see probeAfter).
+	Probed bool
+	Probe  store.SandboxProbe
 }
 
 // NotStoredError says that a change was refused after its key check: a
@@ -160,6 +174,12 @@ func (m *Manager) AddConnection(ctx context.Context, by policy.Actor, spec Conne
 	if _, err := store.ParseEnv(string(spec.Env)); err != nil {
 		return res, err
 	}
+	if spec.ReadSandbox == "" {
+		spec.ReadSandbox = store.ReadSandboxAuto
+	}
+	if err := checkReadSandbox(spec.Alias, spec.ReadSandbox, spec.ReadSandboxReason); err != nil {
+		return res, err
+	}
 	if err := m.checkRecipe(spec.Recipe); err != nil {
 		return res, err
 	}
@@ -203,12 +223,20 @@ func (m *Manager) AddConnection(ctx context.Context, by policy.Actor, spec Conne
 	if err != nil {
 		return res, err
 	}
-	what := fmt.Sprintf("conn add %s: %s@%s, env %s, recipe %s, host key %s, key %s",
-		spec.Alias, spec.User, c.addr(), spec.Env, orNone(spec.Recipe), pinsText(c.pins), keyText(res.PublicKey, res.Generated))
+	var probe *store.SandboxProbe
+	if check.Status == store.KeyOK {
+		if probe, err = m.probeAfter(ctx, &c, &res, opts.Timeout); err != nil {
+			return res, err
+		}
+	}
+	what := fmt.Sprintf("conn add %s: %s@%s, env %s, recipe %s, host key %s, key %s, read sandbox %s",
+		spec.Alias, spec.User, c.addr(), spec.Env, orNone(spec.Recipe), pinsText(c.pins), keyText(res.PublicKey, res.Generated),
+		readSandboxText(spec.ReadSandbox, spec.ReadSandboxReason))
 	actx, p := audited(ctx, policy.Change{Actor: by, ConnectionAlias: spec.Alias, What: what, Result: resultText(res)})
 	conn, err := m.st.CreateConnection(actx, store.NewConnection{
 		Alias: spec.Alias, Host: spec.Host, Port: spec.Port, User: spec.User, PrivateKey: c.key,
 		HostKeys: c.pins, Recipe: spec.Recipe, Env: spec.Env, Check: check,
+		ReadSandbox: spec.ReadSandbox, ReadSandboxReason: spec.ReadSandboxReason, Probe: probe,
 	})
 	if err != nil {
 		return res, err
@@ -284,6 +312,14 @@ func (m *Manager) UpdateConnection(ctx context.Context, by policy.Actor, alias s
 	if e.Env != nil {
 		change("env", string(cur.Env), string(*e.Env))
 	}
+	if e.ReadSandbox != nil {
+		if err := checkReadSandbox(alias, *e.ReadSandbox, e.ReadSandboxReason); err != nil {
+			return res, err
+		}
+		change("read sandbox", readSandboxText(cur.ReadSandbox, cur.ReadSandboxReason), readSandboxText(*e.ReadSandbox, e.ReadSandboxReason))
+	} else if e.ReadSandboxReason != "" {
+		return res, store.Invalidf("connection %s: a read sandbox reason goes with read sandbox off", alias)
+	}
 	oldPub, err := m.st.ConnectionPublicKey(ctx, cur.ID)
 	if err != nil {
 		return res, err
@@ -327,8 +363,12 @@ func (m *Manager) UpdateConnection(ctx context.Context, by policy.Actor, alias s
 			return res, err
 		}
 	}
+	probe, err := m.probeForEdit(ctx, &c, &res, e, opts, dialed, check)
+	if err != nil {
+		return res, err
+	}
 	ch := store.ConnectionChange{Host: e.Host, Port: e.Port, User: e.User, Env: e.Env, Recipe: e.Recipe,
-		PrivateKey: c.key, Check: check}
+		PrivateKey: c.key, Check: check, ReadSandbox: e.ReadSandbox, ReadSandboxReason: e.ReadSandboxReason, Probe: probe}
 	if len(e.HostKeys) > 0 || e.AcceptNewHostKey {
 		ch.HostKeys = c.pins
 	}
@@ -368,6 +408,18 @@ func (m *Manager) CheckConnection(ctx context.Context, alias string, timeout tim
 		return res, fmt.Errorf("manage: key check of %s: %s, not recorded: %w", alias, res.Check.Status, err)
 	}
 	res.Conn, res.Stored = conn, true
+	if res.Check.Status == recipes.StatusOK {
+		probe, err := m.probeAfter(ctx, &c, &res, timeout)
+		if err != nil {
+			return res, err
+		}
+		if probe.Found != store.SandboxUnprobed {
+			if conn, err = m.st.SetSandboxProbe(ctx, alias, *probe); err != nil {
+				return res, fmt.Errorf("manage: sandbox probe of %s: %s, not recorded: %w", alias, probe.Found, err)
+			}
+			res.Conn = conn
+		}
+	}
 	return res, nil
 }
 
@@ -502,12 +554,17 @@ func (m *Manager) runCheck(ctx context.Context, c *candidate, res *ConnectionRes
 	return nil
 }
 
-// resultText is a result's check for the audit row, "" if none ran.
+// resultText is a result's check for the audit row, "" if none ran, and
+// the read sandbox probe's outcome when one ran.
 func resultText(res ConnectionResult) string {
-	if !res.Checked {
-		return ""
+	var parts []string
+	if res.Checked {
+		parts = append(parts, model.StatusText(string(KeyStatusOf(res.Check.Status)), res.Check.Message, false))
 	}
-	return model.StatusText(string(KeyStatusOf(res.Check.Status)), res.Check.Message, false)
+	if res.Probed {
+		parts = append(parts, "read sandbox probe: "+probeText(res.Probe))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // pinsText lists pinned keys by fingerprint.
@@ -554,6 +611,9 @@ func (res ConnectionResult) Model() model.ConnectionResult {
 		if res.Conn != nil && res.Stored {
 			out.Check.CheckedAt = model.Time(res.Conn.KeyCheckedAt)
 		}
+	}
+	if res.Probed {
+		out.Probe = &model.ReadSandboxProbe{Found: string(res.Probe.Found), Message: res.Probe.Message}
 	}
 	if res.Conn != nil {
 		pub := res.PreviousPublicKey // what the connection still uses when nothing was stored

@@ -23,6 +23,11 @@ type Config struct {
 	// ScanHostKey fetches a target's host key for accept-new-host-key;
 	// hostkeyscan.Scan if nil.
 	ScanHostKey func(ctx context.Context, addr string) (ssh.PublicKey, error)
+	// Prober finds a target's read sandbox: SSHProber{} if nil, unless
+	// Checker is set: a caller that fakes the key check (a test) probes
+	// nothing unless it gives a Prober too, since probing the real target
+	// of a fake check would dial what the fake did not.
+	Prober SandboxProber
 }
 
 // KeyChecker proves a connection's key; recipes.Checker is the real one,
@@ -37,6 +42,8 @@ type Manager struct {
 	cat  *recipes.Catalog
 	chk  KeyChecker
 	scan func(ctx context.Context, addr string) (ssh.PublicKey, error)
+	// prober finds a target's read sandbox (sandbox.go).
+	prober SandboxProber
 }
 
 // New checks cfg and builds a Manager.
@@ -44,7 +51,13 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.Store == nil || cfg.Catalog == nil {
 		return nil, errors.New("manage: Config needs Store and Catalog")
 	}
-	m := &Manager{st: cfg.Store, cat: cfg.Catalog, chk: cfg.Checker, scan: cfg.ScanHostKey}
+	m := &Manager{st: cfg.Store, cat: cfg.Catalog, chk: cfg.Checker, scan: cfg.ScanHostKey, prober: cfg.Prober}
+	switch {
+	case m.prober == nil && cfg.Checker != nil:
+		m.prober = noProber{}
+	case m.prober == nil:
+		m.prober = SSHProber{}
+	}
 	if m.chk == nil {
 		m.chk = recipes.Checker{}
 	}

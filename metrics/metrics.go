@@ -68,6 +68,10 @@ type Metrics struct {
 	sftpOps            *prometheus.CounterVec
 	auditWrite         prometheus.Histogram
 	notifications      *prometheus.CounterVec
+	readCommands       *prometheus.CounterVec
+	// reg is where New registered the collectors, for those added later
+	// (WatchReadSandboxes).
+	reg prometheus.Registerer
 }
 
 // approvalWaitBuckets are the bounds, in seconds, of the approval wait
@@ -139,11 +143,16 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			Namespace: namespace, Name: "notifications_total",
 			Help: "Notification delivery attempts, by outcome.",
 		}, []string{"outcome"}),
+		readCommands: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "read_commands_total",
+			Help: "Commands allowed as read, by the read sandbox they ran in (bwrap, unshare, none), or refused because their connection requires one and its target has none.",
+		}, []string{"sandbox"}),
+		reg: reg,
 	}
 	for _, c := range []prometheus.Collector{
 		m.sshConnections, m.sshHandshakes, m.sshActive, m.decisions, m.approvalsPending,
 		m.approvalWait, m.upstreamClients, m.upstreamDialErrors, m.sftpBytes, m.sftpOps,
-		m.auditWrite, m.notifications,
+		m.auditWrite, m.notifications, m.readCommands,
 	} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("metrics: register: %w", err)
@@ -163,6 +172,9 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 	}
 	for _, o := range notifyOutcomes() {
 		m.notifications.WithLabelValues(o)
+	}
+	for _, r := range readRuns() {
+		m.readCommands.WithLabelValues(r)
 	}
 	return m, nil
 }

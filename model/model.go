@@ -106,6 +106,9 @@ type Connection struct {
 	PublicKey  string `json:"public_key"`
 	CreatedAt  Time   `json:"created_at"`
 	ModifiedAt Time   `json:"modified_at"`
+	// ReadSandbox is whether its read commands run read-only on the
+	// target (readsandbox.go).
+	ReadSandbox ReadSandbox `json:"read_sandbox"`
 }
 
 // HostKey is one pinned host key of a target.
@@ -121,7 +124,7 @@ func ConnectionOf(c store.Connection, pub ssh.PublicKey) Connection {
 	v := Connection{ID: c.ID, Alias: c.Alias, Host: c.Host, Port: c.Port, User: c.User, Env: string(c.Env),
 		Recipe: c.Recipe, KeyStatus: string(c.KeyStatus), KeyMessage: c.KeyMessage,
 		KeyCheckedAt: Time(c.KeyCheckedAt), HostKeys: []HostKey{},
-		CreatedAt: Time(c.CreatedAt), ModifiedAt: Time(c.ModifiedAt)}
+		CreatedAt: Time(c.CreatedAt), ModifiedAt: Time(c.ModifiedAt), ReadSandbox: ReadSandboxOf(c)}
 	if pub != nil {
 		v.PublicKey = AuthorizedKeyLine(pub, c.Alias)
 	}
@@ -428,9 +431,13 @@ type ConnectionResult struct {
 	// Stored is false when the change was refused after the check (a host
 	// key mismatch, or a key not proved without allow_unverified):
 	// Connection is then as it was before, or null for an add.
-	Stored     bool        `json:"stored"`
-	Check      *KeyCheck   `json:"check"` // null when no check ran
-	Connection *Connection `json:"connection"`
+	Stored bool      `json:"stored"`
+	Check  *KeyCheck `json:"check"` // null when no check ran
+	// Probe is the read sandbox probe the change or check ran; null when
+	// none ran. The connection records it, unless the probe could not run
+	// on a target that did not change (found unprobed).
+	Probe      *ReadSandboxProbe `json:"probe"`
+	Connection *Connection       `json:"connection"`
 	// Previous is the connection before the change, for a change that
 	// replaced something (update, pin, rotate-key); null otherwise.
 	Previous *Connection `json:"previous"`

@@ -97,6 +97,15 @@ type Connection struct {
 	KeyCheckedAt time.Time // zero if never checked
 	CreatedAt    time.Time
 	ModifiedAt   time.Time
+	// ReadSandbox is the setting for read commands (auto, require, off),
+	// ReadSandboxReason the admin's reason for off. SandboxFound is what
+	// the last probe of the target found, SandboxMessage what each
+	// mechanism did, SandboxProbedAt when (zero if never).
+	ReadSandbox       ReadSandbox
+	ReadSandboxReason string
+	SandboxFound      SandboxFound
+	SandboxMessage    string
+	SandboxProbedAt   time.Time
 }
 
 // Addr is host:port for dialing.
@@ -208,6 +217,12 @@ type NewConnection struct {
 	// Check is the key check made before storing, recorded with the
 	// connection; nil leaves it unchecked.
 	Check *KeyCheck
+	// ReadSandbox is the read sandbox setting (ReadSandboxAuto if empty),
+	// with the reason that off needs; Probe is the probe made before
+	// storing, nil for unprobed.
+	ReadSandbox       ReadSandbox
+	ReadSandboxReason string
+	Probe             *SandboxProbe
 }
 
 // CreateConnection validates and stores a connection, sealing its private
@@ -253,6 +268,19 @@ func (s *Store) CreateConnection(ctx context.Context, nc NewConnection) (*Connec
 			check.CheckedAt = s.nowUTC()
 		}
 	}
+	if nc.ReadSandbox == "" {
+		nc.ReadSandbox = ReadSandboxAuto
+	}
+	reason, err := checkReadSandbox(nc.Alias, nc.ReadSandbox, nc.ReadSandboxReason)
+	if err != nil {
+		return nil, err
+	}
+	probe := SandboxProbe{Found: SandboxUnprobed}
+	if nc.Probe != nil {
+		if probe, err = s.checkSandboxProbe(*nc.Probe); err != nil {
+			return nil, err
+		}
+	}
 	id := newID(prefixConnection)
 	sealed, err := s.sealFor(nc.PrivateKey, id)
 	if err != nil {
@@ -267,10 +295,12 @@ func (s *Store) CreateConnection(ctx context.Context, nc NewConnection) (*Connec
 		}
 		_, err := tx.ExecContext(ctx, `
 			INSERT INTO connections (id, alias, host, port, target_user, sealed_key, host_keys,
-			                         recipe, env, check_status, key_message, key_checked_at, created_at, modified_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			                         recipe, env, check_status, key_message, key_checked_at, created_at, modified_at,
+			                         read_sandbox, read_sandbox_reason, sandbox_found, sandbox_message, sandbox_probed_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			id, nc.Alias, nc.Host, nc.Port, nc.User, sealed, strings.Join(pins, "\n"),
-			nc.Recipe, string(nc.Env), string(check.Status), check.Message, formatTime(check.CheckedAt), now, now)
+			nc.Recipe, string(nc.Env), string(check.Status), check.Message, formatTime(check.CheckedAt), now, now,
+			string(nc.ReadSandbox), reason, string(probe.Found), probe.Message, formatTime(probe.ProbedAt))
 		if isUniqueViolation(err) {
 			return &ConflictError{Kind: "connection", Value: nc.Alias}
 		}
@@ -410,7 +440,8 @@ func (s *Store) ConnectionSigner(ctx context.Context, id string) (ssh.Signer, er
 func (s *Store) queryConnections(ctx context.Context, where string, args ...any) ([]Connection, error) {
 	rows, err := s.query(ctx, `
 		SELECT id, alias, host, port, target_user, host_keys, recipe, env,
-		       check_status, key_message, key_checked_at, created_at, modified_at
+		       check_status, key_message, key_checked_at, created_at, modified_at,
+		       read_sandbox, read_sandbox_reason, sandbox_found, sandbox_message, sandbox_probed_at
 		FROM connections `+where+` ORDER BY alias`, args...)
 	return collect(rows, err, "list connections", scanConnection)
 }
@@ -420,13 +451,19 @@ func scanConnection(r rowScanner) (Connection, error) {
 		c                          Connection
 		hostKeys, env, status      string
 		checked, created, modified string
+		sandbox, found, probed     string
 	)
 	err := r.Scan(&c.ID, &c.Alias, &c.Host, &c.Port, &c.User, &hostKeys, &c.Recipe, &env,
-		&status, &c.KeyMessage, &checked, &created, &modified)
+		&status, &c.KeyMessage, &checked, &created, &modified,
+		&sandbox, &c.ReadSandboxReason, &found, &c.SandboxMessage, &probed)
 	if err != nil {
 		return c, err
 	}
 	c.Env, c.KeyStatus = Env(env), KeyStatus(status)
+	c.ReadSandbox, c.SandboxFound = ReadSandbox(sandbox), SandboxFound(found)
+	if c.SandboxProbedAt, err = parseTime(probed); err != nil {
+		return c, err
+	}
 	if hostKeys != "" {
 		c.HostKeys = strings.Split(hostKeys, "\n")
 	}

@@ -22,6 +22,12 @@ type ConnectionChange struct {
 	// Check is the key check made of the connection as changed, recorded
 	// with the change; nil keeps the recorded status.
 	Check *KeyCheck
+	// ReadSandbox changes the read sandbox setting, with
+	// ReadSandboxReason (which off needs, and the others must not have);
+	// Probe records a probe of the connection as changed.
+	ReadSandbox       *ReadSandbox
+	ReadSandboxReason string
+	Probe             *SandboxProbe
 }
 
 // UpdateConnection changes the connection with that alias in place: its
@@ -90,6 +96,25 @@ func (s *Store) UpdateConnection(ctx context.Context, alias string, ch Connectio
 		set("check_status", string(ch.Check.Status))
 		set("key_message", ch.Check.Message)
 		set("key_checked_at", formatTime(at))
+	}
+	if ch.ReadSandbox != nil {
+		reason, err := checkReadSandbox(alias, *ch.ReadSandbox, ch.ReadSandboxReason)
+		if err != nil {
+			return nil, err
+		}
+		set("read_sandbox", string(*ch.ReadSandbox))
+		set("read_sandbox_reason", reason)
+	} else if ch.ReadSandboxReason != "" {
+		return nil, invalid("connection %s: a read sandbox reason goes with read sandbox off", alias)
+	}
+	if ch.Probe != nil {
+		p, err := s.checkSandboxProbe(*ch.Probe)
+		if err != nil {
+			return nil, err
+		}
+		set("sandbox_found", string(p.Found))
+		set("sandbox_message", p.Message)
+		set("sandbox_probed_at", formatTime(p.ProbedAt))
 	}
 	set("modified_at", formatTime(s.nowUTC()))
 

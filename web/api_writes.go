@@ -155,27 +155,31 @@ func (s *Server) apiDeleteAgent(r *http.Request, c *apiCall, body []byte) (int, 
 
 // apiConnectionBody is the body of POST /v1/connections.
 type apiConnectionBody struct {
-	Alias            string   `json:"alias"`
-	Host             string   `json:"host"`
-	Port             int      `json:"port"`
-	User             string   `json:"user"`
-	Env              string   `json:"env"`
-	Recipe           string   `json:"recipe"`
-	HostKeys         []string `json:"host_keys"`
-	AcceptNewHostKey bool     `json:"accept_new_host_key"`
-	PrivateKey       string   `json:"private_key"`
-	GenerateKey      bool     `json:"generate_key"`
-	AllowUnverified  bool     `json:"allow_unverified"`
+	Alias             string   `json:"alias"`
+	Host              string   `json:"host"`
+	Port              int      `json:"port"`
+	User              string   `json:"user"`
+	Env               string   `json:"env"`
+	Recipe            string   `json:"recipe"`
+	HostKeys          []string `json:"host_keys"`
+	AcceptNewHostKey  bool     `json:"accept_new_host_key"`
+	PrivateKey        string   `json:"private_key"`
+	GenerateKey       bool     `json:"generate_key"`
+	ReadSandbox       string   `json:"read_sandbox"`
+	ReadSandboxReason string   `json:"read_sandbox_reason"`
+	AllowUnverified   bool     `json:"allow_unverified"`
 }
 
 // apiConnectionPatch is the body of PATCH /v1/connections/{id}.
 type apiConnectionPatch struct {
-	Host            *string `json:"host"`
-	Port            *int    `json:"port"`
-	User            *string `json:"user"`
-	Env             *string `json:"env"`
-	Recipe          *string `json:"recipe"`
-	AllowUnverified bool    `json:"allow_unverified"`
+	Host              *string `json:"host"`
+	Port              *int    `json:"port"`
+	User              *string `json:"user"`
+	Env               *string `json:"env"`
+	Recipe            *string `json:"recipe"`
+	ReadSandbox       *string `json:"read_sandbox"`
+	ReadSandboxReason string  `json:"read_sandbox_reason"`
+	AllowUnverified   bool    `json:"allow_unverified"`
 }
 
 // apiPinBody is the body of POST /v1/connections/{id}/pin.
@@ -205,9 +209,17 @@ func (s *Server) apiCreateConnection(r *http.Request, c *apiCall, body []byte) (
 		}
 		env = e
 	}
+	rs := store.ReadSandboxAuto
+	if in.ReadSandbox != "" {
+		var err error
+		if rs, err = store.ParseReadSandbox(in.ReadSandbox); err != nil {
+			return 0, nil, apiBadBody("read_sandbox", "want auto, require or off")
+		}
+	}
 	spec := manage.ConnectionSpec{Alias: in.Alias, Host: in.Host, Port: in.Port, User: in.User, Env: env,
 		Recipe: in.Recipe, HostKeys: in.HostKeys, AcceptNewHostKey: in.AcceptNewHostKey,
-		PrivateKey: []byte(in.PrivateKey), GenerateKey: in.GenerateKey}
+		PrivateKey: []byte(in.PrivateKey), GenerateKey: in.GenerateKey,
+		ReadSandbox: rs, ReadSandboxReason: in.ReadSandboxReason}
 	defer clear(spec.PrivateKey)
 	res, err := s.cfg.Manager.AddConnection(r.Context(), apiActor(r, c), spec,
 		manage.CheckOptions{AllowUnverified: in.AllowUnverified})
@@ -238,7 +250,7 @@ func (s *Server) apiUpdateConnection(r *http.Request, c *apiCall, body []byte) (
 	if err := apiDecodeBody(r, body, &in); err != nil {
 		return 0, nil, err
 	}
-	e := manage.ConnectionEdit{Host: in.Host, Port: in.Port, User: in.User, Recipe: in.Recipe}
+	e := manage.ConnectionEdit{Host: in.Host, Port: in.Port, User: in.User, Recipe: in.Recipe, ReadSandboxReason: in.ReadSandboxReason}
 	if in.Env != nil {
 		env, err := store.ParseEnv(*in.Env)
 		if err != nil {
@@ -246,8 +258,15 @@ func (s *Server) apiUpdateConnection(r *http.Request, c *apiCall, body []byte) (
 		}
 		e.Env = &env
 	}
-	if e.Host == nil && e.Port == nil && e.User == nil && e.Env == nil && e.Recipe == nil {
-		return 0, nil, apiBadBody("", "nothing to change: give host, port, user, env or recipe")
+	if in.ReadSandbox != nil {
+		rs, err := store.ParseReadSandbox(*in.ReadSandbox)
+		if err != nil {
+			return 0, nil, apiBadBody("read_sandbox", "want auto, require or off")
+		}
+		e.ReadSandbox = &rs
+	}
+	if e.Host == nil && e.Port == nil && e.User == nil && e.Env == nil && e.Recipe == nil && e.ReadSandbox == nil {
+		return 0, nil, apiBadBody("", "nothing to change: give host, port, user, env, recipe or read_sandbox")
 	}
 	return s.apiEditConnection(r, c, e, in.AllowUnverified)
 }

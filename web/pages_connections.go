@@ -50,6 +50,12 @@ type connectionRow struct {
 	HostKeyError string   // why a pinned key could not be read, if one could not
 	PublicKey    string   // the line for the target's authorized_keys
 	Grants       int
+	// ReadSandbox is how its read commands run (model.ReadSandboxOf):
+	// the page shows it, and the warning of a production connection whose
+	// reads rely on the classifier alone. SandboxProbedAt is when the
+	// target was last probed, for the template's since.
+	ReadSandbox     model.ReadSandbox
+	SandboxProbedAt time.Time
 }
 
 type connectionsData struct {
@@ -57,6 +63,8 @@ type connectionsData struct {
 	Rows  []connectionRow
 	Envs  []store.Env
 	CSRF  string
+	// ReadSandboxes are the read sandbox settings, for the forms.
+	ReadSandboxes []store.ReadSandbox
 }
 
 func (s *Server) connectionsPage(w http.ResponseWriter, r *http.Request) {
@@ -74,12 +82,14 @@ func (s *Server) connectionsPage(w http.ResponseWriter, r *http.Request) {
 	for _, g := range grants {
 		perConn[g.ConnectionID]++
 	}
-	d := connectionsData{Flash: flashFrom(r), Envs: store.Envs, CSRF: sessionFrom(r.Context()).CSRFToken}
+	d := connectionsData{Flash: flashFrom(r), Envs: store.Envs, CSRF: sessionFrom(r.Context()).CSRFToken,
+		ReadSandboxes: store.ReadSandboxes}
 	for _, c := range conns {
 		row := connectionRow{
 			Alias: c.Alias, Host: c.Host, Port: c.Port, Addr: c.Addr(), User: c.User, Env: c.Env, Recipe: c.Recipe,
 			KeyStatus: c.KeyStatus, StatusText: model.StatusText(string(c.KeyStatus), c.KeyMessage, false),
-			KeyCheckedAt: c.KeyCheckedAt, Grants: perConn[c.ID],
+			KeyCheckedAt: c.KeyCheckedAt, Grants: perConn[c.ID], ReadSandbox: model.ReadSandboxOf(c),
+			SandboxProbedAt: c.SandboxProbedAt,
 		}
 		if rc := s.cfg.Catalog.Get(c.Recipe); rc != nil {
 			row.RecipeName = rc.Name
@@ -132,7 +142,8 @@ func (s *Server) addConnectionForm(w http.ResponseWriter, r *http.Request) {
 		Alias: alias, Host: strings.TrimSpace(r.PostFormValue("host")), User: strings.TrimSpace(r.PostFormValue("user")),
 		Env: store.Env(r.PostFormValue("env")), Recipe: strings.TrimSpace(r.PostFormValue("recipe")),
 		HostKeys: formLines(r.PostFormValue("host_keys")), AcceptNewHostKey: formBool(r, "accept_new_host_key"),
-		GenerateKey: formBool(r, "generate_key"),
+		GenerateKey: formBool(r, "generate_key"), ReadSandbox: store.ReadSandbox(r.PostFormValue("read_sandbox")),
+		ReadSandboxReason: strings.TrimSpace(r.PostFormValue("read_sandbox_reason")),
 	}
 	if key := strings.TrimSpace(r.PostFormValue("private_key")); key != "" {
 		spec.PrivateKey = []byte(key + "\n")
@@ -184,7 +195,16 @@ func (s *Server) editConnectionForm(w http.ResponseWriter, r *http.Request) {
 	if rc := strings.TrimSpace(r.PostFormValue("recipe")); rc != cur.Recipe {
 		e.Recipe = &rc
 	}
-	if e.Host == nil && e.Port == nil && e.User == nil && e.Env == nil && e.Recipe == nil {
+	if rs := store.ReadSandbox(r.PostFormValue("read_sandbox")); rs != "" {
+		reason := strings.TrimSpace(r.PostFormValue("read_sandbox_reason"))
+		if rs != cur.ReadSandbox || rs == store.ReadSandboxOff && reason != cur.ReadSandboxReason {
+			e.ReadSandbox = &rs
+			if rs == store.ReadSandboxOff {
+				e.ReadSandboxReason = reason
+			}
+		}
+	}
+	if e.Host == nil && e.Port == nil && e.User == nil && e.Env == nil && e.Recipe == nil && e.ReadSandbox == nil {
 		s.redirectFlash(w, r, "/connections", flashError, "Connection "+alias+" not changed: nothing to change.")
 		return
 	}
@@ -279,6 +299,7 @@ func (s *Server) connectionFlash(w http.ResponseWriter, r *http.Request, refused
 			kind = flashError
 		}
 	}
+	parts = append(parts, readSandboxFlash(res)...)
 	s.cfg.Logger.Info().Str("admin", sessionFrom(r.Context()).AdminName).Str("alias", c.Alias).
 		Str("key_status", string(c.KeyStatus)).Msg("web: connection saved")
 	s.redirectFlash(w, r, "/connections", kind, strings.Join(parts, " "))
@@ -342,6 +363,9 @@ func (s *Server) recheckForm(w http.ResponseWriter, r *http.Request) {
 	text := "Key check of " + alias + ": " + string(manage.KeyStatusOf(res.Check.Status))
 	if res.Check.Message != "" {
 		text += " — " + res.Check.Message
+	}
+	if rs := readSandboxFlash(res); len(rs) > 0 {
+		text += ". " + strings.Join(rs, " ")
 	}
 	s.redirectFlash(w, r, "/connections", kind, text)
 }

@@ -91,6 +91,9 @@ func reportConnection(cmd *cobra.Command, res manage.ConnectionResult, err error
 	} else {
 		printConnectionResult(w, res)
 	}
+	if res.Stored {
+		warnReadSandbox(cmd, res)
+	}
 	switch {
 	case err != nil:
 		return manageErr(err)
@@ -132,6 +135,7 @@ func printConnectionResult(w io.Writer, res manage.ConnectionResult) {
 	if res.Checked {
 		fmt.Fprintf(w, "key check: %s\n", model.StatusText(string(manage.KeyStatusOf(res.Check.Status)), res.Check.Message, false))
 	}
+	printReadSandbox(w, res)
 	c := res.Conn
 	switch {
 	case c == nil:
@@ -164,6 +168,7 @@ type connAddFlags struct {
 	acceptNew bool
 	env       string
 	recipe    string
+	sandbox   readSandboxFlags
 	check     *checkFlags
 }
 
@@ -191,7 +196,17 @@ nothing. Rejected, unreachable or unproved store nothing either, and exit
 status, a warning, exit 0). A generated key is stored whatever the target
 says but a host key mismatch, since its public half must be installed
 first; add exits 1 until the check passes unless --allow-unverified.
---no-check stores without connecting.`,
+--no-check stores without connecting.
+
+Once the key check passes, add probes the target for the read sandbox,
+in which postern runs every command it lets through as read with the whole
+filesystem read-only: bubblewrap if installed, else util-linux's unshare,
+else none, and records what it found (conn list shows it). --read-sandbox
+says what reads do with it: auto (the default) uses what the probe found
+and runs reads on the classifier's verdict alone where it found none;
+require refuses reads when no sandbox works (what production targets
+should have); off never sandboxes, with --read-sandbox-reason saying what
+it breaks.`,
 		Args: exactArgs(1, "the connection ALIAS"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runConnAdd(cmd, data, args[0], f)
@@ -207,6 +222,7 @@ first; add exits 1 until the check passes unless --allow-unverified.
 	fl.BoolVar(&f.acceptNew, "accept-new-host-key", false, "fetch the target's host key now and pin it")
 	fl.StringVar(&f.env, "env", string(store.EnvDev), "environment: dev, test, staging or production")
 	fl.StringVar(&f.recipe, "recipe", "", "recipe key; empty lets the host pick the recipe when the bastion connects")
+	f.sandbox.add(cmd, string(store.ReadSandboxAuto))
 	f.check = addCheckFlags(cmd)
 	return cmd
 }
@@ -242,8 +258,13 @@ func runConnAdd(cmd *cobra.Command, data *dataFlag, alias string, f connAddFlags
 	if err != nil {
 		return storeErr(err)
 	}
+	rs, err := store.ParseReadSandbox(f.sandbox.setting)
+	if err != nil {
+		return storeErr(err)
+	}
 	spec := manage.ConnectionSpec{Alias: alias, Host: f.host, Port: f.port, User: f.user, Env: env, Recipe: f.recipe,
-		HostKeys: f.hostKeys, AcceptNewHostKey: f.acceptNew, GenerateKey: f.generate}
+		HostKeys: f.hostKeys, AcceptNewHostKey: f.acceptNew, GenerateKey: f.generate,
+		ReadSandbox: rs, ReadSandboxReason: f.sandbox.reason}
 	if f.keyFile != "" {
 		if spec.PrivateKey, err = readInput(cmd, f.keyFile, "private key file (--key-file)"); err != nil {
 			return err
@@ -263,13 +284,14 @@ func runConnAdd(cmd *cobra.Command, data *dataFlag, alias string, f connAddFlags
 type connUpdateFlags struct {
 	host, user, env, recipe string
 	port                    int
+	sandbox                 readSandboxFlags
 	check                   *checkFlags
 }
 
 func newConnUpdateCmd(data *dataFlag) *cobra.Command {
 	var f connUpdateFlags
 	cmd := &cobra.Command{
-		Use:   "update ALIAS [--host H] [--port P] [--user U] [--env E] [--recipe R]",
+		Use:   "update ALIAS [--host H] [--port P] [--user U] [--env E] [--recipe R] [--read-sandbox auto|require|off]",
 		Short: "Move or relabel a connection, keeping its id, key, pins and grants",
 		Long: `update changes a connection in place: its id, sealed key, pinned host keys,
 grants and approvals stay. A new host, port, user or recipe re-runs the key
@@ -277,7 +299,9 @@ check against the connection as changed, and is stored as conn add's
 rules say (a host key mismatch stores nothing: the new address presents
 another host key, so re-pin with postern conn pin). A new --env alone is
 stored without connecting; moving to production is refused while a grant
-allows destructive operations. The change is audited.`,
+allows destructive operations. A new --read-sandbox (auto or require)
+probes the target for the read sandbox again, as a changed target does;
+off needs --read-sandbox-reason. The change is audited.`,
 		Args: exactArgs(1, "the connection ALIAS"),
 	}
 	fl := cmd.Flags()
@@ -286,6 +310,7 @@ allows destructive operations. The change is audited.`,
 	fl.StringVar(&f.user, "user", "", "new user on the target")
 	fl.StringVar(&f.env, "env", "", "new environment: dev, test, staging or production")
 	fl.StringVar(&f.recipe, "recipe", "", `new recipe key ("" with --recipe= for none)`)
+	f.sandbox.add(cmd, "")
 	f.check = addCheckFlags(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		var e manage.ConnectionEdit
@@ -309,8 +334,16 @@ allows destructive operations. The change is audited.`,
 		if changed("recipe") {
 			e.Recipe = &f.recipe
 		}
-		if e.Host == nil && e.Port == nil && e.User == nil && e.Env == nil && e.Recipe == nil {
-			return usagef("conn update: nothing to change: give --host, --port, --user, --env or --recipe")
+		if changed("read-sandbox") {
+			rs, err := store.ParseReadSandbox(f.sandbox.setting)
+			if err != nil {
+				return storeErr(err)
+			}
+			e.ReadSandbox = &rs
+		}
+		e.ReadSandboxReason = f.sandbox.reason
+		if e.Host == nil && e.Port == nil && e.User == nil && e.Env == nil && e.Recipe == nil && e.ReadSandbox == nil {
+			return usagef("conn update: nothing to change: give --host, --port, --user, --env, --recipe or --read-sandbox")
 		}
 		return runConnEdit(cmd, data, args[0], e, f.check)
 	}
@@ -415,8 +448,9 @@ host pattern claims the host; without one, check runs true.
 
 The outcome is recorded and shown by conn list: ok, rejected (in the
 target's words), unreachable, host key mismatch (with both fingerprints)
-or unproved (the key was accepted but the read failed). check exits 0 only
-for ok.`,
+or unproved (the key was accepted but the read failed). When the key
+works, check also probes the target for the read sandbox (see conn add)
+and records what it found. check exits 0 only for ok.`,
 		Args: exactArgs(1, "the connection ALIAS"),
 	}
 	var timeout time.Duration
@@ -444,7 +478,9 @@ for ok.`,
 			} else {
 				fmt.Fprintf(cmd.OutOrStdout(), "%s: %s\n", res.Conn.Alias,
 					model.StatusText(string(manage.KeyStatusOf(res.Check.Status)), res.Check.Message, false))
+				printReadSandbox(cmd.OutOrStdout(), res)
 			}
+			warnReadSandbox(cmd, res)
 			if res.Check.Status != recipes.StatusOK {
 				return errNotProved
 			}
@@ -480,7 +516,7 @@ func newConnListCmd(data *dataFlag) *cobra.Command {
 		read:   listConnections,
 		json:   func(c connRow) any { return model.ConnectionOf(c.Connection, c.pub) },
 		empty:  "no connections; add one with: postern conn add ALIAS --host H --user U --key-file FILE --accept-new-host-key",
-		header: []string{"ALIAS", "TARGET", "ENV", "RECIPE", "KEY", "LAST CHECK", "HOST KEY"},
+		header: []string{"ALIAS", "TARGET", "ENV", "RECIPE", "KEY", "LAST CHECK", "READS", "HOST KEY"},
 		rows: func(c connRow) [][]string {
 			recipe := c.Recipe
 			if recipe == "" {
@@ -488,8 +524,9 @@ func newConnListCmd(data *dataFlag) *cobra.Command {
 			}
 			return [][]string{{c.Alias, c.User + "@" + c.Addr(), string(c.Env), recipe,
 				model.StatusText(string(c.KeyStatus), c.KeyMessage, true), timeText(c.KeyCheckedAt),
-				strings.Join(hostKeyFPs(&c.Connection), ",")}}
+				model.ReadSandboxText(model.ReadSandboxOf(c.Connection)), strings.Join(hostKeyFPs(&c.Connection), ",")}}
 		},
+		warning: func(c connRow) string { return model.ReadSandboxOf(c.Connection).Warning },
 	})
 }
 

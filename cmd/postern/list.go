@@ -21,6 +21,10 @@ type listSpec[T any] struct {
 	empty  string   // said instead of an empty table: how to add one
 	header []string // table columns
 	rows   func(T) [][]string
+	// warning, when set, is a warning about a record, "" for none: each
+	// is printed on stderr after the table, so that a person sees it and
+	// a script reading the table does not trip on it.
+	warning func(T) string
 }
 
 // newListCmd builds the `list` subcommand that spec describes. With -o json
@@ -65,7 +69,17 @@ func newListCmd[T any](data *dataFlag, spec listSpec[T]) *cobra.Command {
 				fmt.Fprintln(tw, strings.Join(row, "\t"))
 			}
 		}
-		return tw.Flush()
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		if spec.warning != nil {
+			for _, it := range items {
+				if msg := spec.warning(it); msg != "" {
+					fmt.Fprintf(cmd.ErrOrStderr(), "postern: warning: %s\n", msg)
+				}
+			}
+		}
+		return nil
 	}
 	return cmd
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"crypto/ed25519"
 	"crypto/rand"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"golang.org/x/crypto/ssh"
@@ -148,4 +150,33 @@ func newSigner(t *testing.T) ssh.Signer {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// TestPathKey: a login with the key of PathKey finds programs on the PATH
+// given, runs the command as the login shell would ($0 its base name,
+// quotes intact), sees the same HOME, and the key of Start still logs in
+// with the usual PATH.
+func TestPathKey(t *testing.T) {
+	s := Start(t, Options{})
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "bwrap"), []byte("#!/bin/sh\necho fake bwrap\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, signer := s.PathKey(t, dir+":/usr/bin:/bin")
+	cfg := s.ClientConfig()
+	cfg.Auth = []ssh.AuthMethod{ssh.PublicKeys(signer)}
+	c, err := ssh.Dial("tcp", s.Addr, cfg)
+	if err != nil {
+		t.Fatalf("dial with the path key: %v\n%s", err, s.Log())
+	}
+	defer c.Close()
+	sess, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := sess.Output(`bwrap; echo "$0" "$HOME" 'it'\''s'; echo "${SSH_ORIGINAL_COMMAND-unset}"`)
+	want := "fake bwrap\nbash " + s.Home + " it's\nunset\n"
+	if err != nil || string(out) != want {
+		t.Errorf("with the path key: %q, %v; want %q", out, err, want)
+	}
 }

@@ -1,0 +1,415 @@
+package bastion
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/postern/postern/internal/e2e"
+	"github.com/postern/postern/store"
+)
+
+// corpusRead is a read row of testdata/corpus: a command the classifier
+// calls read.
+type corpusRead struct {
+	file, command, shell string
+}
+
+// corpusReads loads the read rows of every corpus file.
+func corpusReads(t *testing.T) []corpusRead {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join("..", "testdata", "corpus", "*.jsonl"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("corpus files: %v (found %d)", err, len(files))
+	}
+	var rows []corpusRead
+	for _, f := range files {
+		fh, err := os.Open(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(fh)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for n := 1; sc.Scan(); n++ {
+			if len(sc.Bytes()) == 0 {
+				continue
+			}
+			var r struct{ Command, Class, Shell string }
+			if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+				t.Fatalf("%s:%d: %v", f, n, err)
+			}
+			if r.Class == "read" {
+				rows = append(rows, corpusRead{file: filepath.Base(f), command: r.Command, shell: r.Shell})
+			}
+		}
+		fh.Close()
+		if err := sc.Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return rows
+}
+
+// sessionResult is how a command ended: on a session, or one row of a
+// batch.
+type sessionResult struct {
+	stdout, stderr string
+	code           int
+}
+
+// corpusBatchBound is how long one batch of rows may run before the test
+// takes it for one that waits forever. It detects a hang; it is not a
+// timing assertion (a row ends in milliseconds).
+const corpusBatchBound = 3 * time.Minute
+
+// corpusBatchRows is how many rows run in one exec: each batch is one
+// command string, which the classifier bounds at 64 KiB.
+const corpusBatchRows = 120
+
+// corpusSample is the share of the read rows a plain `go test` runs: every
+// corpusSample-th row. POSTERN_CORPUS_ALL=1 runs every row (.ci/run does):
+// each row is a process or two on the target, three times over, and the
+// sandboxed run costs bubblewrap's setup besides.
+const corpusSample = 12
+
+// TestReadRowsInSandbox: every read row of the corpus (bash's: the target's
+// login shell is bash) runs directly on the target and through postern in
+// the read sandbox, and gives the same stdout, stderr and exit status,
+// apart from the differences docs/read-sandbox.md lists ("How output
+// differs in the sandbox"), which sandboxDifference names. A row whose
+// output differs between two direct runs (ps, date) is compared on its exit
+// status only.
+//
+// The rows run in batches, one exec each, over one connection to the
+// target and one through postern: a batch runs each row with bash -c,
+// stdin from /dev/null, between markers on stdout and stderr. What
+// is compared is what the sandbox's read-only view does to each read; that
+// the wrapper itself passes a command, its output and its status through
+// unchanged is TestWrapTransparent's (package readsandbox). The batches
+// are let through as read by the tests' classifier: what the classifier
+// calls each row is shellclass's own test.
+func TestReadRowsInSandbox(t *testing.T) {
+	t.Parallel()
+	needSandboxTools(t)
+	rows := corpusReads(t)
+	if len(rows) < 400 {
+		t.Fatalf("%d read rows in the corpus; want the corpus's 600 and more", len(rows))
+	}
+	var run []corpusRead
+	skipped := 0
+	for i, r := range rows {
+		switch {
+		case r.shell != "" && r.shell != "bash", strings.TrimSpace(r.command) == "":
+			// The posix rows are a dash target's; an empty command is a
+			// shell request, which postern never runs on a pipe.
+			skipped++
+		case os.Getenv("POSTERN_CORPUS_ALL") == "1" || i%corpusSample == 0:
+			run = append(run, r)
+		}
+	}
+	e2e.Tool(t, "git", "git")
+	e2e.Tool(t, "timeout", "coreutils")
+	tree := corpusTree(t)
+	h := newHarness(t, harnessOpts{server: func(s *Server) { s.classifyOverride = allRead }})
+	h.setProbe("web", store.SandboxBwrap, "bwrap: works")
+	direct, err := ssh.Dial("tcp", h.target.Addr, h.target.ClientConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Close()
+	via := h.client()
+	defer via.Close()
+
+	var same, unstable int
+	listed := map[string]int{}
+	for start := 0; start < len(run); start += corpusBatchRows {
+		batch := run[start:min(start+corpusBatchRows, len(run))]
+		script := corpusBatch(tree, batch)
+		d1 := runBatch(t, direct, script, len(batch))
+		p := runBatch(t, via, "web "+script, len(batch))
+		d2 := runBatch(t, direct, script, len(batch))
+		for i, r := range batch {
+			switch {
+			case d1[i] != d2[i] || d1[i].code == 124 || d1[i].code == 137 || sameLines(d1[i], p[i]):
+				// Output that changes run to run, or comes in another
+				// order (rg's threads, two process substitutions).
+				unstable++
+				if d1[i].code == d2[i].code && p[i].code != d1[i].code && sandboxDifference(r.command, d1[i], p[i]) == "" {
+					t.Errorf("%s: %q: exit %d in the sandbox, %d directly (stderr %q)", r.file, r.command, p[i].code, d1[i].code, p[i].stderr)
+				}
+			case p[i] == d1[i]:
+				same++
+			case sandboxDifference(r.command, d1[i], p[i]) != "":
+				listed[sandboxDifference(r.command, d1[i], p[i])]++
+			case rerunAgrees(t, direct, via, tree, r):
+				// Two direct runs agreed by chance (ip neigh's states):
+				// run alone once more, the row agrees.
+				unstable++
+			default:
+				t.Errorf("%s: %q differs in the sandbox:\n  direct:  exit %d, stdout %q, stderr %q\n  sandbox: exit %d, stdout %q, stderr %q",
+					r.file, r.command, d1[i].code, d1[i].stdout, d1[i].stderr, p[i].code, p[i].stdout, p[i].stderr)
+			}
+		}
+	}
+	t.Logf("%d of %d read rows run: %d the same, listed differences %v, %d whose direct output changes run to run; %d posix or empty rows skipped",
+		len(run), len(rows), same, listed, unstable, skipped)
+}
+
+// corpusRowBound bounds one row in a batch (coreutils timeout, the same on
+// both sides): a row that searches a whole tree (find /, grep -r) or
+// recurses until bash gives up must not hold the batch. A row cut off
+// directly and in the sandbox alike is compared on its exit status only,
+// as one whose output changes run to run. It detects a slow row; it is not
+// a timing assertion.
+const corpusRowBound = "30"
+
+// rerunAgrees runs row r alone, directly and in the sandbox, and reports
+// whether the two now agree (or differ only as listed): a row whose output
+// changed between the runs of its batch, although its two direct runs
+// happened to agree.
+func rerunAgrees(t *testing.T, direct, via *ssh.Client, tree string, r corpusRead) bool {
+	t.Helper()
+	script := corpusBatch(tree, []corpusRead{r})
+	d, p := runBatch(t, direct, script, 1)[0], runBatch(t, via, "web "+script, 1)[0]
+	return d == p || sameLines(d, p) || sandboxDifference(r.command, d, p) != ""
+}
+
+// corpusBatch is the script that runs rows one after the other, each under
+// bash -c between markers (see runBatch), in dir: a small tree of the
+// test's, so that rows that search the working directory (find ., rg, tree)
+// read a few files rather than the target user's home.
+func corpusBatch(dir string, rows []corpusRead) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "cd %s || exit\n", shellQuote(dir))
+	for i, r := range rows {
+		// The row's bash waits for what it started in the background
+		// (ls &), so that its output lands between its own markers.
+		fmt.Fprintf(&b, "printf '\\n@@row-%d@@\\n'; printf '\\n@@row-%d@@\\n' >&2; timeout -k 5 %s bash -c 'eval \"$1\"; s=$?; wait; exit $s' bash %s </dev/null; printf '\\n@@end-%d %%d@@\\n' $?\n",
+			i, i, corpusRowBound, shellQuote(r.command), i)
+	}
+	return b.String()
+}
+
+// corpusTree makes the small tree the rows run in: a few files, a git
+// repository with a commit, a log.
+func corpusTree(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, content := range map[string]string{
+		"README.md": "# app\nTODO: docs\n", "main.py": "print('hi')  # TODO\n", "app.log": "INFO start\nERROR boom\n",
+		"etc/app.conf": "port = 8080\n", "src/main.go": "package main\n// TODO\nfunc main() {}\n",
+	} {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	git := exec.Command("sh", "-c", "git init -q && git add -A && git -c user.name=t -c user.email=t@example.com commit -qm init")
+	git.Dir = dir
+	if out, err := git.CombinedOutput(); err != nil {
+		t.Fatalf("git: %v: %s", err, out)
+	}
+	return dir
+}
+
+// shellQuote single-quotes s for bash.
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// runBatch runs a corpusBatch script on a session of c, bounded by
+// corpusBatchBound, and splits its output into the n rows' results.
+func runBatch(t *testing.T, c *ssh.Client, script string, n int) []sessionResult {
+	t.Helper()
+	s, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	timer := time.AfterFunc(corpusBatchBound, func() { s.Close() })
+	defer timer.Stop()
+	var out, errb strings.Builder
+	s.Stdout, s.Stderr = &out, &errb
+	err = s.Run(script)
+	if !timer.Stop() {
+		t.Fatalf("a batch of %d rows did not end within %v; stdout so far ends %q", n, corpusBatchBound, lastBytes(out.String()))
+	}
+	if _, ok := err.(*ssh.ExitError); err != nil && !ok {
+		t.Fatalf("batch: %v", err)
+	}
+	res := make([]sessionResult, n)
+	stdout, stderr := out.String(), errb.String()
+	for i := range res {
+		begin, end := fmt.Sprintf("\n@@row-%d@@\n", i), fmt.Sprintf("\n@@row-%d@@\n", i+1)
+		o := between(stdout, begin, fmt.Sprintf("\n@@end-%d ", i))
+		rest := stdout[strings.Index(stdout, fmt.Sprintf("\n@@end-%d ", i))+len(fmt.Sprintf("\n@@end-%d ", i)):]
+		code, _ := strconv.Atoi(rest[:strings.Index(rest, "@@")])
+		res[i] = sessionResult{stdout: o, stderr: between(stderr, begin, end), code: code}
+	}
+	return res
+}
+
+// between returns the text of s after begin and before end (or the end of
+// s); "" when begin is not in s.
+func between(s, begin, end string) string {
+	i := strings.Index(s, begin)
+	if i < 0 {
+		return ""
+	}
+	s = s[i+len(begin):]
+	if j := strings.Index(s, end); j >= 0 {
+		return s[:j]
+	}
+	return s
+}
+
+func lastBytes(s string) string { return s[max(0, len(s)-200):] }
+
+// sandboxDifference says which difference of docs/read-sandbox.md
+// ("How output differs in the sandbox") explains got (in the sandbox)
+// against want (direct), or "" for none. The target user of these tests is
+// root.
+func sandboxDifference(command string, want, got sessionResult) string {
+	switch {
+	case strings.Contains(command, "/dev"):
+		// /dev holds only the harmless devices.
+		if got.code == want.code {
+			return "devices"
+		}
+	case mountsCommand(command):
+		// Every mount is read-only, and bwrap's /dev is its own.
+		if got.code == want.code {
+			return "mounts"
+		}
+	case strings.Contains(got.stderr, "Read-only file system") && !strings.Contains(want.stderr, "Read-only file system"):
+		// A program that needs a temporary file (apt) fails.
+		return "temporary files"
+	}
+	// SHLVL counts the sandbox's shell too. (SSH_CLIENT and
+	// SSH_CONNECTION name postern's own port on the target, as for any
+	// command relayed through postern.)
+	if got.code == want.code && got.stderr == want.stderr && environment(got.stdout) == environment(want.stdout) &&
+		got.stdout != want.stdout {
+		return "environment"
+	}
+	// Only the user's own uid and gid are mapped: other users' names show
+	// as nobody and nogroup, which changes column widths.
+	if got.code == want.code && got.stderr == want.stderr && ownersOut(got.stdout) == ownersOut(want.stdout) {
+		return "owners"
+	}
+	// Root without capabilities: what the owner bits of another user's
+	// file refuse (with the message, or a status where 2>/dev/null hid
+	// it), and what needs a capability: other processes' details (ss -p,
+	// lsof), the kernel log (dmesg), devices' configuration (lspci -v),
+	// raw sockets (ping: its file capability does not apply either).
+	denied := func(s string) string {
+		var keep []string
+		for _, l := range strings.Split(s, "\n") {
+			if !strings.Contains(l, "Permission denied") && !strings.Contains(l, "Operation not permitted") {
+				keep = append(keep, l)
+			}
+		}
+		return strings.Join(keep, "\n")
+	}
+	refused := strings.Contains(got.stderr, "Permission denied") || strings.Contains(got.stderr, "Operation not permitted") ||
+		strings.Contains(command, "2>/dev/null")
+	if refused && denied(got.stderr) == denied(want.stderr) && ownersOut(got.stdout) == ownersOut(want.stdout) {
+		return "root without capabilities"
+	}
+	if strings.Contains(want.stdout, "users:((") && got.code == want.code &&
+		ownersOut(processColumn(got.stdout)) == ownersOut(processColumn(want.stdout)) {
+		return "root without capabilities"
+	}
+	for _, w := range []string{"dmesg", "lspci", "lsof", "ping", "netstat -p"} {
+		if strings.Contains(command, w) {
+			return "root without capabilities"
+		}
+	}
+	return ""
+}
+
+// environment is env's output without what differs through postern or in
+// the sandbox by design: SHLVL, and the SSH client's address.
+func environment(s string) string {
+	var keep []string
+	for _, l := range strings.Split(s, "\n") {
+		if !strings.HasPrefix(l, "SHLVL=") && !strings.HasPrefix(l, "SSH_CLIENT=") && !strings.HasPrefix(l, "SSH_CONNECTION=") {
+			keep = append(keep, l)
+		}
+	}
+	return strings.Join(keep, "\n")
+}
+
+// sameLines reports whether a and b have the same status and the same
+// lines of output in another order.
+func sameLines(a, b sessionResult) bool {
+	sorted := func(s string) string {
+		l := strings.Split(s, "\n")
+		slices.Sort(l)
+		return strings.Join(l, "\n")
+	}
+	return a.code == b.code && a != b && sorted(a.stdout) == sorted(b.stdout) && sorted(a.stderr) == sorted(b.stderr)
+}
+
+// mountsCommand reports whether command lists mounts.
+func mountsCommand(command string) bool {
+	for _, w := range []string{"df", "mount", "findmnt", "mountinfo", "/proc/mounts", "/etc/mtab", "lsblk"} {
+		if strings.Contains(command, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// ownersOut is s with every user and group name of this machine other than
+// root's written as one word, and runs of spaces as one, so that listings
+// that differ only in whose names show (and the column widths that follow)
+// compare equal.
+func ownersOut(s string) string {
+	fields := strings.Fields(s)
+	names := ownerNames()
+	for i, f := range fields {
+		if names[f] {
+			fields[i] = "OWNER"
+		}
+	}
+	return strings.Join(fields, " ")
+}
+
+// ownerNames are the user and group names of /etc/passwd and /etc/group,
+// and nobody and nogroup, but root.
+func ownerNames() map[string]bool {
+	names := map[string]bool{"nobody": true, "nogroup": true}
+	for _, f := range []string{"/etc/passwd", "/etc/group"} {
+		data, _ := os.ReadFile(f)
+		for _, line := range strings.Split(string(data), "\n") {
+			if name, _, ok := strings.Cut(line, ":"); ok && name != "root" {
+				names[name] = true
+			}
+		}
+	}
+	return names
+}
+
+// processColumn is ss's output without the process column that -p adds.
+func processColumn(s string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if i := strings.Index(l, "users:(("); i >= 0 {
+			l = l[:i]
+		}
+		out = append(out, strings.TrimRight(strings.TrimSuffix(l, "Process"), " "))
+	}
+	return strings.Join(out, "\n")
+}
