@@ -39,7 +39,10 @@ func (s *Server) PathKey(t testing.TB, path string) ([]byte, ssh.Signer) {
 	if err != nil {
 		t.Fatalf("testsshd: path key: %v", err)
 	}
-	signer, pemBytes := writeKey(t, strings.TrimSuffix(wrapper, ".sh")+"_ed25519", "testsshd path key "+filepath.Base(wrapper))
+	signer, pemBytes, err := writeKey(strings.TrimSuffix(wrapper, ".sh")+"_ed25519", "testsshd path key "+filepath.Base(wrapper))
+	if err != nil {
+		t.Fatalf("testsshd: path key: %v", err)
+	}
 	// Options are one comma-separated list, so the line sets HOME itself
 	// (Authorize adds it only to a line without environment=). The paths
 	// are the test's own directories: no quote in them.
