@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/postern/postern/internal/e2e"
+	"github.com/postern/postern/internal/testsshd"
 	"github.com/postern/postern/policy"
 	"github.com/postern/postern/readsandbox"
 	"github.com/postern/postern/store"
@@ -234,7 +235,7 @@ func (h *harness) addPathConnection(alias, path string, env store.Env) {
 func TestReadSandboxRequireAndAuto(t *testing.T) {
 	t.Parallel()
 	needSandboxTools(t)
-	h := newHarness(t, harnessOpts{})
+	h := newHarness(t, harnessOpts{target: &testsshd.Options{}}) // its own: path keys are authorized on it
 	broken := fakeBin(t, nil, map[string]string{
 		"bwrap":   `echo "bwrap: No permissions to create new namespace, likely because the kernel does not allow non-privileged user namespaces." >&2; exit 1`,
 		"unshare": `echo "unshare: unshare failed: Operation not permitted" >&2; exit 1`,
