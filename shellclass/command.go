@@ -246,8 +246,27 @@ func (c *classifier) readEntry(cl *cmdCall, base string, e readEntry, args []val
 	if opens && c.devices(cl, base, args) {
 		return
 	}
-	cls, why := checkRead(base, e, args)
+	p := getopt(specOf(e.family, e.opts), args, e.posix)
+	c.optionPrograms(cl, base, &p)
+	cls, why := checkRead(base, e, &p, c.opts.Terminal)
 	c.raiseCall(cl, cls, why)
+}
+
+// optionPrograms classifies the value of every option that names a program
+// or shell code the tool runs (sort --compress-program, rg --pre) as that
+// command: a program known only at run time may be rm.
+func (c *classifier) optionPrograms(cl *cmdCall, base string, p *parsed) {
+	for _, o := range p.opts {
+		if !o.prog || !o.hasVal {
+			continue
+		}
+		c.raiseCall(cl, Write, base+" "+o.name+" runs a program")
+		if o.dynamic {
+			c.raiseCall(cl, Destructive, base+" "+o.name+" runs a program known only at run time")
+			continue
+		}
+		c.nested(cl.sc, cl.node, o.val, cl.depth)
+	}
 }
 
 // hasShortOpt reports whether a literal argument is a bundle of short
@@ -328,16 +347,32 @@ func devicePath(s string) string {
 	return s
 }
 
-func checkRead(base string, e readEntry, args []value) (Class, string) {
-	p := getopt(spec(e.opts), args, e.posix)
+// checkRead decides the class of a read entry's parsed arguments: the
+// highest class any argument known only at run time can reach, an unknown
+// option, an option that is not read, too many operands, a missing
+// required option, a pager on a terminal, and the entry's own check.
+func checkRead(base string, e readEntry, p *parsed, terminal bool) (Class, string) {
 	if e.lenient {
 		// echo, test and friends print or test what they do not know.
 		p.bad = ""
 	}
 	if p.dynamic != "" {
-		if e.ceiling > Read {
-			return e.ceiling, base + " with an argument known only at run time (" + p.dynamic + ") can reach " + e.ceiling.String()
+		if top := max(e.ceiling, specOf(e.family, e.opts).ceiling); top > Read {
+			return top, base + " with an argument known only at run time (" + p.dynamic + ") can reach " + top.String()
 		}
+	}
+	if o, ok := p.worst(); ok {
+		switch {
+		case o.prog:
+			return Write, base + " " + o.name + " runs a program"
+		case o.forever:
+			return Write, base + " " + o.word + " runs until interrupted"
+		case o.cls == Destructive:
+			return Destructive, base + " " + o.word + " destroys data or ends running work"
+		case o.left:
+			return Write, base + " " + o.word + " is left off the read allowlist (it reads what the classifier cannot check)"
+		}
+		return o.cls, base + " " + o.word + " is not a read option (" + o.name + " writes or changes the system)"
 	}
 	if p.bad != "" {
 		return Write, "unknown option " + p.bad + " for " + base
@@ -346,10 +381,13 @@ func checkRead(base string, e readEntry, args []value) (Class, string) {
 		return Write, base + " with more than " + strconv.Itoa(e.maxOps) + " operands may write a file"
 	}
 	if len(e.require) > 0 && !p.has(e.require...) {
-		return Write, base + " without " + strings.Join(e.require, " or ") + " may start a pager or run unbounded"
+		return Write, base + " without " + strings.Join(e.require, " or ") + " may run unbounded"
+	}
+	if terminal && len(e.pager) > 0 && !p.has(e.pager...) {
+		return Write, base + " without " + strings.Join(e.pager, " or ") + " starts a pager on a terminal, and a pager runs commands"
 	}
 	if e.check != nil {
-		if cls, why := e.check(&p); cls > Read {
+		if cls, why := e.check(p, terminal); cls > Read {
 			return cls, why
 		}
 	}

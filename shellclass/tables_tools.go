@@ -74,11 +74,18 @@ var kubectlFlags = func() map[string]argKind {
 	return m
 }()
 
-const systemctlOpts = "-a -l -q -r -f -i -n= -o= -p= -P= -s= -t= -H= -M= --all --full --no-pager --no-legend --quiet --recursive --reverse --after --before --value --user --system --global --runtime --now --force --no-block --no-wall --no-reload --no-ask-password --show-types --plain --failed --type= --state= --property= --lines= --output= --host= --machine= --signal= --kill-whom= --kill-value= --job-mode= --root= --image= --preset-mode= --timestamp= --legend= --check-inhibitors= --what= --with-dependencies --dry-run --wait --marked --read-only --mkdir --firmware-setup --ignore-inhibitors --reboot-argument= --boot-loader-menu= --boot-loader-entry= --drop-in= --when="
+// systemctlOpts is systemctl's option table (getopt_long). Options that
+// only matter to verbs that change the system are not read: on a read verb
+// they have no use, and the table stays an allowlist. -H and -M reach
+// another machine (through ssh) or a container, --image mounts a disk
+// image.
+const systemctlOpts = "-h --help --version --system --user -t= --type= --state= --failed -p= --property= -P= -a --all -l --full -r --recursive --reverse --with-dependencies --show-types --value -q --quiet --no-pager --no-legend --legend= --plain --timestamp= -n= --lines= -o= --output= --root= --no-ask-password --no-reload --no-wall --no-block --dry-run -T --show-transaction --check-inhibitors= -i " +
+	"W:-H= W:--host= W:-M= W:--machine= W:--image= W:--job-mode= W:--kill-whom= W:--kill-value= W:-s= W:--signal= W:--what= W:--now W:--wait W:--global W:--runtime W:-f W:--force W:--preset-mode= W:--firmware-setup W:--boot-loader-menu= W:--boot-loader-entry= W:--reboot-argument= W:--read-only W:--mkdir W:--marked W:--ignore-inhibitors W:--drop-in= W:--when="
 
-var systemctlRead = map[string]bool{"status": true, "show": true, "list-units": true, "list-unit-files": true, "list-timers": true, "list-sockets": true, "list-dependencies": true, "list-jobs": true, "is-active": true, "is-enabled": true, "is-failed": true, "is-system-running": true, "cat": true, "get-default": true, "show-environment": true}
+// systemctlRead are the verbs that only ask the manager or read unit files.
+var systemctlRead = map[string]bool{"status": true, "show": true, "list-units": true, "list-unit-files": true, "list-timers": true, "list-sockets": true, "list-dependencies": true, "list-jobs": true, "list-automounts": true, "list-paths": true, "list-machines": true, "is-active": true, "is-enabled": true, "is-failed": true, "is-system-running": true, "cat": true, "get-default": true, "show-environment": true, "help": true}
 
-var systemctlDestructive = map[string]bool{"stop": true, "kill": true, "restart": true, "try-restart": true, "reload-or-restart": true, "try-reload-or-restart": true, "condrestart": true, "force-reload": true, "reboot": true, "poweroff": true, "halt": true, "isolate": true, "mask": true, "kexec": true, "soft-reboot": true, "emergency": true, "rescue": true, "suspend": true, "hibernate": true, "hybrid-sleep": true, "suspend-then-hibernate": true, "exit": true, "default": true, "clean": true, "freeze": true}
+var systemctlDestructive = map[string]bool{"stop": true, "kill": true, "restart": true, "try-restart": true, "reload-or-restart": true, "try-reload-or-restart": true, "condrestart": true, "force-reload": true, "reboot": true, "poweroff": true, "halt": true, "isolate": true, "mask": true, "kexec": true, "soft-reboot": true, "emergency": true, "rescue": true, "suspend": true, "hibernate": true, "hybrid-sleep": true, "suspend-then-hibernate": true, "exit": true, "default": true, "clean": true, "freeze": true, "revert": true, "switch-root": true}
 
 // ipSelector are words that start a filter after an implied show.
 var ipSelector = map[string]bool{"dev": true, "up": true, "scope": true, "label": true, "to": true, "table": true, "type": true, "master": true, "proto": true, "vrf": true, "nomaster": true}

@@ -346,36 +346,32 @@ func (c *classifier) kubectl(cl *cmdCall, args []value) {
 	}
 }
 
-// systemctl: read verbs with --no-pager, destructive verbs that stop work.
+// systemctl: read verbs, destructive verbs that stop work or delete unit
+// files. On a terminal a read verb pages unless --no-pager is given.
 func (c *classifier) systemctl(cl *cmdCall, args []value) {
 	if !allKnown(args) {
 		c.raiseCall(cl, Destructive, "systemctl with an argument known only at run time can reach stop")
 		return
 	}
 	p := getopt(spec(systemctlOpts), args[1:], false)
-	if len(p.operands) == 0 {
-		if p.bad == "" && p.has("--no-pager") {
-			return // list-units
-		}
-		c.raiseCall(cl, Write, "systemctl without a verb and --no-pager lists units in a pager")
+	verb := "list-units"
+	if len(p.operands) > 0 {
+		verb = p.operands[0].s
+	}
+	if systemctlDestructive[verb] || (verb == "disable" || verb == "mask") && p.has("--now") {
+		c.raiseCall(cl, Destructive, "systemctl "+verb+" ends running work or deletes unit files")
 		return
 	}
-	verb := p.operands[0].s
-	if systemctlDestructive[verb] || verb == "disable" && p.has("--now") {
-		c.raiseCall(cl, Destructive, "systemctl "+verb+" ends running work")
-		return
-	}
+	o, notRead := p.worst()
 	switch {
 	case !systemctlRead[verb]:
 		c.raiseCall(cl, Write, "systemctl "+verb+" changes the system")
+	case notRead:
+		c.raiseCall(cl, Write, "systemctl "+o.word+" is not a read option (another machine, a disk image, or a job option)")
 	case p.bad != "":
 		c.raiseCall(cl, Write, "unknown option "+p.bad+" for systemctl")
-	case p.has("-H", "--host", "-M", "--machine"):
-		c.raiseCall(cl, Write, "systemctl -H talks to another machine (through ssh)")
-	case p.has("--image"):
-		c.raiseCall(cl, Write, "systemctl --image mounts a disk image")
-	case !p.has("--no-pager"):
-		c.raiseCall(cl, Write, "systemctl "+verb+" without --no-pager may start a pager")
+	case c.opts.Terminal && !p.has("--no-pager"):
+		c.raiseCall(cl, Write, "systemctl "+verb+" without --no-pager starts a pager on a terminal, and a pager runs commands")
 	}
 }
 
