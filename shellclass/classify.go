@@ -72,12 +72,18 @@ type classifier struct {
 	// inNested is set while a nested string is classified: positions there
 	// are not comparable with top-level assignments.
 	inNested bool
+	// collectingNested is set while prepareNested reads a nested string.
+	collectingNested bool
 	// parsed counts the bytes parsed so far, nested strings included; past
 	// parseBudget the walk stops (an eval chain re-parses its tail).
 	parsed int
 	// kept counts the reasons kept per class: a 64 KiB string of unknown
 	// commands needs a few examples, not thirty thousand.
 	kept [3]int
+	// fdBindings and reopens are the redirections of the whole string, for
+	// checkReopens (fds.go).
+	fdBindings []fdBinding
+	reopens    []fdReopen
 	// single is the one simple command of a string that is nothing else, for
 	// a recipe's exact read commands.
 	single []string
@@ -106,6 +112,7 @@ type scope struct {
 
 func (c *classifier) run() {
 	c.attrs = newAttrs()
+	defer c.checkReopens()
 	defer c.checkSites()
 	if strings.IndexByte(c.top, 0) >= 0 {
 		c.raiseAt(c.top, 0, Destructive, "command contains a NUL byte")
@@ -460,12 +467,18 @@ func (c *classifier) redirect(sc *scope, r *syntax.Redirect, depth int) {
 	if r.Hdoc != nil {
 		c.word(sc, r.Hdoc, depth+1)
 	}
+	if c.bindFDs(sc, r) {
+		return // output to /dev/stdout and the like: checkReopens decides
+	}
 	switch r.Op {
 	case syntax.Hdoc, syntax.DashHdoc, syntax.WordHdoc:
 		return
 	case syntax.RdrIn, syntax.DplIn:
 		// Reading changes nothing, but docs/classification.md makes any dynamic
 		// redirect target destructive: it cannot be checked at all.
+		if procSubstOnly(r.Word) {
+			return // a pipe from a command, classified as it is
+		}
 		v := wordValue(r.Word, c.opts.Dialect)
 		if !v.known {
 			c.raise(sc, r, Destructive, "redirect from a target known only at run time ("+v.why+")")
@@ -477,6 +490,9 @@ func (c *classifier) redirect(sc *scope, r *syntax.Redirect, depth int) {
 		if v := wordValue(r.Word, c.opts.Dialect); v.known && (isFD(v.s) || v.s == "-") {
 			return
 		}
+	}
+	if procSubstOnly(r.Word) {
+		return // a pipe to a command, classified as it is
 	}
 	v := wordValue(r.Word, c.opts.Dialect)
 	if !v.known {
@@ -509,9 +525,12 @@ func isFD(s string) bool {
 	return true
 }
 
+// neutralSink reports an output target that writes nothing: /dev/null, and
+// the controlling terminal (the agent's own, if it has one). /dev/stdout
+// and the like are decided by checkReopens.
 func neutralSink(p string) bool {
 	switch p {
-	case "/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty", "/dev/fd/1", "/dev/fd/2":
+	case "/dev/null", "/dev/tty":
 		return true
 	}
 	return false
@@ -621,12 +640,28 @@ func (c *classifier) subscript(sc *scope, name *syntax.Lit, idx syntax.ArithmExp
 }
 
 // assocAt reports whether name is surely an associative array at node: a
-// top-level statement before it declared it -A, nothing in the string can
-// unset it, and node is in the top-level string outside any function
-// (where local could make a new, indexed, variable of the same name).
+// top-level statement before it declared it -A, and that declaration
+// cannot have failed: the name is not one of bash's own arrays, nothing
+// that runs before it (or in a nested string) can make it an indexed
+// array, and it is not readonly anywhere (bash refuses declare -A then,
+// and a subscript of the indexed array is arithmetic). Nothing in the
+// string can unset it, and node is in the top-level string outside any
+// function (where local could make a new, indexed, variable of the same
+// name).
 func (c *classifier) assocAt(name string, node syntax.Node) bool {
-	end, ok := c.attrs.assocInit[name]
-	return ok && !c.inNested && c.inFunc == 0 && int(node.Pos().Offset()) >= end && !c.attrs.unset[name] && !c.attrs.unsetAny
+	d, ok := c.attrs.assocInit[name]
+	if !ok || c.inNested || c.inFunc > 0 || int(node.Pos().Offset()) < d.end || c.attrs.unset[name] || c.attrs.unsetAny {
+		return false
+	}
+	if bashArrays[name] || c.attrs.unInteger[name] || c.attrs.nameref[name] {
+		return false
+	}
+	for _, off := range c.attrs.indexed[name] {
+		if off < d.start {
+			return false
+		}
+	}
+	return true
 }
 
 // keysIndex reports whether an index is [@] or [*].

@@ -63,7 +63,9 @@ func (c *classifier) prepareNested(f *syntax.File) {
 		c.strAssigned = map[string]bool{}
 		c.loopVars = map[string]int{}
 	}
+	c.collectingNested = true
 	c.collect(f, func(name string) { c.strAssigned[name] = true }, func(string) {}, func() {})
+	c.collectingNested = false
 }
 
 // collect visits the tree for function and alias definitions, and reports
@@ -88,6 +90,7 @@ func (c *classifier) collect(f *syntax.File, strBind func(string), arithBind fun
 				strBind(x.Name.Value)
 				if x.Array != nil || x.Index != nil {
 					c.attrs.array[x.Name.Value] = true
+					c.noteIndexed(x.Name.Value, x)
 				}
 			}
 		case *syntax.WordIter:
@@ -156,6 +159,7 @@ func (c *classifier) collectArrays(x *syntax.CallExpr) {
 		for _, w := range x.Args[1:] {
 			if v := wordValue(w, c.opts.Dialect); v.known {
 				c.attrs.array[baseName(v.s)] = true
+				c.noteIndexed(baseName(v.s), x)
 			}
 		}
 	}
@@ -213,8 +217,8 @@ func (c *classifier) integerInits(f *syntax.File) {
 			if strings.ContainsRune(flags, 'i') && a.hasValue && a.array == nil && inertValue(a.value) {
 				c.attrs.intInit[a.name] = int(st.End().Offset())
 			}
-			if strings.ContainsRune(flags, 'A') {
-				c.attrs.assocInit[a.name] = int(st.End().Offset())
+			if _, seen := c.attrs.assocInit[a.name]; strings.ContainsRune(flags, 'A') && !seen {
+				c.attrs.assocInit[a.name] = span{int(st.Pos().Offset()), int(st.End().Offset())}
 			}
 		}
 	}
