@@ -112,3 +112,38 @@ const rsyncSenderOpts = "-v -q -b -u -n -l -d -L -k -W -H -o -g -D -t -U -N -p -
 	"--skip-compress= --max-alloc= --ignore-missing-args --delete-missing-args --checksum-seed= --ignore-errors " +
 	"--copy-unsafe-links --safe-links --numeric-ids --use-qsort --info= --debug= --append --inplace --no-W " +
 	"--files-from= --from0 --no-relative --no-implied-dirs --remove-source-files --remove-sent-files --copy-devices --open-noatime"
+
+// aptOpts is the option table of apt, apt-get and apt-cache
+// (apt-private/private-cmndline.cc, apt 2.6): the options of their read
+// commands, and the others they know. -p/--pkg-cache and -s/--src-cache
+// make apt-cache write its cache to that file; -c loads a configuration
+// file and -o sets any item, both of which can name programs APT runs
+// (Dir::Bin::dpkg, DPkg::Pre-Invoke). apt-get's -s (simulate) is never
+// read here: apt-get is not on the allowlist.
+const aptOpts = "-h --help -v --version -q --quiet --silent -g --generate -t= --target-release= --default-release= " +
+	"-i --important --installed --pre-depends --depends --recommends --suggests --replaces --breaks --conflicts --enhances --recurse --implicit " +
+	"-n --names-only -f --full -a --all-versions --all-names --only-source --upgradeable --upgradable -u --manual-installed --verbose " +
+	"W:-p= W:--pkg-cache= W:-s= W:--src-cache= W:-c= W:--config-file= W:-o= W:--option= N:--with-source= " +
+	"W:-y W:--yes W:--assume-yes W:--assume-no W:-d W:--download-only W:-m W:--ignore-missing W:--fix-missing W:--fix-broken W:--purge W:--reinstall W:--no-install-recommends W:--install-recommends W:--install-suggests W:--allow-unauthenticated W:--allow-downgrades W:--allow-remove-essential W:--allow-change-held-packages W:--force-yes W:--simulate W:--just-print W:--dry-run W:--recon W:--no-act W:--print-uris W:--only-upgrade W:--autoremove W:--auto-remove W:--solver= W:--planner= W:-V W:--verbose-versions W:--show-progress W:--show-upgraded W:--trivial-only W:--mark-auto W:--remove W:--download W:--ignore-hold W:--upgrade W:--list-cleanup W:--fix-policy"
+
+// aptCommands are the commands each APT binary knows, for the command whose
+// options it takes (aptPickedCommand).
+var aptCommands = map[string]map[string]bool{
+	"apt-cache": setOf("gencaches showpkg showsrc stats dump dumpavail unmet search show depends rdepends pkgnames dotty xvcg policy madison showauto"),
+	"apt":       setOf("list search show info install reinstall remove purge autoremove auto-remove autopurge update upgrade full-upgrade dist-upgrade edit-sources help policy depends rdepends showsrc source download changelog satisfy build-dep clean autoclean auto-clean moo indextargets markauto unmarkauto"),
+	"apt-get":   setOf("update upgrade install reinstall remove purge autoremove auto-remove autopurge markauto unmarkauto dist-upgrade full-upgrade dselect-upgrade build-dep satisfy clean autoclean auto-clean check source download changelog indextargets moo help"),
+}
+
+// aptReadCmds are the commands that only read the package lists.
+var aptReadCmds = map[string]map[string]bool{
+	"apt-cache": setOf("show showpkg showsrc policy madison depends rdepends search pkgnames stats dump dumpavail unmet dotty xvcg"),
+	"apt":       setOf("list search show info policy depends rdepends showsrc"),
+}
+
+func setOf(words string) map[string]bool {
+	m := map[string]bool{}
+	for _, w := range strings.Fields(words) {
+		m[w] = true
+	}
+	return m
+}

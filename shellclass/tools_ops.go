@@ -444,11 +444,102 @@ func ipObject(s string) bool {
 
 func prefixOf(s, full string) bool { return s != "" && strings.HasPrefix(full, s) }
 
-// aptConfigOption reports an APT option that loads or sets configuration,
-// which can name programs APT runs: -o/--option (also -oFoo=bar) and
-// -c/--config-file.
-func aptConfigOption(o string) bool {
-	return strings.HasPrefix(o, "-o") || strings.HasPrefix(o, "--o") || strings.HasPrefix(o, "-c") || strings.HasPrefix(o, "--c")
+// apt classifies apt, apt-get and apt-cache as APT's CommandLine parses
+// them (aptFamily): the command is the first operand, options may stand
+// anywhere, and the option table is the command's own. The table that
+// APT picks is that of the first word anywhere that names a command
+// (CommandLine::GetCommand), which can differ from the command it runs
+// when an option's value is a command's name: then it is not read.
+func (c *classifier) apt(cl *cmdCall, base string, args []value) {
+	p := getopt(specOf(aptFamily, aptOpts), args[1:], false)
+	c.aptConfig(cl, base, &p)
+	cmd := ""
+	if len(p.operands) > 0 {
+		cmd = p.operands[0].s
+	}
+	switch cmd {
+	case "remove", "purge", "autoremove", "auto-remove", "autopurge":
+		c.raiseCall(cl, Destructive, base+" "+cmd+" removes packages")
+		return
+	case "install", "reinstall":
+		for _, o := range p.operands[1:] {
+			if strings.HasSuffix(o.s, "-") {
+				c.raiseCall(cl, Destructive, base+" install "+o.s+" removes that package")
+				return
+			}
+		}
+	}
+	reads := aptReadCmds[base]
+	if !reads[cmd] {
+		c.raiseCall(cl, Write, base+" "+cmd+" changes packages or is not a read command")
+		return
+	}
+	if picked := aptPickedCommand(base, args[1:]); picked != cmd {
+		c.raiseCall(cl, Write, base+" takes the options of "+picked+" but runs "+cmd)
+		return
+	}
+	if o, worse := p.worst(); worse {
+		c.raiseCall(cl, Write, base+" "+o.word+" is not a read option (it writes a cache file, or loads configuration that can name programs)")
+		return
+	}
+	if p.bad != "" {
+		c.raiseCall(cl, Write, "unknown option "+p.bad+" for "+base)
+	}
+}
+
+// aptPickedCommand returns the command whose options APT uses: the first
+// word that names one of the binary's commands and does not start with
+// "-", or the word before or right after "--" (CommandLine::GetCommand).
+func aptPickedCommand(base string, args []value) string {
+	cmds := aptCommands[base]
+	for i, a := range args {
+		if a.s != "--" {
+			continue
+		}
+		for _, b := range args[:i] {
+			if cmds[b.s] {
+				return b.s
+			}
+		}
+		if i+1 < len(args) && cmds[args[i+1].s] {
+			return args[i+1].s
+		}
+		return ""
+	}
+	for _, a := range args {
+		if !strings.HasPrefix(a.s, "-") && cmds[a.s] {
+			return a.s
+		}
+	}
+	return ""
+}
+
+// aptConfig classifies what -o sets that APT runs: a Dir::Bin:: program
+// (with the DPkg::Options it is given), the Pre-Invoke and Post-Invoke
+// hooks, a proxy auto-detect program. -o and -c are write in any case.
+func (c *classifier) aptConfig(cl *cmdCall, base string, p *parsed) {
+	var progs []string
+	var dpkgOpts []string
+	for _, o := range p.opts {
+		if o.name != "-o" && o.name != "--option" {
+			continue
+		}
+		key, val, _ := strings.Cut(o.val, "=")
+		k := strings.ToLower(key)
+		switch {
+		case strings.HasPrefix(k, "dpkg::options"):
+			dpkgOpts = append(dpkgOpts, syntaxQuote(val))
+		case strings.HasPrefix(k, "dir::bin::"):
+			progs = append(progs, syntaxQuote(val))
+		case strings.Contains(k, "invoke") || strings.Contains(k, "pre-install-pkgs") || strings.Contains(k, "proxy-auto-detect") || strings.Contains(k, "proxyautodetect"):
+			c.raiseCall(cl, Write, base+" -o "+key+" names a command APT runs")
+			c.nested(cl.sc, cl.node, val, cl.depth)
+		}
+	}
+	for _, prog := range progs {
+		c.raiseCall(cl, Write, base+" -o Dir::Bin:: names a program APT runs")
+		c.nested(cl.sc, cl.node, strings.Join(append([]string{prog}, dpkgOpts...), " "), cl.depth)
+	}
 }
 
 // packages: package managers' read forms and their removal forms.
@@ -480,23 +571,7 @@ func (c *classifier) packages(cl *cmdCall, args []value) {
 	}
 	switch base {
 	case "apt", "apt-get", "apt-cache":
-		switch first {
-		case "remove", "purge", "autoremove", "autopurge":
-			c.raiseCall(cl, Destructive, base+" "+first+" removes packages")
-			return
-		case "install", "reinstall":
-			for _, p := range ops[1:] {
-				if strings.HasSuffix(p, "-") {
-					c.raiseCall(cl, Destructive, base+" install "+p+" removes that package")
-					return
-				}
-			}
-		case "list", "show", "policy", "search", "depends", "rdepends", "madison", "showpkg", "showsrc":
-			if base != "apt-get" && !anyOpt(aptConfigOption) {
-				return
-			}
-		}
-		c.raiseCall(cl, Write, base+" "+first+" changes packages")
+		c.apt(cl, base, args)
 	case "dpkg":
 		if anyOpt(func(o string) bool {
 			return o == "-r" || o == "-P" || o == "--remove" || o == "--purge" || !strings.HasPrefix(o, "--") && strings.ContainsAny(o[1:], "rP")
