@@ -39,40 +39,85 @@ var programOpts = map[string][]string{
 	"man":  {"-P", "--pager", "-H", "--html"},
 }
 
-const dockerGlobals = "-D -l= -H= -c= -v --debug --log-level= --host= --context= --config= --tls --tlsverify --tlscacert= --tlscert= --tlskey= --version --remote -r --url= --connection= --root= --runroot= --storage-driver= --storage-opt= --cgroup-manager= --events-backend= --log-level= --identity= --help"
+// dockerGlobals are the options of docker and podman before the
+// subcommand (pflag; the root command does not take options after its
+// subcommand). -H, -c and their podman kin talk to another daemon,
+// --config loads credential helpers and CLI plugins from a directory;
+// podman's storage, runtime and hook options run programs or create
+// storage elsewhere, and --out writes a file.
+const dockerGlobals = "-D --debug -l= --log-level= --tls --tlsverify --tlscacert= --tlscert= --tlskey= -v --version -h --help --syslog " +
+	"W:-H= W:--host= W:-c= W:--context= W:--config= W:--remote W:-r W:--url= W:--connection= W:--identity= W:--ssh= W:--root= W:--runroot= W:--storage-driver= W:--storage-opt= W:--cgroup-manager= W:--events-backend= W:--hooks-dir= W:--runtime= W:--runtime-flag= W:--conmon= W:--network-cmd-path= W:--network-config-dir= W:--cni-config-dir= W:--tmpdir= W:--out= W:--module= W:--volumepath= W:--imagestore= W:--db-backend= W:--transient-store"
 
 const dockerExecOpts = "-d -i -t -e= -u= -w= --detach --interactive --tty --privileged --env= --env-file= --user= --workdir= --detach-keys="
 
-const dockerRunOpts = "-d -i -t -P -q -a= -e= -h= -l= -m= -p= -u= -v= -w= -c= --rm --detach --interactive --tty --privileged --init --read-only --publish-all --quiet --no-healthcheck --oom-kill-disable --sig-proxy? --name= --env= --env-file= --hostname= --label= --label-file= --memory= --memory-swap= --memory-reservation= --publish= --user= --volume= --workdir= --entrypoint= --network= --net= --network-alias= --mount= --restart= --platform= --pull= --add-host= --dns= --dns-search= --dns-option= --device= --cap-add= --cap-drop= --security-opt= --log-driver= --log-opt= --tmpfs= --ulimit= --shm-size= --stop-signal= --stop-timeout= --cidfile= --gpus= --ipc= --pid= --uts= --runtime= --userns= --expose= --link= --volumes-from= --annotation= --attach= --cgroupns= --cgroup-parent= --cpus= --cpu-shares= --cpuset-cpus= --group-add= --health-cmd= --health-interval= --health-retries= --health-timeout= --health-start-period= --init-path= --ip= --ip6= --isolation= --kernel-memory= --mac-address= --pids-limit= --storage-opt= --sysctl= --tz= --arch= --os= --variant="
+const dockerRunOpts = "-d -i -t -P -q -a= -e= -h= -l= -m= -p= -u= -v= -w= -c= --rm --detach --interactive --tty --privileged --init --read-only --publish-all --quiet --no-healthcheck --oom-kill-disable --sig-proxy --name= --env= --env-file= --hostname= --label= --label-file= --memory= --memory-swap= --memory-reservation= --memory-swappiness= --publish= --user= --volume= --volume-driver= --workdir= --entrypoint= --network= --net= --network-alias= --mount= --restart= --platform= --pull= --add-host= --dns= --dns-search= --dns-option= --domainname= --device= --device-cgroup-rule= --device-read-bps= --device-read-iops= --device-write-bps= --device-write-iops= --cap-add= --cap-drop= --security-opt= --log-driver= --log-opt= --tmpfs= --ulimit= --shm-size= --stop-signal= --stop-timeout= --cidfile= --gpus= --ipc= --pid= --uts= --runtime= --userns= --expose= --link= --link-local-ip= --volumes-from= --annotation= --attach= --cgroupns= --cgroup-parent= --cpus= --cpu-shares= --cpuset-cpus= --cpuset-mems= --cpu-count= --cpu-percent= --cpu-period= --cpu-quota= --cpu-rt-period= --cpu-rt-runtime= --blkio-weight= --blkio-weight-device= --group-add= --health-cmd= --health-interval= --health-retries= --health-timeout= --health-start-period= --health-start-interval= --init-path= --ip= --ip6= --isolation= --kernel-memory= --mac-address= --oom-score-adj= --pids-limit= --storage-opt= --sysctl= --tz= --arch= --os= --variant= --disable-content-trust --io-maxbandwidth= --io-maxiops= --use-api-socket"
 
 // dockerManaged are management commands whose verb is the next word.
 var dockerManaged = map[string]bool{"container": true, "image": true, "volume": true, "network": true, "system": true, "builder": true, "buildx": true, "plugin": true, "secret": true, "config": true, "node": true, "service": true, "stack": true, "context": true, "compose": true, "swarm": true, "pod": true, "machine": true, "manifest": true}
 
-var dockerRead = map[string]bool{
-	"ps": true, "images": true, "inspect": true, "logs": true, "version": true, "info": true,
-	"top": true, "port": true, "stats": true, "container ls": true, "container ps": true,
-	"container list": true, "container inspect": true, "container logs": true, "container top": true,
-	"container port": true, "container stats": true, "image ls": true, "image list": true,
-	"image inspect": true, "image history": true, "history": true, "volume ls": true, "volume list": true,
-	"volume inspect": true, "network ls": true, "network list": true, "network inspect": true,
-	"system df": true, "system info": true, "compose ps": true, "compose logs": true,
-	"compose ls": true, "compose images": true, "compose top": true, "compose version": true,
-	"compose config": true, "context ls": true, "context list": true, "pod ps": true, "pod ls": true,
+// The read forms of docker and podman with their option tables (pflag;
+// `docker CMD --help` of docker 28). logs -f and stats without
+// --no-stream run until interrupted.
+const (
+	dockerPsOpts     = "-a --all -f= --filter= --format= -n= --last= -l --latest --no-trunc -q --quiet -s --size --external --pod -p --sort= --ns"
+	dockerImagesOpts = "-a --all --digests -f= --filter= --format= --no-trunc -q --quiet --tree --noheading -n --sort= --history"
+	dockerLsOpts     = "-f= --filter= --format= -q --quiet --no-trunc --cluster --noheading -n"
+	dockerInspect    = "-f= --format= -s --size --type= -l --latest"
+	dockerLogs       = "--details F:-f F:--follow --since= -n= --tail= -t --timestamps --until= --names -l --latest --color"
+	dockerHistory    = "--format= -H --human --no-trunc --platform= -q --quiet"
+	dockerStats      = "-a --all --format= --no-stream --no-trunc -i --interval= --no-reset"
+)
+
+// dockerRead are the read forms of docker and podman with their tables.
+var dockerRead = map[string]string{
+	"ps": dockerPsOpts, "container ls": dockerPsOpts, "container ps": dockerPsOpts, "container list": dockerPsOpts,
+	"images": dockerImagesOpts, "image ls": dockerImagesOpts, "image list": dockerImagesOpts,
+	"inspect": dockerInspect, "container inspect": dockerInspect, "image inspect": dockerInspect, "volume inspect": dockerInspect, "network inspect": dockerInspect, "context inspect": dockerInspect,
+	"logs": dockerLogs, "container logs": dockerLogs,
+	"version": "-f= --format=", "info": "-f= --format=", "system info": "-f= --format=",
+	"top": "", "container top": "", "port": "", "container port": "",
+	"history": dockerHistory, "image history": dockerHistory,
+	"stats": dockerStats, "container stats": dockerStats,
+	"volume ls": dockerLsOpts, "volume list": dockerLsOpts, "network ls": dockerLsOpts, "network list": dockerLsOpts,
+	"system df": "--format= -v --verbose", "context ls": "--format= -q --quiet", "context list": "--format= -q --quiet",
+	"pod ps": dockerPsOpts, "pod ls": dockerPsOpts, "pod list": dockerPsOpts,
 }
 
-var kubectlRead = map[string]bool{"get": true, "describe": true, "logs": true, "top": true, "explain": true, "version": true, "api-resources": true, "api-versions": true, "cluster-info": true}
+// dockerComposeGlobals are docker compose's options before its
+// subcommand; dockerComposeRead its read subcommands. compose config -o
+// writes a file.
+const dockerComposeGlobals = "-f= --file= -p= --project-name= --project-directory= --profile= --env-file= --ansi= --progress= --parallel= --compatibility --dry-run --all-resources -h --help"
 
-var kubectlFlags = func() map[string]argKind {
-	m := map[string]argKind{}
-	for _, f := range strings.Fields("-n= --namespace= --context= --cluster= --user= -l= --selector= -o= --output= --field-selector= --sort-by= -L= --label-columns= --tail= --since= --since-time= -c= --container= --request-timeout= -v= --v= --kubeconfig= --token= --server= -s= --as= --as-group= --as-uid= --chunk-size= --template= --show-kind --show-labels --no-headers --ignore-not-found -A --all-namespaces --all-containers -p --previous --timestamps --prefix -i -t --stdin --tty -q --quiet -f --follow -w --watch --watch-only --recursive -R --raw= --subresource= --containers --use-protocol-buffers --sort-by= --max-log-requests= --pod-running-timeout= --limit-bytes= --insecure-skip-tls-verify --certificate-authority= --client-key= --client-certificate= --username= --password= --profile= --log-flush-frequency= --warnings-as-errors --cache-dir= --disable-compression --tls-server-name= --match-server-version --output-watch-events --server-print --show-managed-fields --include-uninitialized --show-events --client --api-group= --namespaced --verbs= --cached --no-headers --filename= -k= --kustomize=") {
-		kind := noArg
-		if strings.HasSuffix(f, "=") {
-			kind, f = reqArg, strings.TrimSuffix(f, "=")
-		}
-		m[f] = kind
-	}
-	return m
-}()
+var dockerComposeRead = map[string]string{
+	"ps":      "-a --all --filter= --format= --no-trunc --orphans -q --quiet --services --status=",
+	"logs":    "F:-f F:--follow --index= --no-color --no-log-prefix --since= -n= --tail= -t --timestamps --until=",
+	"ls":      "-a --all --filter= --format= -q --quiet",
+	"images":  "--format= -q --quiet",
+	"top":     "",
+	"version": "-f= --format= --short",
+	"config":  "--format= --hash= --images --no-consistency --no-interpolate --no-normalize --no-path-resolution --profiles -q --quiet --resolve-image-digests --services --volumes --environment --variables --lock-image-digests --no-env-resolution W:-o= W:--output=",
+}
+
+// kubectlGlobals are the options every kubectl command takes (`kubectl
+// options`, kubectl 1.32). The ones that are not read point kubectl at
+// another cluster, identity or kubeconfig (whose exec plugins run
+// programs), or write files (--cache-dir, --profile-output).
+const kubectlGlobals = "--cluster= --context= --user= -n= --namespace= --request-timeout= --match-server-version --disable-compression --warnings-as-errors -v= --v= --vmodule= --log-flush-frequency= --tls-server-name= -h --help " +
+	"W:--kubeconfig= W:--token= W:-s= W:--server= W:--as= W:--as-group= W:--as-uid= W:--username= W:--password= W:--client-key= W:--client-certificate= W:--certificate-authority= W:--insecure-skip-tls-verify W:--cache-dir= W:--profile= W:--profile-output="
+
+// kubectlRead are kubectl's read verbs with their own options (`kubectl
+// VERB --help`). -w/--watch and logs -f follow until interrupted.
+var kubectlRead = map[string]string{
+	"get":           "-A --all-namespaces --allow-missing-template-keys --chunk-size= --field-selector= -f= --filename= --ignore-not-found -k= --kustomize= -L= --label-columns= --no-headers -o= --output= --output-watch-events --raw= -R --recursive -l= --selector= --server-print --show-kind --show-labels --show-managed-fields --sort-by= --subresource= --template= F:-w F:--watch F:--watch-only",
+	"describe":      "-A --all-namespaces --chunk-size= -f= --filename= -k= --kustomize= -R --recursive -l= --selector= --show-events",
+	"logs":          "--all-containers --all-pods -c= --container= F:-f F:--follow --ignore-errors --insecure-skip-tls-verify-backend --limit-bytes= --max-log-requests= --pod-running-timeout= --prefix -p --previous -l= --selector= --since= --since-time= --tail= --timestamps",
+	"top":           "-A --all-namespaces --containers --field-selector= --no-headers -l= --selector= --sort-by= --sum --use-protocol-buffers --show-capacity",
+	"explain":       "--api-version= -o= --output= --recursive",
+	"version":       "--client -o= --output=",
+	"api-resources": "--api-group= --cached --categories= --namespaced --no-headers -o= --output= --sort-by= --verbs=",
+	"api-versions":  "",
+	"cluster-info":  "",
+}
 
 // systemctlOpts is systemctl's option table (getopt_long). Options that
 // only matter to verbs that change the system are not read: on a read verb

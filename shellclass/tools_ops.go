@@ -2,6 +2,7 @@ package shellclass
 
 import (
 	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -150,31 +151,30 @@ func (c *classifier) programOptions(cl *cmdCall, args []value) {
 }
 
 // docker and podman: read forms, destructive forms, and the command that
-// run or exec starts inside a container.
+// run or exec starts inside a container. Options are read as pflag reads
+// them: the root's before the subcommand, the subcommand's anywhere after
+// it.
 func (c *classifier) docker(cl *cmdCall, args []value) {
 	base, _ := progName(args[0].s)
 	if !allKnown(args) {
 		c.raiseCall(cl, Destructive, base+" with an argument known only at run time can reach rm or prune")
 		return
 	}
-	p := getopt(spec(dockerGlobals), args[1:], true)
-	if p.bad != "" {
-		c.raiseCall(cl, Destructive, "unknown "+base+" option "+p.bad+": the subcommand cannot be found")
+	g := getopt(specOf(pflagFamily, dockerGlobals), args[1:], true)
+	if g.bad != "" {
+		c.raiseCall(cl, Destructive, "unknown "+base+" option "+g.bad+": the subcommand cannot be found")
 		return
 	}
-	remote := p.has("-H", "--host", "--context", "-c", "--remote", "--url", "--connection", "--identity")
-	// --config names the directory of config.json (credential helpers) and
-	// cli-plugins (`docker compose` runs the plugin found there); podman's
-	// storage options set up storage in another place.
-	if p.has("--config", "--root", "--runroot", "--storage-driver", "--storage-opt") {
-		c.raiseCall(cl, Write, base+" --config or storage options load programs or create storage elsewhere")
-	}
-	ops := p.operands
+	ops := g.operands
 	if len(ops) == 0 {
 		return
 	}
 	sub := ops[0].s
 	rest := ops[1:]
+	if sub == "compose" {
+		c.dockerCompose(cl, base, g, rest)
+		return
+	}
 	if dockerManaged[sub] && len(rest) > 0 {
 		sub = sub + " " + rest[0].s
 		rest = rest[1:]
@@ -193,31 +193,66 @@ func (c *classifier) docker(cl *cmdCall, args []value) {
 		c.containerCmd(cl, base+" run", dockerRunOpts, rest, 1)
 		return
 	}
-	if remote {
-		c.raiseCall(cl, Write, base+" -H/--context talks to another daemon")
-		return
-	}
-	if !dockerRead[sub] {
+	opts, ok := dockerRead[sub]
+	if !ok {
 		c.raiseCall(cl, Write, base+" "+sub+" is not a read form")
 		return
 	}
-	for _, a := range rest {
-		switch {
-		case (sub == "logs" || strings.HasSuffix(sub, " logs")) && (a.s == "-f" || a.s == "--follow" || strings.HasPrefix(a.s, "-") && !strings.HasPrefix(a.s, "--") && strings.ContainsRune(a.s, 'f')):
-			c.raiseCall(cl, Write, base+" logs --follow runs until interrupted")
-			return
-		case (sub == "stats" || strings.HasSuffix(sub, " stats")) && a.s == "--no-stream":
-			return
-		}
+	if o, worse := g.worst(); worse {
+		c.raiseCall(cl, Write, base+" "+o.word+" talks to another daemon or loads programs or storage from elsewhere")
+		return
 	}
-	if sub == "stats" || strings.HasSuffix(sub, " stats") {
+	p := getopt(specOf(pflagFamily, opts), rest, false)
+	c.dockerReadOpts(cl, base+" "+sub, &p)
+	if strings.HasSuffix(sub, "stats") && !p.has("--no-stream") {
 		c.raiseCall(cl, Write, base+" stats without --no-stream runs until interrupted")
+	}
+}
+
+// dockerCompose classifies docker compose: its own options, then its
+// subcommand.
+func (c *classifier) dockerCompose(cl *cmdCall, base string, g parsed, args []value) {
+	p := getopt(specOf(pflagFamily, dockerComposeGlobals), args, true)
+	if p.bad != "" || len(p.operands) == 0 {
+		c.raiseCall(cl, Destructive, "unknown "+base+" compose option "+p.bad+": the subcommand cannot be found")
+		return
+	}
+	verb := p.operands[0].s
+	if why, ok := dockerDestructive("compose " + verb); ok {
+		c.raiseCall(cl, Destructive, base+" compose "+verb+" "+why)
+		return
+	}
+	opts, ok := dockerComposeRead[verb]
+	if !ok {
+		c.raiseCall(cl, Write, base+" compose "+verb+" is not a read form")
+		return
+	}
+	if o, worse := g.worst(); worse {
+		c.raiseCall(cl, Write, base+" "+o.word+" talks to another daemon or loads programs or storage from elsewhere")
+		return
+	}
+	sp := getopt(specOf(pflagFamily, opts), p.operands[1:], false)
+	c.dockerReadOpts(cl, base+" compose "+verb, &sp)
+}
+
+// dockerReadOpts raises a read form whose options are not all read.
+func (c *classifier) dockerReadOpts(cl *cmdCall, what string, p *parsed) {
+	if o, worse := p.worst(); worse {
+		if o.forever {
+			c.raiseCall(cl, Write, what+" "+o.word+" runs until interrupted")
+		} else {
+			c.raiseCall(cl, o.cls, what+" "+o.word+" writes a file")
+		}
+		return
+	}
+	if p.bad != "" {
+		c.raiseCall(cl, Write, "unknown option "+p.bad+" for "+what)
 	}
 }
 
 // containerCmd classifies the command docker/kubectl exec or run starts.
 func (c *classifier) containerCmd(cl *cmdCall, what, opts string, args []value, skip int) {
-	p := getopt(spec(opts), args, true)
+	p := getopt(specOf(pflagFamily, opts), args, true)
 	if p.bad != "" {
 		c.raiseCall(cl, Destructive, "unknown option "+p.bad+" for "+what+": the command it runs cannot be found")
 		return
@@ -256,94 +291,124 @@ func dockerDestructive(sub string) (string, bool) {
 	return "", false
 }
 
-// kubectl: read verbs, delete and drain, and the command exec runs in a pod.
+// kubectl: read verbs, the forms that delete, evict, scale to zero or
+// restart workloads, and the command exec runs in a pod. Options are
+// read as pflag reads them: kubectl's global options before the verb, the
+// verb's own and the global ones anywhere after it.
 func (c *classifier) kubectl(cl *cmdCall, args []value) {
 	if !allKnown(args) {
 		c.raiseCall(cl, Destructive, "kubectl with an argument known only at run time can reach delete")
 		return
 	}
-	var ops []value
-	unknown, forbidden, follow := "", "", false
-	dash := -1
-	for i := 1; i < len(args); i++ {
-		s := args[i].s
-		if s == "--" {
-			dash = i
-			break
-		}
-		if !strings.HasPrefix(s, "-") || s == "-" {
-			ops = append(ops, args[i])
-			continue
-		}
-		name, _, hasVal := strings.Cut(s, "=")
-		switch name {
-		case "--kubeconfig", "--token", "--server", "-s", "--as", "--as-group", "--as-uid", "--username", "--password", "--client-key", "--client-certificate", "--certificate-authority", "--insecure-skip-tls-verify":
-			forbidden = name
-		case "-f", "--follow", "-w", "--watch", "--watch-only":
-			follow = true
-		}
-		kind, known := kubectlFlags[name]
-		if !known {
-			if strings.HasPrefix(name, "--") {
-				unknown = name
-			} else if k, ok := kubectlFlags[name[:min(2, len(name))]]; ok && len(name) > 2 && k == reqArg {
-				continue // -nkube-system
-			} else {
-				unknown = name
+	g := getopt(specOf(pflagFamily, kubectlGlobals), args[1:], true)
+	ops := g.operands
+	if g.bad != "" {
+		// An option of a verb before the verb: the verb cannot be found
+		// for sure, so any word that names a destructive verb counts.
+		for _, a := range args[1:] {
+			if kubectlDestructiveVerb(a.s) {
+				c.raiseCall(cl, Destructive, "kubectl "+a.s+" (after unknown option "+g.bad+") may delete or stop workloads")
+				return
 			}
-			continue
 		}
-		if kind == reqArg && !hasVal && len(name) == len(s) {
-			i++
-		}
-	}
-	if len(ops) > 0 && (ops[0].s == "delete" || ops[0].s == "drain") {
-		c.raiseCall(cl, Destructive, "kubectl "+ops[0].s+" deletes cluster resources or evicts workloads")
+		c.raiseCall(cl, Write, "unknown kubectl option "+g.bad+" before the verb")
 		return
 	}
 	if len(ops) == 0 {
 		return
 	}
 	verb := ops[0].s
-	if unknown != "" {
-		for _, o := range ops {
-			if o.s == "delete" || o.s == "drain" {
-				c.raiseCall(cl, Destructive, "kubectl "+o.s+" (after unknown option "+unknown+") may delete cluster resources")
-				return
-			}
-		}
+	rest := ops[1:]
+	if why, ok := kubectlDestructive(verb, rest); ok {
+		c.raiseCall(cl, Destructive, why)
+		return
 	}
 	if verb == "exec" {
-		c.raiseCall(cl, Write, "kubectl exec is not a read form")
-		var inner []value
-		if dash >= 0 {
-			inner = args[dash+1:]
-		} else if len(ops) > 2 {
-			inner = ops[2:]
-		}
-		if len(inner) == 0 {
-			c.raiseCall(cl, Write, "kubectl exec without a command")
-			return
-		}
-		sub := *cl
-		sub.depth++
-		sub.stdinKnown = false // the container or pod reads its own stdin
-		c.simple(&sub, inner)
-		if forbidden != "" {
-			c.raiseCall(cl, Write, "kubectl "+forbidden+" talks to another cluster or identity")
+		c.kubectlExec(cl, args)
+		return
+	}
+	opts, ok := kubectlRead[verb]
+	if !ok || verb == "cluster-info" && len(rest) > 0 && rest[0].s == "dump" {
+		c.raiseCall(cl, Write, "kubectl "+verb+" is not a read verb")
+		return
+	}
+	if o, worse := g.worst(); worse {
+		c.raiseCall(cl, Write, "kubectl "+o.word+" talks to another cluster or identity, or writes files")
+		return
+	}
+	p := getopt(specOf(pflagFamily, kubectlGlobals+" "+opts), rest, false)
+	if o, worse := p.worst(); worse {
+		if o.forever {
+			c.raiseCall(cl, Write, "kubectl "+o.word+" runs until interrupted")
+		} else {
+			c.raiseCall(cl, Write, "kubectl "+o.word+" talks to another cluster or identity, or writes files")
 		}
 		return
 	}
-	switch {
-	case !kubectlRead[verb]:
-		c.raiseCall(cl, Write, "kubectl "+verb+" is not a read verb")
-	case unknown != "":
-		c.raiseCall(cl, Write, "unknown kubectl option "+unknown)
-	case forbidden != "":
-		c.raiseCall(cl, Write, "kubectl "+forbidden+" talks to another cluster or identity")
-	case follow:
-		c.raiseCall(cl, Write, "kubectl --follow/--watch runs until interrupted")
+	if p.bad != "" {
+		c.raiseCall(cl, Write, "unknown kubectl option "+p.bad)
 	}
+}
+
+// kubectlDestructiveVerb reports a verb that always deletes or evicts.
+func kubectlDestructiveVerb(v string) bool { return v == "delete" || v == "drain" }
+
+// kubectlDestructive reports the kubectl forms that delete resources, evict
+// or stop workloads: delete, drain, scale to zero replicas, rollout
+// restart, replace --force (deletes and creates again), apply --prune.
+func kubectlDestructive(verb string, rest []value) (string, bool) {
+	if kubectlDestructiveVerb(verb) {
+		return "kubectl " + verb + " deletes cluster resources or evicts workloads", true
+	}
+	p := getopt(specOf(pflagFamily, kubectlGlobals+" --replicas= --current-replicas= --force --prune --grace-period= --timeout= --all --resource-version= -f= --filename= -l= --selector= -o= --output= -R --recursive -k= --kustomize= --dry-run? --record --server-side --field-manager= --force-conflicts --validate? --wait --cascade? --overwrite --save-config --show-managed-fields --template= --allow-missing-template-keys --selector= --subresource= --prune-allowlist= --prune-whitelist= --all-namespaces -A"), rest, false)
+	switch verb {
+	case "scale":
+		for _, v := range p.values("--replicas") {
+			if n, err := strconv.Atoi(strings.TrimSpace(v)); err != nil || n == 0 {
+				return "kubectl scale --replicas=" + v + " stops every pod of the workload", true
+			}
+		}
+	case "rollout":
+		if len(p.operands) > 0 && p.operands[0].s == "restart" {
+			return "kubectl rollout restart ends the running pods", true
+		}
+	case "replace":
+		if p.has("--force") {
+			return "kubectl replace --force deletes the resources before creating them again", true
+		}
+	case "apply":
+		if p.has("--prune") {
+			return "kubectl apply --prune deletes resources missing from the files", true
+		}
+	}
+	return "", false
+}
+
+// kubectlExec classifies the command kubectl exec runs in a pod: the words
+// after --, or (deprecated) after the pod name.
+func (c *classifier) kubectlExec(cl *cmdCall, args []value) {
+	c.raiseCall(cl, Write, "kubectl exec is not a read form")
+	var inner []value
+	for i, a := range args {
+		if a.s == "--" {
+			inner = args[i+1:]
+			break
+		}
+	}
+	if inner == nil {
+		p := getopt(specOf(pflagFamily, kubectlGlobals+" -c= --container= -i --stdin -t --tty -q --quiet -f= --filename= --pod-running-timeout="), args[1:], false)
+		if len(p.operands) > 2 {
+			inner = p.operands[2:]
+		}
+	}
+	if len(inner) == 0 {
+		c.raiseCall(cl, Write, "kubectl exec without a command")
+		return
+	}
+	sub := *cl
+	sub.depth++
+	sub.stdinKnown = false // the container or pod reads its own stdin
+	c.simple(&sub, inner)
 }
 
 // systemctl: read verbs, destructive verbs that stop work or delete unit
