@@ -21,6 +21,14 @@ func sedCheck(p *parsed, terminal bool) (Class, string) {
 		scripts = []string{ops[0].s}
 	}
 	for _, s := range scripts {
+		for _, f := range sedFiles(s) {
+			if dev, ok := opensDevice(value{s: f, known: true}); ok {
+				return Destructive, "sed script opens " + dev + ": " + deviceWhy
+			}
+			if isBlockDevice(f) {
+				return Destructive, "sed script may write block device " + f
+			}
+		}
 		if why, ok := sedScriptSafe(s); !ok {
 			return Write, "sed script " + why
 		}

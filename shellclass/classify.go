@@ -74,6 +74,9 @@ type classifier struct {
 	inNested bool
 	// collectingNested is set while prepareNested reads a nested string.
 	collectingNested bool
+	// cwdMoves is set when the string changes directory (cd, pushd,
+	// popd): a relative path may then start anywhere, /dev included.
+	cwdMoves bool
 	// parsed counts the bytes parsed so far, nested strings included; past
 	// parseBudget the walk stops (an eval chain re-parses its tail).
 	parsed int
@@ -532,17 +535,6 @@ func neutralSink(p string) bool {
 	switch p {
 	case "/dev/null", "/dev/tty":
 		return true
-	}
-	return false
-}
-
-// isBlockDevice reports whether a path names a block device by the naming
-// conventions of Linux (docs/classification.md, Redirections).
-func isBlockDevice(p string) bool {
-	for _, prefix := range blockDevicePrefixes {
-		if strings.HasPrefix(p, prefix) {
-			return true
-		}
 	}
 	return false
 }

@@ -123,6 +123,10 @@ func (c *classifier) collect(f *syntax.File, strBind func(string), arithBind fun
 				if varSetters[v.s] {
 					opaque()
 				}
+				switch v.s {
+				case "cd", "pushd", "popd":
+					c.cwdMoves = true
+				}
 			}
 			c.collectAlias(x)
 			c.collectArrays(x)

@@ -134,6 +134,12 @@ const checksumOpts = "-b -c -t -z -w --binary --check --tag --text --zero --igno
 // blockDevicePrefixes are the device paths a write to which destroys a disk.
 var blockDevicePrefixes = []string{"/dev/sd", "/dev/hd", "/dev/nvme", "/dev/vd", "/dev/xvd", "/dev/mmcblk", "/dev/disk/", "/dev/mapper/", "/dev/md", "/dev/dm-", "/dev/loop", "/dev/sr", "/dev/zd", "/dev/rbd"}
 
+// numberedBlockDevices are names of /dev that are disks (or tapes, SCSI
+// and NVMe generic devices, which take commands) when a number follows:
+// network block devices, compressed RAM disks, flash, RAM and persistent
+// memory disks, bcache, DRBD, UBI, s390 DASD, ublk, tapes, floppies.
+var numberedBlockDevices = []string{"nbd", "zram", "mtd", "mtdblock", "ram", "pmem", "bcache", "drbd", "rsxx", "ubi", "ubiblock", "dasd", "ublkb", "nullb", "sg", "st", "nst", "fd", "ng"}
+
 // specialVars are variables whose assignment changes which program or code
 // runs later, beyond the LD_*, GIT_* and BASH_FUNC_* prefixes.
 var specialVars = map[string]bool{

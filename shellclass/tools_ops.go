@@ -53,9 +53,23 @@ func (c *classifier) rsync(cl *cmdCall, args []value) {
 // with it the client sends the rest of the options over the connection,
 // out of the classifier's sight.
 func (c *classifier) rsyncSender(cl *cmdCall, args []value) {
-	p := getopt(spec(rsyncSenderOpts), args[1:], false)
+	p := getopt(specOf(exactFamily, rsyncSenderOpts), args[1:], false)
 	if c.devices(cl, "rsync", p.operands) {
 		return
+	}
+	if p.has("--copy-devices") {
+		// The sender reads device files as if they were regular files:
+		// every one a recursion or the client's file list reaches.
+		walks := p.has("--files-from")
+		for i, o := range p.operands {
+			if i > 0 || o.s != "." {
+				walks = walks || c.mayHoldDevices(o)
+			}
+		}
+		if walks {
+			c.raiseCall(cl, Destructive, "rsync --copy-devices sends the contents of the device files its recursion or the client's file list reaches, opening each: "+deviceWhy)
+			return
+		}
 	}
 	switch {
 	case p.bad == "-s":
@@ -65,25 +79,39 @@ func (c *classifier) rsyncSender(cl *cmdCall, args []value) {
 	}
 }
 
+// scpOpts is scp's option table (OpenSSH 9.2 scp.c). -f and -t are the
+// server's sending and receiving sides; -S names the program that
+// carries the connection, -F an ssh configuration file.
+const scpOpts = "-1 -2 -3 -4 -6 -A -B -C -T -O -d -f -p -q -R -r -s -t -v -D= -i= -J= -l= -o= -P= -c= -X= W:-F= P:-S="
+
 // scp: `scp -f` is the sending side that legacy scp starts on the server
 // (read), `scp -t` the receiving side (write); a client scp writes.
+// `scp -r -f DIR` opens every file below DIR, devices included.
 func (c *classifier) scp(cl *cmdCall, args []value) {
-	from, to := false, false
-	for _, a := range args[1:] {
-		if !a.known {
-			c.raiseCall(cl, Write, "scp with an argument known only at run time")
-			continue
-		}
-		if strings.HasPrefix(a.s, "-") && !strings.HasPrefix(a.s, "--") {
-			if strings.ContainsRune(a.s, 'S') {
-				c.raiseCall(cl, Write, "scp -S names a program to run")
-			}
-			from = from || strings.ContainsRune(a.s, 'f')
-			to = to || strings.ContainsRune(a.s, 't')
-		}
+	p := getopt(spec(scpOpts), args[1:], false)
+	if p.dynamic != "" {
+		c.raiseCall(cl, Write, "scp with an argument known only at run time")
 	}
+	c.optionPrograms(cl, "scp", &p)
+	c.sshOptions(cl, p.values("-o"))
+	from, to := p.has("-f"), p.has("-t")
 	if from && !to {
-		c.devices(cl, "scp -f", args[1:])
+		if c.devices(cl, "scp -f", p.operands) {
+			return
+		}
+		if p.has("-r") {
+			for _, o := range p.operands {
+				if c.mayHoldDevices(o) {
+					c.raiseCall(cl, Destructive, "scp -r -f sends every file below "+o.s+", which may hold device files, and opens each: "+deviceWhy)
+					return
+				}
+			}
+		}
+		if o, worse := p.worst(); worse {
+			c.raiseCall(cl, Write, "scp "+o.word+" is not a read option")
+		} else if p.bad != "" {
+			c.raiseCall(cl, Write, "unknown option "+p.bad+" for scp")
+		}
 		return
 	}
 	if to {
