@@ -77,6 +77,14 @@ type classifier struct {
 	// cwdMoves is set when the string changes directory (cd, pushd,
 	// popd): a relative path may then start anywhere, /dev included.
 	cwdMoves bool
+	// bind holds the names the string binds to programs (progvars.go).
+	bind bindings
+	// gitConfigKeys maps n to what GIT_CONFIG_KEY_n is assigned.
+	gitConfigKeys map[string]value
+	// bashEnvStdin is set when BASH_ENV or ENV is assigned standard input
+	// or a value known only at run time: a shell started later reads its
+	// standard input as startup code.
+	bashEnvStdin bool
 	// parsed counts the bytes parsed so far, nested strings included; past
 	// parseBudget the walk stops (an eval chain re-parses its tail).
 	parsed int
@@ -641,6 +649,9 @@ func (c *classifier) subscript(sc *scope, name *syntax.Lit, idx syntax.ArithmExp
 // function (where local could make a new, indexed, variable of the same
 // name).
 func (c *classifier) assocAt(name string, node syntax.Node) bool {
+	if (name == "BASH_CMDS" || name == "BASH_ALIASES") && !c.attrs.unset[name] && !c.attrs.unsetAny && c.inFunc == 0 {
+		return true // bash's own associative arrays
+	}
 	d, ok := c.attrs.assocInit[name]
 	if !ok || c.inNested || c.inFunc > 0 || int(node.Pos().Offset()) < d.end || c.attrs.unset[name] || c.attrs.unsetAny {
 		return false

@@ -189,6 +189,9 @@ func (c *classifier) simple(cl *cmdCall, args []value) {
 				return
 			}
 		}
+		if c.boundCall(cl, base, args) && !knownCommand(base) {
+			return
+		}
 	}
 	if !trusted {
 		c.raiseCall(cl, Write, "program "+name.s+" is outside the system directories and may be anything")

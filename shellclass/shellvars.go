@@ -281,6 +281,11 @@ func declFlags(args []declArg) string {
 // PROMPT_COMMAND's code, and SHELLOPTS that turn on history expansion. It
 // returns Read when the value adds nothing.
 func (c *classifier) assignedValueClass(cl *cmdCall, name string, v value) {
+	c.progVarValue(cl, name, v)
+	c.gitConfigEnv(cl, name, v)
+	if c.exportedFunction(cl, name, v) {
+		return
+	}
 	switch {
 	case name == "PROMPT_COMMAND":
 		if !v.known {

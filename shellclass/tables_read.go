@@ -159,6 +159,14 @@ var specialVars = map[string]bool{
 	"KUBECONFIG": true, "APT_CONFIG": true, "AWKPATH": true, "AWKLIBPATH": true,
 	"SYSTEMD_PAGERSECURE": true, "LESSSECURE": true, "PIP_CONFIG_FILE": true,
 	"XDG_CONFIG_HOME": true, "GNUPGHOME": true, "SSH_AUTH_SOCK": true,
+	// Bash binds names to programs and aliases through these arrays.
+	"BASH_CMDS": true, "BASH_ALIASES": true,
+	// Program-valued and option-valued variables (progvars.go).
+	"GIT_EXTERNAL_DIFF": true, "SUDO_EDITOR": true, "FCEDIT": true, "SYSTEMD_EDITOR": true,
+	"PSQL_PAGER": true, "MYSQL_PAGER": true, "BAT_PAGER": true, "DELTA_PAGER": true,
+	"RSYNC_RSH": true, "RSYNC_CONNECT_PROG": true, "CVS_RSH": true, "FZF_DEFAULT_COMMAND": true,
+	"LESS": true, "MANOPT": true, "TAR_OPTIONS": true, "PARALLEL": true, "SYSTEMD_LESS": true,
+	"GREP_OPTIONS": true, "RSYNC_OPTIONS": true,
 }
 
 // systemDirs are the directories from which a path-named program counts as

@@ -33,10 +33,8 @@ var findPrimaries = map[string]uint8{
 
 // programOpts are the options that name a program, per tool.
 var programOpts = map[string][]string{
-	"tar":  {"-I", "--use-compress-program", "--to-command", "--checkpoint-action", "-F", "--info-script", "--new-volume-script", "--rsh-command", "--rmt-command"},
-	"rg":   {"--pre", "--hostname-bin"},
-	"sort": {"--compress-program"},
-	"man":  {"-P", "--pager", "-H", "--html"},
+	"tar": {"-I", "--use-compress-program", "--to-command", "--checkpoint-action", "-F", "--info-script", "--new-volume-script", "--rsh-command", "--rmt-command"},
+	"man": {"-P", "--pager", "-H", "--html"},
 }
 
 // dockerGlobals are the options of docker and podman before the

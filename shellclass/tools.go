@@ -18,9 +18,7 @@ func handlerFor(base string) (handler, bool) {
 		return (*classifier).shell, true
 	}
 	if isInterpreter(base) {
-		return func(c *classifier, cl *cmdCall, args []value) {
-			c.raiseCall(cl, Write, base+" runs code the classifier cannot read (interpreter code is opaque)")
-		}, true
+		return func(c *classifier, cl *cmdCall, args []value) { c.interpreter(cl, base, args) }, true
 	}
 	switch base {
 	case "eval":
@@ -74,8 +72,37 @@ func handlerFor(base string) (handler, bool) {
 		return (*classifier).ip, true
 	case "apt", "apt-get", "apt-cache", "dpkg", "rpm", "pip", "pip3", "crontab":
 		return (*classifier).packages, true
-	case "tar", "rg", "sort", "man":
+	case "tar", "man":
 		return (*classifier).programOptions, true
+	case "less", "more", "most":
+		return func(c *classifier, cl *cmdCall, args []value) {
+			c.raiseCall(cl, Write, neverRead[base])
+			c.pagerCommands(cl, base, args)
+		}, true
+	case "vi", "vim", "view", "ex", "nvim", "rvim", "rview", "vimdiff", "gvim", "evim", "vim.basic", "vim.tiny":
+		return func(c *classifier, cl *cmdCall, args []value) {
+			c.raiseCall(cl, Write, "editor is never read")
+			c.editorCommands(cl, base, args)
+		}, true
+	case "gdb":
+		return func(c *classifier, cl *cmdCall, args []value) {
+			c.raiseCall(cl, Write, "gdb runs and changes programs")
+			c.gdbCommands(cl, args)
+		}, true
+	case "at", "batch":
+		return func(c *classifier, cl *cmdCall, args []value) { c.atJob(cl, base, args) }, true
+	case "atrm":
+		return func(c *classifier, cl *cmdCall, args []value) {
+			c.raiseCall(cl, Destructive, "atrm deletes queued jobs")
+		}, true
+	case "parallel", "sem":
+		return (*classifier).parallel, true
+	case "sg":
+		return (*classifier).sgCommand, true
+	case "socat", "nc", "ncat", "netcat", "nc.openbsd", "nc.traditional":
+		return func(c *classifier, cl *cmdCall, args []value) { c.netExec(cl, base, args) }, true
+	case "sftp":
+		return (*classifier).sftpPrograms, true
 	case "psql", "mysql", "mariadb", "sqlite3":
 		return (*classifier).sql, true
 	case "redis-cli":
@@ -119,6 +146,15 @@ func stdinPath(p string) bool {
 // shell classifies sh, bash and friends by the script they will run.
 func (c *classifier) shell(cl *cmdCall, args []value) {
 	base, _ := progName(args[0].s)
+	if c.bashEnvStdin {
+		// BASH_ENV=/dev/stdin: the shell first runs its input as startup
+		// code.
+		if cl.stdinKnown {
+			c.nested(cl.sc, cl.node, cl.stdin, cl.depth)
+		} else {
+			c.raiseCall(cl, Destructive, "BASH_ENV or ENV names standard input or a file known only at run time: "+base+" runs it as code first")
+		}
+	}
 	var script *value
 	var file *value
 	fromStdin := false

@@ -489,11 +489,37 @@ func (c *classifier) service(cl *cmdCall, args []value) {
 	}
 }
 
-// ip: only the show/list forms of addr, link, route and neigh are read.
+// ip: only the show/list forms of addr, link, route and neigh are read;
+// flush removes everything it matches: destructive. ip netns exec and ip
+// vrf exec run a command.
 func (c *classifier) ip(cl *cmdCall, args []value) {
 	if !allKnown(args) {
+		// A word known only at run time may be flush, unless a
+		// literal show or list verb stands before it (then it is a filter).
+		for i, a := range args[1:] {
+			if !a.known {
+				c.raiseCall(cl, Destructive, "ip with an argument known only at run time can reach flush")
+				return
+			}
+			if i > 0 && !strings.HasPrefix(a.s, "-") && (prefixOf(a.s, "show") || prefixOf(a.s, "list") || a.s == "ls") {
+				break
+			}
+		}
 		c.raiseCall(cl, Write, "ip with an argument known only at run time")
 		return
+	}
+	for i, a := range args[1:] {
+		switch {
+		case i > 0 && len(a.s) >= 2 && prefixOf(a.s, "flush"):
+			c.raiseCall(cl, Destructive, "ip ... "+a.s+" removes every address, route or neighbour it matches, cutting connections")
+			return
+		case a.s == "exec" && i > 0 && i+2 < len(args):
+			c.raiseCall(cl, Write, "ip "+args[1].s+" exec runs a command")
+			sub := *cl
+			sub.depth++
+			c.simple(&sub, args[i+3:])
+			return
+		}
 	}
 	i := 1
 	for ; i < len(args) && strings.HasPrefix(args[i].s, "-"); i++ {
@@ -712,6 +738,7 @@ func (c *classifier) packages(cl *cmdCall, args []value) {
 			return
 		}
 		c.raiseCall(cl, Write, "crontab installs or edits a crontab")
+		c.crontabJob(cl, args)
 	}
 }
 
