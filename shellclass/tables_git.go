@@ -1,5 +1,7 @@
 package shellclass
 
+import "strings"
+
 // The tables of git (tools_git.go), checked against git 2.39's sources
 // (git.c handle_options, parse-options.c, revision.c handle_revision_opt,
 // diff.c prep_parse_options, diff-merges.c, builtin/log.c) and
@@ -56,8 +58,8 @@ var gitReadSubs = map[string]gitSub{
 	"diff-index":  {exactFamily, gitDiffOpts + " --cached --merge-base -m", nil},
 	"diff-files":  {exactFamily, gitDiffOpts + " -0 -1 -2 -3 --base --ours --theirs -c --cc -q", nil},
 	"rev-list":    {exactFamily, gitRevOpts + " " + gitDiffOpts + " --header --timestamp --disk-usage? --bisect-vars --bisect-all --missing= --filter= --no-filter --filter-provided-objects --filter-print-omitted --no-object-names --object-names --progress= --exclude-promisor-objects", gitFormatCheck},
-	"shortlog":    {exactFamily, gitRevOpts + " -c --committer -n --numbered -s --summary -e --email -w? --group=", gitFormatCheck},
-	"blame":       {exactFamily, gitRevOpts + " --incremental -b --root --show-stats --progress --score-debug -f --show-name -n --show-number -p --porcelain --line-porcelain -c -t -l -s -e --show-email -w --ignore-rev= --ignore-revs-file= --color-lines --color-by-age --minimal -S= --contents= -C? -M? -L= --abbrev? --date=", nil},
+	"shortlog":    {exactFamily, without(gitRevOpts, "-n=", "--committer=") + " -c --committer -n --numbered -s --summary -e --email -w? --group=", gitFormatCheck},
+	"blame":       {exactFamily, without(gitRevOpts, "-n=", "-c", "-t", "-L=", "--date=") + " --incremental -b --root --show-stats --progress --score-debug -f --show-name -n --show-number -p --porcelain --line-porcelain -c -t -l -s -e --show-email -w --ignore-rev= --ignore-revs-file= --color-lines --color-by-age --minimal -S= --contents= -C? -M? -L= --abbrev? --date=", nil},
 	"status":      {gitFamily, "-v --verbose -s --short -b --branch --show-stash --ahead-behind --porcelain? --long -z --null -u? --untracked-files? --ignored? --ignore-submodules? --column? --no-renames -M? --find-renames? --renames", nil},
 	"ls-files":    {gitFamily, "-z -t -v -f -c --cached -d --deleted -m --modified -o --others -i --ignored -s --stage -k --killed --directory --eol --empty-directory -u --unmerged --resolve-undo -x= --exclude= -X= --exclude-from= --exclude-per-directory= --exclude-standard --full-name --recurse-submodules --error-unmatch --with-tree= --abbrev? --debug --deduplicate --sparse --format=", nil},
 	"ls-tree":     {gitFamily, "-d -r -t -z -l --long --name-only --name-status --object-only --full-name --full-tree --format= --abbrev?", nil},
@@ -109,3 +111,20 @@ var gitProgramKeys = []string{
 // gitProgramKeySuffixes match keys with a variable middle part:
 // pager.<cmd>, diff.<driver>.textconv, filter.<driver>.clean ...
 var gitProgramKeySuffixes = []string{".textconv", ".command", ".driver", ".clean", ".smudge", ".process", ".program", ".uploadpack", ".receivepack", ".proxy", ".helper", ".cmd", ".tool", ".path"}
+
+// without returns an option table without the given tokens: a
+// subcommand's own option of the same name comes first (git blame's -n is
+// --show-number, not the revision option -n NUMBER).
+func without(opts string, tokens ...string) string {
+	drop := map[string]bool{}
+	for _, t := range tokens {
+		drop[t] = true
+	}
+	var keep []string
+	for _, t := range strings.Fields(opts) {
+		if !drop[t] {
+			keep = append(keep, t)
+		}
+	}
+	return strings.Join(keep, " ")
+}

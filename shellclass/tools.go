@@ -72,8 +72,10 @@ func handlerFor(base string) (handler, bool) {
 		return (*classifier).ip, true
 	case "apt", "apt-get", "apt-cache", "dpkg", "rpm", "pip", "pip3", "crontab":
 		return (*classifier).packages, true
-	case "tar", "man":
-		return (*classifier).programOptions, true
+	case "tar":
+		return (*classifier).tar, true
+	case "man":
+		return (*classifier).man, true
 	case "less", "more", "most":
 		return func(c *classifier, cl *cmdCall, args []value) {
 			c.raiseCall(cl, Write, neverRead[base])

@@ -16,8 +16,17 @@ func (c *classifier) rsync(cl *cmdCall, args []value) {
 		return
 	}
 	server, sender := false, false
-	for i, a := range args[1:] {
+	var progs []value
+	for i := 1; i < len(args); i++ {
+		a := args[i]
 		name, val, hasVal := strings.Cut(a.s, "=")
+		next := func() value {
+			if i+1 < len(args) {
+				i++
+				return args[i]
+			}
+			return value{known: true}
+		}
 		switch {
 		case name == "--server":
 			server = true
@@ -25,14 +34,37 @@ func (c *classifier) rsync(cl *cmdCall, args []value) {
 			sender = true
 		case strings.HasPrefix(name, "--delete") || name == "--del" || name == "--remove-source-files" || name == "--remove-sent-files":
 			c.raiseCall(cl, Destructive, "rsync "+name+" deletes files")
-		case name == "-e" || name == "--rsh" || name == "--rsync-path":
-			prog := val
-			if !hasVal && i+2 < len(args) {
-				prog = args[i+2].s
+		case name == "--rsh" || name == "--rsync-path":
+			if hasVal {
+				progs = append(progs, value{s: val, known: true})
+			} else {
+				progs = append(progs, next())
 			}
-			if prog != "" && !server {
-				c.raiseCall(cl, Write, "rsync "+name+" names a program to run")
-				c.nested(cl.sc, cl.node, prog, cl.depth)
+		case len(a.s) > 1 && a.s[0] == '-' && a.s[1] != '-' && !server:
+			// A bundle: the first letter that takes a value takes the
+			// rest of the word or the next word (popt).
+			for j := 1; j < len(a.s); j++ {
+				if strings.IndexByte("efBTM@", a.s[j]) < 0 {
+					continue
+				}
+				v := value{s: a.s[j+1:], known: true}
+				if j+1 == len(a.s) {
+					v = next()
+				}
+				if a.s[j] == 'e' {
+					progs = append(progs, v)
+				}
+				break
+			}
+		}
+	}
+	if !server {
+		for _, prog := range progs {
+			c.raiseCall(cl, Write, "rsync -e/--rsync-path names a program to run")
+			if !prog.known {
+				c.raiseCall(cl, Destructive, "rsync -e names a program known only at run time")
+			} else if prog.s != "" {
+				c.nested(cl.sc, cl.node, prog.s, cl.depth)
 			}
 		}
 	}
@@ -121,61 +153,60 @@ func (c *classifier) scp(cl *cmdCall, args []value) {
 	c.raiseCall(cl, Write, "scp copies files")
 }
 
-// programOptions handles tools whose options name a program to run (tar -I,
-// rg --pre, sort --compress-program, man -P), then classifies the tool
-// itself by the tables.
-func (c *classifier) programOptions(cl *cmdCall, args []value) {
-	base, trusted := progName(args[0].s)
-	opts := programOpts[base]
-	for i := 1; i < len(args); i++ {
-		a := args[i]
-		if !a.known {
-			continue
+// tar is never read (it creates or extracts files). Its options are read
+// with getopt_long, after its traditional form (tar xzf ARCHIVE: a first
+// word of letters, whose values follow in order); the programs they name
+// (-I, --to-command, --checkpoint-action=exec=, -F ...) are classified as
+// those programs, and --remove-files, --delete and --recursive-unlink
+// destroy.
+func (c *classifier) tar(cl *cmdCall, args []value) {
+	if !allKnown(args) {
+		c.raiseCall(cl, Destructive, "tar with an argument known only at run time can reach --remove-files or -I")
+		return
+	}
+	c.raiseCall(cl, Write, "tar extracts or creates files")
+	sp := spec(tarOpts)
+	words := args[1:]
+	if len(words) > 0 && words[0].s != "" && !strings.HasPrefix(words[0].s, "-") && strings.Trim(words[0].s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ") == "" {
+		letters, rest := words[0].s, words[1:]
+		var expanded []value
+		for k := 0; k < len(letters); k++ {
+			expanded = append(expanded, value{s: "-" + letters[k:k+1], known: true})
+			if d, ok := sp.short[letters[k]]; ok && d.kind == reqArg && len(rest) > 0 {
+				expanded = append(expanded, rest[0])
+				rest = rest[1:]
+			}
 		}
-		for _, o := range opts {
-			name, val, hasVal := strings.Cut(a.s, "=")
-			match := name == o || strings.HasPrefix(o, "--") && len(name) > 3 && strings.HasPrefix(o, name) && base != "rg"
-			if !match && len(o) == 2 && strings.HasPrefix(a.s, o) && len(a.s) > 2 && !strings.HasPrefix(a.s, "--") {
-				match, val, hasVal = true, a.s[2:], true
-			}
-			if !match {
-				continue
-			}
-			if !hasVal && i+1 < len(args) {
-				if !args[i+1].known {
-					c.raiseCall(cl, Destructive, base+" "+o+" names a program known only at run time")
-					continue
-				}
-				val = args[i+1].s
-			}
-			if o == "--checkpoint-action" {
-				if !strings.HasPrefix(val, "exec=") {
-					continue
-				}
-				val = strings.TrimPrefix(val, "exec=")
-			}
-			c.raiseCall(cl, Write, base+" "+o+" runs a program")
-			c.nested(cl.sc, cl.node, val, cl.depth)
+		words = append(expanded, rest...)
+	}
+	p := getopt(sp, words, false)
+	c.optionPrograms(cl, "tar", &p)
+	for _, v := range p.values("--checkpoint-action") {
+		if prog, ok := strings.CutPrefix(v, "exec="); ok {
+			c.raiseCall(cl, Write, "tar --checkpoint-action=exec= runs a program")
+			c.nested(cl.sc, cl.node, prog, cl.depth)
 		}
 	}
-	if base == "tar" {
+	if o, worse := p.worst(); worse && o.cls == Destructive {
+		c.raiseCall(cl, Destructive, "tar "+o.word+" deletes files")
+	}
+}
+
+// man is never read (it pages, and runs groff and a pager). The programs
+// its options name (-P, --pager, -H/--html with a browser) are classified
+// as those programs.
+func (c *classifier) man(cl *cmdCall, args []value) {
+	c.raiseCall(cl, Write, neverRead["man"])
+	p := getopt(spec(manOpts), args[1:], false)
+	if p.dynamic != "" {
 		for _, a := range args[1:] {
-			if !a.known {
-				c.raiseCall(cl, Destructive, "tar with an argument known only at run time can reach --remove-files or -I")
+			if mayBeOption(a) {
+				c.raiseCall(cl, Destructive, "man with an option known only at run time, which may be -P PROGRAM")
 				return
 			}
-			if n, _, _ := strings.Cut(a.s, "="); n == "--remove-files" || n == "--delete" {
-				c.raiseCall(cl, Destructive, "tar "+n+" deletes files")
-			}
 		}
-		c.raiseCall(cl, Write, "tar extracts or creates files")
-		return
 	}
-	if _, ok := readTable[base]; ok {
-		c.generic(cl, base, trusted, args)
-		return
-	}
-	c.raiseCall(cl, Write, neverRead[base])
+	c.optionPrograms(cl, "man", &p)
 }
 
 // docker and podman: read forms, destructive forms, and the command that
