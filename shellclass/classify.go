@@ -19,7 +19,7 @@ func Classify(cmd string, opts Options) (res Result) {
 			res = Result{Class: Destructive, Reasons: []Reason{{Span: cmd, Class: Destructive, Why: whyPanic}}, Unreviewable: true}
 		}
 	}()
-	c := &classifier{opts: opts, top: cmd}
+	c := &classifier{opts: opts, top: cmd, read: readTable}
 	c.run()
 	return c.result()
 }
@@ -32,6 +32,8 @@ const whyPanic = "classifier failed on this input; refusing to guess"
 type classifier struct {
 	opts Options
 	top  string
+	// read is the read allowlist: readTable, or a test's copy.
+	read map[string]readEntry
 
 	class   Class
 	reasons []Reason

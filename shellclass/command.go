@@ -219,7 +219,7 @@ func (c *classifier) generic(cl *cmdCall, base string, trusted bool, args []valu
 		c.raiseCall(cl, Destructive, why)
 		return
 	}
-	e, ok := readTable[base]
+	e, ok := c.read[base]
 	if !ok {
 		c.raiseCall(cl, Write, base+" is not on the read allowlist")
 		c.blockDeviceArgs(cl, base, args[1:])

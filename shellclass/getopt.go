@@ -4,7 +4,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 )
 
 // argKind says whether an option takes a value.
@@ -95,28 +94,78 @@ type optSpec struct {
 	ceiling Class
 }
 
-// specCache holds the parsed form of every option table. The tables are
-// constants, so the cache is filled once per table and never changes
-// meaning; it is safe for concurrent use.
-var specCache sync.Map // specKey -> optSpec
-
 type specKey struct {
 	family optFamily
 	s      string
 }
 
+// specs holds the parsed form of every option table of the package
+// (specTables), parsed once at package initialisation and read-only
+// afterwards.
+var specs = func() map[specKey]optSpec {
+	m := map[specKey]optSpec{}
+	for _, t := range specTables() {
+		m[specKey{t.family, t.opts}] = parseSpec(t.family, t.opts)
+	}
+	return m
+}()
+
 // spec returns the parsed form of a getopt_long option table.
 func spec(s string) optSpec { return specOf(gnuFamily, s) }
 
-// specOf returns the parsed form of an option table of a family.
+// specOf returns the parsed form of an option table of a family: parsed at
+// initialisation, or now for a table built at run time.
 func specOf(f optFamily, s string) optSpec {
-	k := specKey{f, s}
-	if sp, ok := specCache.Load(k); ok {
-		return sp.(optSpec)
+	if sp, ok := specs[specKey{f, s}]; ok {
+		return sp
 	}
-	sp := parseSpec(f, s)
-	specCache.Store(k, sp)
-	return sp
+	return parseSpec(f, s)
+}
+
+// specTable is one option table, named for tests and reports.
+type specTable struct {
+	name   string
+	family optFamily
+	opts   string
+}
+
+// specTables lists every option table of the package with the family it
+// is read with.
+func specTables() []specTable {
+	var out []specTable
+	for name, e := range readTable {
+		out = append(out, specTable{"read " + name, e.family, e.opts})
+	}
+	for name, w := range wrappers {
+		out = append(out, specTable{"wrapper " + name, gnuFamily, w.opts})
+	}
+	for name, g := range gitReadSubs {
+		out = append(out, specTable{"git " + name, g.family, g.opts})
+	}
+	for name, o := range dockerRead {
+		out = append(out, specTable{"docker " + name, pflagFamily, o})
+	}
+	for name, o := range dockerComposeRead {
+		out = append(out, specTable{"docker compose " + name, pflagFamily, o})
+	}
+	for name, o := range kubectlRead {
+		out = append(out, specTable{"kubectl " + name, pflagFamily, kubectlGlobals + " " + o})
+	}
+	return append(out, []specTable{
+		{"git globals", exactFamily, gitGlobals}, {"git stash show", exactFamily, gitStashShowOpts},
+		{"git worktree list", gitFamily, gitWorktreeListOpts},
+		{"docker globals", pflagFamily, dockerGlobals}, {"compose globals", pflagFamily, dockerComposeGlobals},
+		{"docker exec", pflagFamily, dockerExecOpts}, {"docker run", pflagFamily, dockerRunOpts},
+		{"kubectl globals", pflagFamily, kubectlGlobals}, {"kubectl changes", pflagFamily, kubectlChangeOpts},
+		{"kubectl exec", pflagFamily, kubectlExecOpts}, {"apt", aptFamily, aptOpts},
+		{"rsync sender", exactFamily, rsyncSenderOpts}, {"systemctl", gnuFamily, systemctlOpts},
+		{"tar", gnuFamily, tarOpts}, {"man", gnuFamily, manOpts}, {"scp", gnuFamily, scpOpts},
+		{"sftp", gnuFamily, sftpOpts}, {"at", gnuFamily, atOpts}, {"parallel", gnuFamily, parallelOpts},
+		{"ssh", gnuFamily, sshOpts}, {"awk", gnuFamily, awkOpts}, {"rpm", gnuFamily, rpmQueryOpts},
+		{"pip", gnuFamily, pipReadOpts}, {"read", gnuFamily, readOpts}, {"mapfile", gnuFamily, mapfileOpts},
+		{"compgen", gnuFamily, compgenOpts}, {"unset", gnuFamily, unsetOpts}, {"wait", gnuFamily, waitOpts},
+		{"hash", gnuFamily, hashOpts},
+	}...)
 }
 
 // parseSpec reads a table: options separated by spaces, "-n" and "--name"

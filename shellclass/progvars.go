@@ -174,7 +174,7 @@ func (c *classifier) collectBindings(x *syntax.CallExpr) {
 		for _, a := range x.Args[i+1:] {
 			args = append(args, wordValue(a, c.opts.Dialect))
 		}
-		p := getopt(spec("-d -l -r -t -p="), args, true)
+		p := getopt(spec(hashOpts), args, true)
 		paths := p.optValues("-p")
 		if len(paths) == 0 {
 			continue

@@ -71,3 +71,9 @@ var testBinops = map[string]bool{
 	"=": true, "==": true, "!=": true, "<": true, ">": true, "-nt": true, "-ot": true, "-ef": true,
 	"-eq": true, "-ne": true, "-lt": true, "-le": true, "-gt": true, "-ge": true,
 }
+
+const unsetOpts = "-f -v -n"
+
+const waitOpts = "-f -n -p="
+
+const hashOpts = "-d -l -r -t -p="

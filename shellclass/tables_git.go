@@ -86,6 +86,13 @@ var gitReadSubs = map[string]gitSub{
 	"upload-archive": {gitFamily, "", nil},
 }
 
+// gitStashShowOpts and gitWorktreeListOpts are the options of git stash
+// show and git worktree list.
+const (
+	gitStashShowOpts    = gitDiffOpts + " --include-untracked --only-untracked -u"
+	gitWorktreeListOpts = "-v --verbose --porcelain -z --expire="
+)
+
 // gitBranchActions are git branch's options that create, move, copy,
 // delete or change branches (builtin/branch.c).
 const gitBranchActions = "W:-t? W:--track? W:--set-upstream W:-u= W:--set-upstream-to= W:--unset-upstream D:-d D:--delete D:-D W:-m W:--move W:-M W:-c W:--copy W:-C W:--create-reflog W:--edit-description W:-f W:--force W:--recurse-submodules"

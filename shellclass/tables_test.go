@@ -10,49 +10,12 @@ import (
 	"github.com/postern/postern/internal/e2e"
 )
 
-// allTables returns every option table of the package with the family it
-// is read with, by name for failure messages.
-func allTables() map[string]struct {
-	family optFamily
-	opts   string
-} {
-	type t = struct {
-		family optFamily
-		opts   string
-	}
-	m := map[string]t{}
-	for name, e := range readTable {
-		m["read "+name] = t{e.family, e.opts}
-	}
-	for name, w := range wrappers {
-		m["wrapper "+name] = t{gnuFamily, w.opts}
-	}
-	for name, g := range gitReadSubs {
-		m["git "+name] = t{g.family, g.opts}
-	}
-	for name, o := range dockerRead {
-		m["docker "+name] = t{pflagFamily, o}
-	}
-	for name, o := range dockerComposeRead {
-		m["docker compose "+name] = t{pflagFamily, o}
-	}
-	for name, o := range kubectlRead {
-		m["kubectl "+name] = t{pflagFamily, kubectlGlobals + " " + o}
-	}
-	for name, o := range map[string]string{"git globals": gitGlobals, "docker globals": dockerGlobals, "compose globals": dockerComposeGlobals,
-		"docker exec": dockerExecOpts, "docker run": dockerRunOpts, "systemctl": systemctlOpts, "apt": aptOpts, "tar": tarOpts,
-		"man": manOpts, "scp": scpOpts, "parallel": parallelOpts, "ssh": sshOpts, "awk": awkOpts, "rpm": rpmQueryOpts,
-		"pip": pipReadOpts, "rsync sender": rsyncSenderOpts, "read": readOpts, "mapfile": mapfileOpts, "compgen": compgenOpts} {
-		m[name] = t{gnuFamily, o}
-	}
-	return m
-}
-
 // TestTablesParse reads every option table: a malformed token panics at
 // run time (recovered as a destructive "classifier failed"), and an
 // option listed twice with different meanings is a table error.
 func TestTablesParse(t *testing.T) {
-	for name, tab := range allTables() {
+	for _, tab := range specTables() {
+		name := tab.name
 		func() {
 			defer func() {
 				if r := recover(); r != nil {

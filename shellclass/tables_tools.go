@@ -193,3 +193,16 @@ func setOf(words string) map[string]bool {
 	}
 	return m
 }
+
+// kubectlChangeOpts are the options of kubectl's verbs that change the
+// cluster, enough to find what makes one destructive (kubectlDestructive).
+const kubectlChangeOpts = kubectlGlobals + " --replicas= --current-replicas= --force --prune --grace-period= --timeout= --all --resource-version= -f= --filename= -l= --selector= -o= --output= -R --recursive -k= --kustomize= --dry-run? --record --server-side --field-manager= --force-conflicts --validate? --wait --cascade? --overwrite --save-config --show-managed-fields --template= --allow-missing-template-keys --selector= --subresource= --prune-allowlist= --prune-whitelist= --all-namespaces -A"
+
+// kubectlExecOpts are kubectl exec's options.
+const kubectlExecOpts = kubectlGlobals + " -c= --container= -i --stdin -t --tty -q --quiet -f= --filename= --pod-running-timeout="
+
+// atOpts are at's and batch's options.
+const atOpts = "-V -q= -f= -m -M -l -r -d -b -v -c -t= -u"
+
+// sftpOpts are sftp's options (OpenSSH 9.2).
+const sftpOpts = "-4 -6 -A -a -C -f -N -p -q -R= -r -v -B= -b= -c= -D= -F= -i= -J= -l= -o= -P= -S= -s= -X="

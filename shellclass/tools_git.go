@@ -200,11 +200,11 @@ func gitSubVerb(sub string, rest []value) (gitSub, []value, bool) {
 	}
 	switch {
 	case sub == "stash" && verb == "list", sub == "reflog" && (verb == "" || verb == "show"):
-		return gitSub{exactFamily, gitRevOpts + " " + gitDiffOpts, gitFormatCheck}, rest, true
+		return gitReadSubs["log"], rest, true
 	case sub == "stash" && verb == "show":
-		return gitSub{exactFamily, gitDiffOpts + " --include-untracked --only-untracked -u", nil}, rest, true
+		return gitSub{exactFamily, gitStashShowOpts, nil}, rest, true
 	case sub == "worktree" && verb == "list":
-		return gitSub{gitFamily, "-v --verbose --porcelain -z --expire=", nil}, rest, true
+		return gitSub{gitFamily, gitWorktreeListOpts, nil}, rest, true
 	}
 	return gitSub{}, nil, false
 }

@@ -419,7 +419,7 @@ func kubectlDestructive(verb string, rest []value) (string, bool) {
 	if kubectlDestructiveVerb(verb) {
 		return "kubectl " + verb + " deletes cluster resources or evicts workloads", true
 	}
-	p := getopt(specOf(pflagFamily, kubectlGlobals+" --replicas= --current-replicas= --force --prune --grace-period= --timeout= --all --resource-version= -f= --filename= -l= --selector= -o= --output= -R --recursive -k= --kustomize= --dry-run? --record --server-side --field-manager= --force-conflicts --validate? --wait --cascade? --overwrite --save-config --show-managed-fields --template= --allow-missing-template-keys --selector= --subresource= --prune-allowlist= --prune-whitelist= --all-namespaces -A"), rest, false)
+	p := getopt(specOf(pflagFamily, kubectlChangeOpts), rest, false)
 	switch verb {
 	case "scale":
 		for _, v := range p.values("--replicas") {
@@ -455,7 +455,7 @@ func (c *classifier) kubectlExec(cl *cmdCall, args []value) {
 		}
 	}
 	if inner == nil {
-		p := getopt(specOf(pflagFamily, kubectlGlobals+" -c= --container= -i --stdin -t --tty -q --quiet -f= --filename= --pod-running-timeout="), args[1:], false)
+		p := getopt(specOf(pflagFamily, kubectlExecOpts), args[1:], false)
 		if len(p.operands) > 2 {
 			inner = p.operands[2:]
 		}

@@ -131,7 +131,7 @@ func (c *classifier) gdbCommands(cl *cmdCall, args []value) {
 // here-document or here-string is read) or the file of -f; at -r and -d
 // delete jobs.
 func (c *classifier) atJob(cl *cmdCall, base string, args []value) {
-	p := getopt(spec("-V -q= -f= -m -M -l -r -d -b -v -c -t= -u"), args[1:], false)
+	p := getopt(spec(atOpts), args[1:], false)
 	if p.has("-r", "-d") {
 		c.raiseCall(cl, Destructive, base+" -r deletes queued jobs")
 		return
@@ -263,7 +263,7 @@ func (c *classifier) crontabJob(cl *cmdCall, args []value) {
 // connection) and -D (the sftp server to run), and its -o options.
 func (c *classifier) sftpPrograms(cl *cmdCall, args []value) {
 	c.raiseCall(cl, Write, "sftp transfers files")
-	p := getopt(spec("-4 -6 -A -a -C -f -N -p -q -R= -r -v -B= -b= -c= -D= -F= -i= -J= -l= -o= -P= -S= -s= -X="), args[1:], false)
+	p := getopt(spec(sftpOpts), args[1:], false)
 	for _, v := range p.optValues("-S", "-D") {
 		if !v.known {
 			c.raiseCall(cl, Destructive, "sftp -S/-D names a program known only at run time")
