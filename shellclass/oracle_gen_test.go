@@ -32,6 +32,15 @@ var (
 	genSubWords = []string{"get", "list", "set", "add", "delete", "remove", "rm", "show", "edit", "move", "copy", "unset", "flush", "stop"}
 )
 
+// genEntryOperands are operands that make sense to an entry, besides the
+// files: sed scripts, jq programs, grep patterns.
+var genEntryOperands = map[string][]string{
+	"sed":  {"p", "'s/hello/x/g'", "'1d'", "-n '1p'", "'$!N'", "'y/a/b/'"},
+	"jq":   {"'.'", "'.a'", "'keys'", "-r '.a'"},
+	"grep": {"hello", "-r hello", "-e x"},
+	"date": {"+%s", "'+%F %T'"},
+}
+
 // genEntries returns the read entries of read (readTable or a test's copy)
 // and of the tools with handlers that have read forms.
 func genEntries(read map[string]readEntry, handlers bool) []genEntry {
@@ -47,7 +56,11 @@ func genEntries(read map[string]readEntry, handlers bool) []genEntry {
 			continue // they wait for a network or an interval
 		}
 		e := read[n]
-		out = append(out, genEntry{name: n, prefix: []string{n}, spec: specOf(e.family, e.opts), operands: genOperands, progs: []string{n}})
+		ops := genOperands
+		if extra, ok := genEntryOperands[n]; ok {
+			ops = append(append([]string{}, extra...), genOperands...)
+		}
+		out = append(out, genEntry{name: n, prefix: []string{n}, spec: specOf(e.family, e.opts), operands: ops, progs: []string{n}})
 	}
 	if !handlers {
 		return out
@@ -76,6 +89,15 @@ func genEntries(read map[string]readEntry, handlers bool) []genEntry {
 	for _, verb := range sortedKeys(kubectlRead) {
 		out = append(out, genEntry{name: "kubectl", prefix: []string{"kubectl", verb}, spec: specOf(pflagFamily, kubectlGlobals+" "+kubectlRead[verb]), operands: []string{"pods", "nodes", "get"}, progs: []string{"kubectl"}})
 	}
+	awkProgs := []string{"'{print}'", "'{print $1}'", "'BEGIN{print 1}'", `'{printf("%s\n", $0)}'`, "'NR==1'",
+		`'BEGIN { while ((getline l < ".bashrc") > 0) print l }'`, `'{ print > "/dev/stdout" }'`, `'END { print NR }'`}
+	var awkOps []string
+	for _, prog := range awkProgs {
+		awkOps = append(awkOps, prog+" notes.txt", prog, prog+" .bashrc")
+	}
+	out = append(out, genEntry{name: "awk", prefix: []string{"awk"}, spec: spec(awkOpts), operands: awkOps, progs: []string{"awk", "mawk", "gawk"}})
+	out = append(out, genEntry{name: "rsync", prefix: []string{"rsync", "--server", "--sender"}, spec: specOf(exactFamily, rsyncSenderOpts),
+		operands: []string{". notes.txt", ". sub", ". " + oracleHome, ". .bashrc"}, progs: []string{"rsync"}})
 	for _, f := range []string{"find"} {
 		var opts []string
 		for p, n := range findPrimaries {
