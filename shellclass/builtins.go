@@ -133,7 +133,7 @@ func (c *classifier) printfBuiltin(cl *cmdCall, args []value) {
 // unset evaluates the subscript of each name (on an indexed array); with
 // -f the operands are function names, looked up as they are.
 func (c *classifier) unset(cl *cmdCall, args []value) {
-	p := getopt(spec("-f -v -n"), args[1:], true)
+	p := getopt(spec(unsetOpts), args[1:], true)
 	if p.has("-f") {
 		return
 	}
@@ -164,7 +164,7 @@ func (c *classifier) wait(cl *cmdCall, args []value) {
 			return
 		}
 	}
-	p := getopt(spec("-f -n -p="), args[1:], true)
+	p := getopt(spec(waitOpts), args[1:], true)
 	for _, n := range p.optValues("-p") {
 		if !n.known || !inertNameArg(n.s) {
 			c.raiseCall(cl, Destructive, "wait -p evaluates the subscript of the name it stores into, which can run commands")

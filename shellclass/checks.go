@@ -8,7 +8,7 @@ import "strings"
 // sedCheck accepts a sed program only when it cannot write or run anything:
 // no in-place edit, no script file, no e/w/W/r/R commands and no s///e or w
 // flags.
-func sedCheck(p *parsed) (Class, string) {
+func sedCheck(p *parsed, terminal bool) (Class, string) {
 	scripts := p.values("-e", "--expression")
 	ops := p.operands
 	if len(scripts) == 0 {
@@ -21,6 +21,14 @@ func sedCheck(p *parsed) (Class, string) {
 		scripts = []string{ops[0].s}
 	}
 	for _, s := range scripts {
+		for _, f := range sedFiles(s) {
+			if dev, ok := opensDevice(value{s: f, known: true}); ok {
+				return Destructive, "sed script opens " + dev + ": " + deviceWhy
+			}
+			if isBlockDevice(f) {
+				return Destructive, "sed script may write block device " + f
+			}
+		}
 		if why, ok := sedScriptSafe(s); !ok {
 			return Write, "sed script " + why
 		}
@@ -28,7 +36,7 @@ func sedCheck(p *parsed) (Class, string) {
 	return Read, ""
 }
 
-func printfCheck(p *parsed) (Class, string) {
+func printfCheck(p *parsed, terminal bool) (Class, string) {
 	if p.has("-v") {
 		return Write, "printf -v assigns a variable"
 	}
@@ -45,7 +53,7 @@ func printfCheck(p *parsed) (Class, string) {
 	return Read, ""
 }
 
-func dateCheck(p *parsed) (Class, string) {
+func dateCheck(p *parsed, terminal bool) (Class, string) {
 	for _, o := range p.operands {
 		if !strings.HasPrefix(o.s, "+") {
 			return Write, "date with operand " + o.s + " sets the clock"
@@ -54,7 +62,7 @@ func dateCheck(p *parsed) (Class, string) {
 	return Read, ""
 }
 
-func psCheck(p *parsed) (Class, string) {
+func psCheck(p *parsed, terminal bool) (Class, string) {
 	// BSD-style ps options (`ps aux`) come as one operand of letters.
 	for _, o := range p.operands {
 		for i := 0; i < len(o.s); i++ {
@@ -66,20 +74,10 @@ func psCheck(p *parsed) (Class, string) {
 	return Read, ""
 }
 
-// dmesgCheck refuses -H without --nopager: the human format starts a pager.
-// (-w, which follows forever, is refused by its absence from the list.)
-// ssCheck: ss -K (--kill) closes the sockets it lists.
-func ssCheck(p *parsed) (Class, string) {
-	if p.has("-K", "--kill") {
-		return Destructive, "ss -K closes the sockets it matches, ending their connections"
-	}
-	return Read, ""
-}
-
 // lspciCheck: lspci -xxx and -xxxx read parts of PCI configuration space
 // that make some devices crash (lspci(8)); -x and -xx are the standard
 // header.
-func lspciCheck(p *parsed) (Class, string) {
+func lspciCheck(p *parsed, terminal bool) (Class, string) {
 	n := 0
 	for _, o := range p.opts {
 		if o.name == "-x" {
@@ -95,7 +93,7 @@ func lspciCheck(p *parsed) (Class, string) {
 // lsofCheck: lsof's +options (+r repeats forever, +m names a mount
 // supplement file, +c, +w ...) are not on the allowlist; a +word is taken
 // for an operand by the option parser.
-func lsofCheck(p *parsed) (Class, string) {
+func lsofCheck(p *parsed, terminal bool) (Class, string) {
 	for _, o := range p.operands {
 		if strings.HasPrefix(o.s, "+") {
 			return Write, "lsof option " + o.s + " is not on the read allowlist"
@@ -105,7 +103,7 @@ func lsofCheck(p *parsed) (Class, string) {
 }
 
 // freeCheck: free -s N repeats until interrupted unless -c bounds it.
-func freeCheck(p *parsed) (Class, string) {
+func freeCheck(p *parsed, terminal bool) (Class, string) {
 	if p.has("-s", "--seconds") && !p.has("-c", "--count") {
 		return Write, "free -s without -c runs until interrupted"
 	}
@@ -114,7 +112,7 @@ func freeCheck(p *parsed) (Class, string) {
 
 // repeatCheck: vmstat and iostat take `[interval [count]]` as their last
 // operands; an interval with no count repeats until interrupted.
-func repeatCheck(p *parsed) (Class, string) {
+func repeatCheck(p *parsed, terminal bool) (Class, string) {
 	numbers := 0
 	for _, o := range p.operands {
 		if isFD(o.s) {
@@ -127,16 +125,11 @@ func repeatCheck(p *parsed) (Class, string) {
 	return Read, ""
 }
 
-func dmesgCheck(p *parsed) (Class, string) {
-	if p.has("-H", "--human") && !p.has("-P", "--nopager") {
-		return Write, "dmesg -H starts a pager; add --nopager"
-	}
-	return Read, ""
-}
-
-func journalctlCheck(p *parsed) (Class, string) {
-	if p.has("-f") {
-		return Write, "journalctl -f follows forever"
+// dmesgCheck refuses -H without --nopager on a terminal: the human format
+// starts a pager there.
+func dmesgCheck(p *parsed, terminal bool) (Class, string) {
+	if terminal && p.has("-H", "--human") && !p.has("-P", "--nopager") {
+		return Write, "dmesg -H starts a pager on a terminal; add --nopager"
 	}
 	return Read, ""
 }

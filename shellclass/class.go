@@ -164,6 +164,12 @@ type Options struct {
 	MaxLength int // bytes; DefaultMaxLength if zero
 	MaxDepth  int // nesting levels; DefaultMaxDepth if zero
 	Hook      Hook
+	// Terminal is set when the session has a pty. Tools that page or
+	// prompt only on a terminal (systemctl status, journalctl, git log,
+	// dmesg -H) then need their --no-pager option to be read: a pager
+	// runs commands (less's !cmd). Without a terminal they print and
+	// exit.
+	Terminal bool
 }
 
 func (o Options) maxLength() int {

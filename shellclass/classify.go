@@ -19,7 +19,7 @@ func Classify(cmd string, opts Options) (res Result) {
 			res = Result{Class: Destructive, Reasons: []Reason{{Span: cmd, Class: Destructive, Why: whyPanic}}, Unreviewable: true}
 		}
 	}()
-	c := &classifier{opts: opts, top: cmd}
+	c := &classifier{opts: opts, top: cmd, read: readTable}
 	c.run()
 	return c.result()
 }
@@ -32,6 +32,8 @@ const whyPanic = "classifier failed on this input; refusing to guess"
 type classifier struct {
 	opts Options
 	top  string
+	// read is the read allowlist: readTable, or a test's copy.
+	read map[string]readEntry
 
 	class   Class
 	reasons []Reason
@@ -72,12 +74,29 @@ type classifier struct {
 	// inNested is set while a nested string is classified: positions there
 	// are not comparable with top-level assignments.
 	inNested bool
+	// collectingNested is set while prepareNested reads a nested string.
+	collectingNested bool
+	// cwdMoves is set when the string changes directory (cd, pushd,
+	// popd): a relative path may then start anywhere, /dev included.
+	cwdMoves bool
+	// bind holds the names the string binds to programs (progvars.go).
+	bind bindings
+	// gitConfigKeys maps n to what GIT_CONFIG_KEY_n is assigned.
+	gitConfigKeys map[string]value
+	// bashEnvStdin is set when BASH_ENV or ENV is assigned standard input
+	// or a value known only at run time: a shell started later reads its
+	// standard input as startup code.
+	bashEnvStdin bool
 	// parsed counts the bytes parsed so far, nested strings included; past
 	// parseBudget the walk stops (an eval chain re-parses its tail).
 	parsed int
 	// kept counts the reasons kept per class: a 64 KiB string of unknown
 	// commands needs a few examples, not thirty thousand.
 	kept [3]int
+	// fdBindings and reopens are the redirections of the whole string, for
+	// checkReopens (fds.go).
+	fdBindings []fdBinding
+	reopens    []fdReopen
 	// single is the one simple command of a string that is nothing else, for
 	// a recipe's exact read commands.
 	single []string
@@ -106,6 +125,7 @@ type scope struct {
 
 func (c *classifier) run() {
 	c.attrs = newAttrs()
+	defer c.checkReopens()
 	defer c.checkSites()
 	if strings.IndexByte(c.top, 0) >= 0 {
 		c.raiseAt(c.top, 0, Destructive, "command contains a NUL byte")
@@ -460,12 +480,18 @@ func (c *classifier) redirect(sc *scope, r *syntax.Redirect, depth int) {
 	if r.Hdoc != nil {
 		c.word(sc, r.Hdoc, depth+1)
 	}
+	if c.bindFDs(sc, r) {
+		return // output to /dev/stdout and the like: checkReopens decides
+	}
 	switch r.Op {
 	case syntax.Hdoc, syntax.DashHdoc, syntax.WordHdoc:
 		return
 	case syntax.RdrIn, syntax.DplIn:
 		// Reading changes nothing, but docs/classification.md makes any dynamic
 		// redirect target destructive: it cannot be checked at all.
+		if procSubstOnly(r.Word) {
+			return // a pipe from a command, classified as it is
+		}
 		v := wordValue(r.Word, c.opts.Dialect)
 		if !v.known {
 			c.raise(sc, r, Destructive, "redirect from a target known only at run time ("+v.why+")")
@@ -477,6 +503,9 @@ func (c *classifier) redirect(sc *scope, r *syntax.Redirect, depth int) {
 		if v := wordValue(r.Word, c.opts.Dialect); v.known && (isFD(v.s) || v.s == "-") {
 			return
 		}
+	}
+	if procSubstOnly(r.Word) {
+		return // a pipe to a command, classified as it is
 	}
 	v := wordValue(r.Word, c.opts.Dialect)
 	if !v.known {
@@ -509,21 +538,13 @@ func isFD(s string) bool {
 	return true
 }
 
+// neutralSink reports an output target that writes nothing: /dev/null, and
+// the controlling terminal (the agent's own, if it has one). /dev/stdout
+// and the like are decided by checkReopens.
 func neutralSink(p string) bool {
 	switch p {
-	case "/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty", "/dev/fd/1", "/dev/fd/2":
+	case "/dev/null", "/dev/tty":
 		return true
-	}
-	return false
-}
-
-// isBlockDevice reports whether a path names a block device by the naming
-// conventions of Linux (docs/classification.md, Redirections).
-func isBlockDevice(p string) bool {
-	for _, prefix := range blockDevicePrefixes {
-		if strings.HasPrefix(p, prefix) {
-			return true
-		}
 	}
 	return false
 }
@@ -621,12 +642,31 @@ func (c *classifier) subscript(sc *scope, name *syntax.Lit, idx syntax.ArithmExp
 }
 
 // assocAt reports whether name is surely an associative array at node: a
-// top-level statement before it declared it -A, nothing in the string can
-// unset it, and node is in the top-level string outside any function
-// (where local could make a new, indexed, variable of the same name).
+// top-level statement before it declared it -A, and that declaration
+// cannot have failed: the name is not one of bash's own arrays, nothing
+// that runs before it (or in a nested string) can make it an indexed
+// array, and it is not readonly anywhere (bash refuses declare -A then,
+// and a subscript of the indexed array is arithmetic). Nothing in the
+// string can unset it, and node is in the top-level string outside any
+// function (where local could make a new, indexed, variable of the same
+// name).
 func (c *classifier) assocAt(name string, node syntax.Node) bool {
-	end, ok := c.attrs.assocInit[name]
-	return ok && !c.inNested && c.inFunc == 0 && int(node.Pos().Offset()) >= end && !c.attrs.unset[name] && !c.attrs.unsetAny
+	if (name == "BASH_CMDS" || name == "BASH_ALIASES") && !c.attrs.unset[name] && !c.attrs.unsetAny && c.inFunc == 0 {
+		return true // bash's own associative arrays
+	}
+	d, ok := c.attrs.assocInit[name]
+	if !ok || c.inNested || c.inFunc > 0 || int(node.Pos().Offset()) < d.end || c.attrs.unset[name] || c.attrs.unsetAny {
+		return false
+	}
+	if bashArrays[name] || c.attrs.unInteger[name] || c.attrs.nameref[name] {
+		return false
+	}
+	for _, off := range c.attrs.indexed[name] {
+		if off < d.start {
+			return false
+		}
+	}
+	return true
 }
 
 // keysIndex reports whether an index is [@] or [*].

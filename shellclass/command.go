@@ -189,6 +189,9 @@ func (c *classifier) simple(cl *cmdCall, args []value) {
 				return
 			}
 		}
+		if c.boundCall(cl, base, args) && !knownCommand(base) {
+			return
+		}
 	}
 	if !trusted {
 		c.raiseCall(cl, Write, "program "+name.s+" is outside the system directories and may be anything")
@@ -216,7 +219,7 @@ func (c *classifier) generic(cl *cmdCall, base string, trusted bool, args []valu
 		c.raiseCall(cl, Destructive, why)
 		return
 	}
-	e, ok := readTable[base]
+	e, ok := c.read[base]
 	if !ok {
 		c.raiseCall(cl, Write, base+" is not on the read allowlist")
 		c.blockDeviceArgs(cl, base, args[1:])
@@ -228,26 +231,75 @@ func (c *classifier) generic(cl *cmdCall, base string, trusted bool, args []valu
 	c.readEntry(cl, base, e, args[1:])
 }
 
-// devices raises cl to destructive if one of args opens a device that acts
-// when opened (opensDevice), and reports whether it did.
-func (c *classifier) devices(cl *cmdCall, what string, args []value) bool {
-	for _, a := range args {
-		if dev, ok := opensDevice(a); ok {
-			c.raiseCall(cl, Destructive, what+" opens "+dev+": "+deviceWhy)
-			return true
-		}
-	}
-	return false
-}
-
 // readEntry checks args against one read allowlist entry.
 func (c *classifier) readEntry(cl *cmdCall, base string, e readEntry, args []value) {
 	opens := !namesOnly[base] && (base != "file" || hasShortOpt(args, 's'))
 	if opens && c.devices(cl, base, args) {
 		return
 	}
-	cls, why := checkRead(base, e, args)
+	p := getopt(specOf(e.family, e.opts), args, e.posix)
+	c.optionPrograms(cl, base, &p)
+	if opens && c.recursiveDevices(cl, base, &p) {
+		return
+	}
+	cls, why := checkRead(base, e, &p, c.opts.Terminal)
 	c.raiseCall(cl, cls, why)
+}
+
+// recursiveDevices raises a read entry that walks a tree and opens the
+// device files it meets there: grep -r with -D read (GNU grep skips
+// devices found by -r otherwise; diff -r reports device files without
+// opening them, checked with diffutils 3.8). It does so when a tree it walks
+// may hold devices (mayHoldDevices), or for grep -r without a path, the
+// working directory may be /dev.
+func (c *classifier) recursiveDevices(cl *cmdCall, base string, p *parsed) bool {
+	var trees []value
+	switch base {
+	case "grep", "egrep", "fgrep":
+		if !p.has("-r", "-R", "--recursive", "--dereference-recursive") {
+			return false
+		}
+		readsDevices := false
+		for _, v := range p.values("-D", "--devices") {
+			readsDevices = readsDevices || v == "read" || strings.HasPrefix("read", v) && v != ""
+		}
+		if !readsDevices {
+			return false
+		}
+		trees = p.operands
+		if !p.has("-e", "--regexp", "-f", "--file") && len(trees) > 0 {
+			trees = trees[1:] // the pattern
+		}
+		if len(trees) == 0 {
+			trees = []value{{s: ".", known: true}}
+		}
+	default:
+		return false
+	}
+	for _, t := range trees {
+		if c.mayHoldDevices(t) {
+			c.raiseCall(cl, Destructive, base+" walks "+t.s+", which may hold device files, and opens them: "+deviceWhy)
+			return true
+		}
+	}
+	return false
+}
+
+// optionPrograms classifies the value of every option that names a program
+// or shell code the tool runs (sort --compress-program, rg --pre) as that
+// command: a program known only at run time may be rm.
+func (c *classifier) optionPrograms(cl *cmdCall, base string, p *parsed) {
+	for _, o := range p.opts {
+		if !o.prog || !o.hasVal {
+			continue
+		}
+		c.raiseCall(cl, Write, base+" "+o.name+" runs a program")
+		if o.dynamic {
+			c.raiseCall(cl, Destructive, base+" "+o.name+" runs a program known only at run time")
+			continue
+		}
+		c.nested(cl.sc, cl.node, o.val, cl.depth)
+	}
 }
 
 // hasShortOpt reports whether a literal argument is a bundle of short
@@ -261,83 +313,32 @@ func hasShortOpt(args []value, letter byte) bool {
 	return false
 }
 
-const deviceWhy = "opening or reading this file acts on the machine (a watchdog reboots it unless closed with the magic character; port and memory reads can hang hardware; /proc/kmsg readers take messages from the logger)"
-
-// opensDevice reports whether an argument (or the value of --opt=value)
-// names, or is a glob that can match, a device of sideEffectDevices, also
-// through /proc/PID/root (a link to the root) and /dev/char/MAJOR:MINOR
-// (links to every character device). A relative path or a value known
-// only at run time is not checked (docs/classification.md, What the
-// classifier cannot see).
-func opensDevice(a value) (string, bool) {
-	s := a.s
-	if i := strings.Index(s, "=/"); i >= 0 && strings.HasPrefix(s, "-") {
-		s = s[i+1:]
-	}
-	if !strings.HasPrefix(s, "/") {
-		return "", false
-	}
-	if !a.known && a.why != "glob pattern" {
-		return "", false
-	}
-	s = devicePath(path.Clean(s))
-	if a.known {
-		for _, d := range sideEffectDevices {
-			if s == d || d == "/dev/watchdog" && strings.HasPrefix(s, d) || strings.HasPrefix(s, "/dev/char/") {
-				return s, true
-			}
-		}
-		return "", false
-	}
-	for _, d := range append(sideEffectDevices, "/dev/watchdog0", "/dev/watchdog1", "/dev/char/10:130") {
-		if ok, _ := path.Match(s, d); ok {
-			return d, true
-		}
-	}
-	return "", false
-}
-
-// SideEffectDevice reports whether opening the absolute path p acts on the
-// machine by itself, and which device it names: a watchdog (opening it
-// arms a reboot), /dev/port, /dev/mem, /dev/kmem, /dev/snapshot,
-// /proc/kmsg, also through /proc/PID/root and /dev/char. The SFTP gate asks
-// it of every path it opens or links to: an open for reading is otherwise
-// a read.
-func SideEffectDevice(p string) (string, bool) {
-	return opensDevice(value{s: p, known: true})
-}
-
-// SideEffectDeviceWhy says why opening such a device is destructive.
-const SideEffectDeviceWhy = deviceWhy
-
-// devicePath strips the /proc/PID/root prefixes of a cleaned path: each is a
-// link to the root directory.
-func devicePath(s string) string {
-	for strings.HasPrefix(s, "/proc/") {
-		rest := s[len("/proc/"):]
-		pid, tail, ok := strings.Cut(rest, "/")
-		if !ok || !(pid == "self" || pid == "thread-self" || isFD(pid) || strings.ContainsAny(pid, "*?[")) {
-			return s
-		}
-		tail, ok = strings.CutPrefix(tail, "root")
-		if !ok || tail != "" && tail[0] != '/' {
-			return s
-		}
-		s = "/" + strings.TrimPrefix(tail, "/")
-	}
-	return s
-}
-
-func checkRead(base string, e readEntry, args []value) (Class, string) {
-	p := getopt(spec(e.opts), args, e.posix)
+// checkRead decides the class of a read entry's parsed arguments: the
+// highest class any argument known only at run time can reach, an unknown
+// option, an option that is not read, too many operands, a missing
+// required option, a pager on a terminal, and the entry's own check.
+func checkRead(base string, e readEntry, p *parsed, terminal bool) (Class, string) {
 	if e.lenient {
 		// echo, test and friends print or test what they do not know.
 		p.bad = ""
 	}
 	if p.dynamic != "" {
-		if e.ceiling > Read {
-			return e.ceiling, base + " with an argument known only at run time (" + p.dynamic + ") can reach " + e.ceiling.String()
+		if top := max(e.ceiling, specOf(e.family, e.opts).ceiling); top > Read {
+			return top, base + " with an argument known only at run time (" + p.dynamic + ") can reach " + top.String()
 		}
+	}
+	if o, ok := p.worst(); ok {
+		switch {
+		case o.prog:
+			return Write, base + " " + o.name + " runs a program"
+		case o.forever:
+			return Write, base + " " + o.word + " runs until interrupted"
+		case o.cls == Destructive:
+			return Destructive, base + " " + o.word + " destroys data or ends running work"
+		case o.left:
+			return Write, base + " " + o.word + " is left off the read allowlist (it reads what the classifier cannot check)"
+		}
+		return o.cls, base + " " + o.word + " is not a read option (" + o.name + " writes or changes the system)"
 	}
 	if p.bad != "" {
 		return Write, "unknown option " + p.bad + " for " + base
@@ -346,32 +347,17 @@ func checkRead(base string, e readEntry, args []value) (Class, string) {
 		return Write, base + " with more than " + strconv.Itoa(e.maxOps) + " operands may write a file"
 	}
 	if len(e.require) > 0 && !p.has(e.require...) {
-		return Write, base + " without " + strings.Join(e.require, " or ") + " may start a pager or run unbounded"
+		return Write, base + " without " + strings.Join(e.require, " or ") + " may run unbounded"
+	}
+	if terminal && len(e.pager) > 0 && !p.has(e.pager...) {
+		return Write, base + " without " + strings.Join(e.pager, " or ") + " starts a pager on a terminal, and a pager runs commands"
 	}
 	if e.check != nil {
-		if cls, why := e.check(&p); cls > Read {
+		if cls, why := e.check(p, terminal); cls > Read {
 			return cls, why
 		}
 	}
 	return Read, ""
-}
-
-// blockDeviceArgs raises a command that is not read to destructive when an
-// argument names a block device: `cp x /dev/sda`, `tee /dev/nvme0n1`.
-func (c *classifier) blockDeviceArgs(cl *cmdCall, base string, args []value) {
-	for _, a := range args {
-		if !a.known {
-			continue
-		}
-		s := a.s
-		if i := strings.IndexByte(s, '='); i >= 0 && strings.HasPrefix(s[i+1:], "/dev/") {
-			s = s[i+1:]
-		}
-		if isBlockDevice(s) {
-			c.raiseCall(cl, Destructive, base+" may write block device "+s)
-			return
-		}
-	}
 }
 
 // expandAlias classifies a command whose name is an alias defined earlier in

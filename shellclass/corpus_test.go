@@ -16,6 +16,8 @@ type corpusRow struct {
 	Class   string `json:"class"`
 	Why     string `json:"why"`
 	Shell   string `json:"shell"`
+	// Terminal is set for a row classified as if the session had a pty.
+	Terminal bool `json:"terminal"`
 }
 
 func loadCorpus(t testing.TB, pattern string) map[string][]corpusRow {
@@ -94,7 +96,7 @@ func checkRows(t *testing.T, rows []corpusRow) {
 			t.Errorf("row %q: %v", r.Command, err)
 			continue
 		}
-		got := Classify(r.Command, Options{Dialect: d})
+		got := Classify(r.Command, Options{Dialect: d, Terminal: r.Terminal})
 		if got.Class != want {
 			t.Errorf("Classify(%q) = %v; want %v (%s); reasons %v", short(r.Command), got.Class, want, r.Why, got.Reasons)
 		}

@@ -24,6 +24,11 @@ func destructiveMatch(base string, args []value) (string, bool) {
 		if first == "" && !strings.HasPrefix(a.s, "-") {
 			first = a.s
 		}
+		for _, w := range r.anySubs {
+			if a.s == w {
+				return r.why, true
+			}
+		}
 		name, _, _ := strings.Cut(a.s, "=")
 		for _, f := range r.flags {
 			if name == f || strings.HasSuffix(f, "*") && strings.HasPrefix(name, strings.TrimSuffix(f, "*")) {

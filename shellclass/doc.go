@@ -15,18 +15,25 @@
 //
 // The code that reads them, file by file: class.go (the API's types:
 // classes, results and their reasons, dialects, options, recipe hooks),
-// prepare.go (a first pass over the string: the variables, arrays and
-// aliases it binds), classify.go (the walk of the tree, redirections and
-// assignments), command.go (one simple command), words.go (a word's value
-// after quote removal, when it is known), getopt.go (option lists read
-// against a table's allowlist), builtins.go and shellvars.go (the builtins
-// and variables bash evaluates), destructive.go (the destructive table's
-// matches), wrappers.go (commands that run other commands), tools.go,
-// tools_git.go and tools_ops.go (the tools with handlers), sed.go (sed
+// prepare.go (a first pass over the string: the variables, arrays,
+// aliases and name bindings it makes), classify.go (the walk of the tree,
+// redirections and assignments), fds.go (descriptors that /dev/stdout and
+// /dev/fd/N open again), devices.go (every path a word may name, device
+// files), command.go (one simple command), words.go (a word's value after
+// quote removal, when it is known), getopt.go (option tables read the way
+// each tool family's parser reads them), builtins.go and shellvars.go (the
+// builtins and variables bash evaluates), progvars.go (program-valued
+// variables, exported functions, hash -p and BASH_CMDS), destructive.go
+// (the destructive table's matches), wrappers.go (commands that run other
+// commands), tools.go, tools_git.go, tools_ops.go and tools_progs.go (the
+// tools with handlers), interp.go (inline interpreter code), sed.go (sed
 // scripts that only print), checks.go (the rules of read entries an option
-// list cannot say).
+// table cannot say).
 //
-// The package is pure: no I/O, no package-level mutable state, and Classify
-// is safe for concurrent use. Its tests run the read rows of the corpus
-// under real bash in a sandbox (bash_test.go).
+// The package is pure: no I/O, no package-level mutable state (the parsed
+// option tables are cached once each, read-only after), and Classify is
+// safe for concurrent use. Its tests run the read rows of the corpus under
+// real bash in a sandbox (bash_test.go), and commands generated from the
+// read entries' tables under strace in a read-only sandbox: none may make
+// a call that changes state (oracle_test.go).
 package shellclass

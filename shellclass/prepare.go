@@ -18,6 +18,8 @@ var varSetters = map[string]bool{
 // prepare walks the parsed top-level string once before classifying it, to
 // learn the names it defines: functions, aliases and literal variables.
 func (c *classifier) prepare(f *syntax.File) {
+	c.bind = bindings{hashed: map[string][]value{}, aliases: map[string][]value{}}
+	c.gitConfigKeys = map[string]value{}
 	c.funcs = map[string]bool{}
 	c.aliases = map[string]aliasDef{}
 	c.strAssigned = map[string]bool{}
@@ -59,11 +61,17 @@ func (c *classifier) prepareNested(f *syntax.File) {
 		c.funcs = map[string]bool{}
 		c.aliases = map[string]aliasDef{}
 	}
+	if c.bind.hashed == nil {
+		c.bind = bindings{hashed: map[string][]value{}, aliases: map[string][]value{}}
+		c.gitConfigKeys = map[string]value{}
+	}
 	if c.strAssigned == nil {
 		c.strAssigned = map[string]bool{}
 		c.loopVars = map[string]int{}
 	}
+	c.collectingNested = true
 	c.collect(f, func(name string) { c.strAssigned[name] = true }, func(string) {}, func() {})
+	c.collectingNested = false
 }
 
 // collect visits the tree for function and alias definitions, and reports
@@ -84,10 +92,15 @@ func (c *classifier) collect(f *syntax.File, strBind func(string), arithBind fun
 				c.funcs[nm.Value] = true
 			}
 		case *syntax.Assign:
+			c.collectArrayBinding(x)
+			if x.Name != nil && x.Value != nil {
+				c.noteEnv(x.Name.Value, wordValue(x.Value, c.opts.Dialect))
+			}
 			if x.Name != nil {
 				strBind(x.Name.Value)
 				if x.Array != nil || x.Index != nil {
 					c.attrs.array[x.Name.Value] = true
+					c.noteIndexed(x.Name.Value, x)
 				}
 			}
 		case *syntax.WordIter:
@@ -120,9 +133,25 @@ func (c *classifier) collect(f *syntax.File, strBind func(string), arithBind fun
 				if varSetters[v.s] {
 					opaque()
 				}
+				switch v.s {
+				case "cd", "pushd", "popd":
+					c.cwdMoves = true
+				}
 			}
 			c.collectAlias(x)
 			c.collectArrays(x)
+			c.collectBindings(x)
+			for _, w := range x.Args {
+				// env NAME=v, export NAME=v given as words.
+				if v := wordValue(w, c.opts.Dialect); v.known {
+					if name, val, ok := strings.Cut(v.s, "="); ok {
+						c.noteEnv(name, value{s: val, known: true})
+					}
+				} else if lit := literalPrefix(w); strings.Contains(lit, "=") {
+					name, _, _ := strings.Cut(lit, "=")
+					c.noteEnv(name, value{why: "expansion"})
+				}
+			}
 		}
 		return true
 	})
@@ -156,6 +185,7 @@ func (c *classifier) collectArrays(x *syntax.CallExpr) {
 		for _, w := range x.Args[1:] {
 			if v := wordValue(w, c.opts.Dialect); v.known {
 				c.attrs.array[baseName(v.s)] = true
+				c.noteIndexed(baseName(v.s), x)
 			}
 		}
 	}
@@ -182,6 +212,23 @@ func (c *classifier) collectAlias(x *syntax.CallExpr) {
 		}
 		if name, val, ok := strings.Cut(v.s, "="); ok && name != "" {
 			c.aliases[name] = aliasDef{value: val, known: true}
+		}
+	}
+}
+
+// noteEnv records the assignments later checks need before the walk
+// reaches them: GIT_CONFIG_KEY_n, and BASH_ENV or ENV naming standard
+// input or a value known only at run time.
+func (c *classifier) noteEnv(name string, v value) {
+	switch {
+	case strings.HasPrefix(name, "GIT_CONFIG_KEY_"):
+		n := strings.TrimPrefix(name, "GIT_CONFIG_KEY_")
+		if old, ok := c.gitConfigKeys[n]; !ok || old.known && !gitProgramKey(old.s) {
+			c.gitConfigKeys[n] = v
+		}
+	case name == "BASH_ENV" || name == "ENV":
+		if !v.known || stdinPath(v.s) {
+			c.bashEnvStdin = true
 		}
 	}
 }
@@ -213,8 +260,8 @@ func (c *classifier) integerInits(f *syntax.File) {
 			if strings.ContainsRune(flags, 'i') && a.hasValue && a.array == nil && inertValue(a.value) {
 				c.attrs.intInit[a.name] = int(st.End().Offset())
 			}
-			if strings.ContainsRune(flags, 'A') {
-				c.attrs.assocInit[a.name] = int(st.End().Offset())
+			if _, seen := c.attrs.assocInit[a.name]; strings.ContainsRune(flags, 'A') && !seen {
+				c.attrs.assocInit[a.name] = span{int(st.Pos().Offset()), int(st.End().Offset())}
 			}
 		}
 	}

@@ -1,6 +1,9 @@
 package shellclass
 
-import "strings"
+import (
+	"regexp"
+	"strings"
+)
 
 // sedScriptSafe reports whether a sed script only prints: no e, w, W, r or
 // R commands and no s/// with the e or w flag. Anything it does not
@@ -9,6 +12,22 @@ func sedScriptSafe(script string) (string, bool) {
 	sc := sedScanner{s: script}
 	return sc.script()
 }
+
+// sedFiles returns the files a sed script's r, R, w and W commands (and
+// s///w) name: the rest of their line.
+func sedFiles(script string) []string {
+	var out []string
+	for _, line := range strings.Split(script, "\n") {
+		for _, m := range sedFileCmd.FindAllStringSubmatch(line, -1) {
+			out = append(out, strings.TrimSpace(m[1]))
+		}
+	}
+	return out
+}
+
+// sedFileCmd finds a file named after r, R, w or W (a best effort: a
+// letter inside a regex can match too, which only adds a path to check).
+var sedFileCmd = regexp.MustCompile(`[rRwW]\s*(/\S.*)$`)
 
 // sedScanner reads a sed script one command at a time; i is the offset of
 // the next unread byte. It knows GNU sed's grammar only as far as it needs

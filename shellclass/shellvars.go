@@ -48,8 +48,14 @@ type attrs struct {
 	// later assignment to it is a site that checkSites requires to be one.
 	intInit map[string]int
 	// assocInit maps a name a top-level statement declares -A to the
-	// offset after that statement (assocAt).
-	assocInit map[string]int
+	// offsets of the first such statement (assocAt).
+	assocInit map[string]span
+	// indexed holds, per name, where the string may make it an indexed
+	// array (NAME=(...), NAME[i]=v, declare -a, read -a, mapfile): the
+	// offset in the top-level string, or -1 inside a nested string. Bash
+	// refuses to turn an indexed array into an associative one, so a
+	// declare -A after such a place may fail.
+	indexed map[string][]int
 	// unset holds the names an unset in the string may remove; unsetAny
 	// is set when an unset names something known only at run time.
 	unset    map[string]bool
@@ -58,12 +64,16 @@ type attrs struct {
 
 func newAttrs() attrs {
 	a := attrs{integer: map[string]bool{}, nameref: map[string]bool{}, array: map[string]bool{},
-		unInteger: map[string]bool{}, intInit: map[string]int{}, assocInit: map[string]int{}, unset: map[string]bool{}}
+		unInteger: map[string]bool{}, intInit: map[string]int{}, assocInit: map[string]span{}, unset: map[string]bool{},
+		indexed: map[string][]int{}}
 	for _, n := range bashIntegerVars {
 		a.integer[n] = true
 	}
 	return a
 }
+
+// span is a statement's start and end offsets in the top-level string.
+type span struct{ start, end int }
 
 // baseName returns the variable a name argument refers to: `a[1]` is a,
 // `x+` (from `x+=v`) is x.
@@ -159,6 +169,9 @@ func (c *classifier) noteAttributes(variant string, args []declArg) {
 		if strings.ContainsAny(flags, "aA") || a.array != nil || strings.Contains(a.name, "[") {
 			c.attrs.array[name] = true
 		}
+		if strings.ContainsRune(flags, 'a') || !strings.ContainsRune(flags, 'A') && (a.array != nil || strings.Contains(a.name, "[")) {
+			c.noteIndexed(name, a.node)
+		}
 		// A readonly name keeps its value when a later declare fails, so
 		// `declare -i n=0` does not prove it a number.
 		if removed || strings.ContainsRune(flags, 'r') {
@@ -171,6 +184,26 @@ func (c *classifier) noteAttributes(variant string, args []declArg) {
 			c.attrs.nameref[name] = true
 		}
 	}
+}
+
+// noteIndexed records that node may make name an indexed array.
+func (c *classifier) noteIndexed(name string, node syntax.Node) {
+	off := -1
+	if !c.collectingNested && node != nil {
+		off = int(node.Pos().Offset())
+	}
+	c.attrs.indexed[name] = append(c.attrs.indexed[name], off)
+}
+
+// bashArrays are the arrays bash keeps itself. It refuses declare -A on
+// most of them ("cannot convert indexed to associative array", checked
+// with bash 5.2.15 for DIRSTACK, BASH_VERSINFO, GROUPS, BASH_ARGV,
+// BASH_ARGC, FUNCNAME, BASH_LINENO, BASH_SOURCE) and assigns the others
+// (PIPESTATUS, BASH_REMATCH) again by itself, as indexed arrays.
+var bashArrays = map[string]bool{
+	"DIRSTACK": true, "BASH_VERSINFO": true, "GROUPS": true, "BASH_ARGV": true, "BASH_ARGC": true,
+	"FUNCNAME": true, "BASH_LINENO": true, "BASH_SOURCE": true, "PIPESTATUS": true, "BASH_REMATCH": true,
+	"COMP_WORDS": true, "COPROC": true, "MAPFILE": true, "READLINE_ARGUMENT": true,
 }
 
 // declArg is one argument of declare, typeset, local, export or readonly.
@@ -248,6 +281,11 @@ func declFlags(args []declArg) string {
 // PROMPT_COMMAND's code, and SHELLOPTS that turn on history expansion. It
 // returns Read when the value adds nothing.
 func (c *classifier) assignedValueClass(cl *cmdCall, name string, v value) {
+	c.progVarValue(cl, name, v)
+	c.gitConfigEnv(cl, name, v)
+	if c.exportedFunction(cl, name, v) {
+		return
+	}
 	switch {
 	case name == "PROMPT_COMMAND":
 		if !v.known {

@@ -20,7 +20,7 @@ var builtinsRead = map[string]string{
 	"mapfile": "", "readarray": "", "let": "", "local": "", "export": "", "readonly": "",
 	"declare": "", "typeset": "", "jobs": "", "times": "", "caller": "", "help": "",
 	"logout": "", "suspend": "", "disown": "", "history": "history can rewrite the history file",
-	"hash": "hash -p maps a name to another program", "enable": "enable -f loads code into the shell",
+	"hash": "hash -p maps a name to another program (a later use of the name is classified as that program)", "enable": "enable -f loads code into the shell",
 	"bind": "bind changes key bindings", "complete": "complete can run commands on completion",
 	"fc": "fc runs commands from the history",
 }
@@ -71,3 +71,9 @@ var testBinops = map[string]bool{
 	"=": true, "==": true, "!=": true, "<": true, ">": true, "-nt": true, "-ot": true, "-ef": true,
 	"-eq": true, "-ne": true, "-lt": true, "-le": true, "-gt": true, "-ge": true,
 }
+
+const unsetOpts = "-f -v -n"
+
+const waitOpts = "-f -n -p="
+
+const hashOpts = "-d -l -r -t -p="

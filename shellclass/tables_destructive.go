@@ -6,7 +6,11 @@ type destructiveRule struct {
 	why    string
 	always bool
 	subs   []string // first operand, e.g. "remove"
-	flags  []string // options; a trailing "*" matches a prefix ("--vacuum-*")
+	// anySubs are words that are destructive as any operand, for tools
+	// whose verb follows an object (btrfs subvolume delete, nmcli
+	// connection down).
+	anySubs []string
+	flags   []string // options; a trailing "*" matches a prefix ("--vacuum-*")
 	// shortFlags are letters that make it destructive in any bundle of
 	// short options ("-ir" holds r).
 	shortFlags string
@@ -71,4 +75,52 @@ var destructiveTable = map[string]destructiveRule{
 	"lvremove":       {why: "lvremove deletes logical volumes", always: true},
 	"vgremove":       {why: "vgremove deletes volume groups", always: true},
 	"pvremove":       {why: "pvremove wipes physical volumes", always: true},
+	// Tools that end work or delete, found in the manuals of what an ops
+	// agent runs (issue 22).
+	"fuser":            {why: "fuser -k kills the processes using the file", flags: []string{"--kill"}, shortFlags: "k"},
+	"modprobe":         {why: "modprobe -r removes kernel modules, ending what their devices serve", flags: []string{"--remove", "--remove-dependencies", "--remove-holders"}, shortFlags: "r"},
+	"rmmod":            {why: "rmmod removes a kernel module, ending what its devices serve", always: true},
+	"loginctl":         {why: "loginctl terminate-*/kill-* ends sessions and their processes", subs: []string{"terminate-session", "terminate-user", "terminate-seat", "kill-session", "kill-user", "flush-devices"}},
+	"machinectl":       {why: "machinectl terminate/kill/poweroff/reboot/remove ends or deletes a container or VM", subs: []string{"terminate", "kill", "poweroff", "reboot", "remove", "clean", "stop"}},
+	"iptables":         {why: "iptables -F/-X/-D deletes firewall rules or chains", flags: []string{"--flush", "--delete-chain", "--delete"}, shortFlags: "FXD"},
+	"ip6tables":        {why: "ip6tables -F/-X/-D deletes firewall rules or chains", flags: []string{"--flush", "--delete-chain", "--delete"}, shortFlags: "FXD"},
+	"iptables-restore": {why: "iptables-restore replaces every rule (flushing the tables unless -n)", always: true},
+	"nft":              {why: "nft flush/delete/destroy removes firewall rules", subs: []string{"flush", "delete", "destroy"}},
+	"ufw":              {why: "ufw reset/delete/disable removes firewall rules", subs: []string{"reset", "delete", "disable"}},
+	"conntrack":        {why: "conntrack -D/-F deletes tracked connections, breaking them", flags: []string{"--delete", "--flush"}, shortFlags: "DF"},
+	"ipset":            {why: "ipset destroy/flush/del deletes sets", subs: []string{"destroy", "flush", "del", "x", "-X", "-F", "-D"}},
+	"swapoff":          {why: "swapoff moves swap into memory, which can make the kernel kill processes", always: true},
+	"losetup":          {why: "losetup -d detaches loop devices", flags: []string{"--detach", "--detach-all"}, shortFlags: "dD"},
+	"dmsetup":          {why: "dmsetup remove deletes device-mapper devices", subs: []string{"remove", "remove_all", "wipe_table", "clear"}},
+	"mdadm":            {why: "mdadm --stop/--remove/--fail/--zero-superblock stops or destroys an array", flags: []string{"--stop", "--remove", "--fail", "--zero-superblock", "--set-faulty"}},
+	"lvreduce":         {why: "lvreduce shrinks a logical volume, destroying what was beyond", always: true},
+	"vgreduce":         {why: "vgreduce removes physical volumes from a group", always: true},
+	"cryptsetup":       {why: "cryptsetup erase/luksKillSlot/luksRemoveKey destroys keys", subs: []string{"erase", "luksErase", "luksKillSlot", "luksRemoveKey"}},
+	"virsh":            {why: "virsh destroy/undefine/shutdown/reset ends or deletes a VM", subs: []string{"destroy", "undefine", "shutdown", "reboot", "reset", "vol-delete", "pool-delete", "snapshot-delete"}},
+	"lxc":              {why: "lxc delete/stop ends or deletes a container", subs: []string{"delete", "rm", "stop", "restart"}},
+	"incus":            {why: "incus delete/stop ends or deletes a container", subs: []string{"delete", "rm", "stop", "restart"}},
+	"crictl":           {why: "crictl rm/stop ends or deletes containers and pods", subs: []string{"rm", "rmi", "rmp", "stop", "stopp"}},
+	"terraform":        {why: "terraform destroy deletes the infrastructure", subs: []string{"destroy"}, flags: []string{"-destroy"}},
+	"tofu":             {why: "tofu destroy deletes the infrastructure", subs: []string{"destroy"}, flags: []string{"-destroy"}},
+	"pulumi":           {why: "pulumi destroy deletes the stack's resources", subs: []string{"destroy", "down"}},
+	"systemd-tmpfiles": {why: "systemd-tmpfiles --remove/--clean deletes files", flags: []string{"--remove", "--clean", "--purge"}},
+	"pg_ctl":           {why: "pg_ctl stop/kill ends the database server", subs: []string{"stop", "kill", "restart"}},
+	"pg_ctlcluster":    {why: "pg_ctlcluster stop ends the database server", subs: []string{"stop", "restart"}},
+	"mysqladmin":       {why: "mysqladmin drop/shutdown/kill drops a database or ends the server", subs: []string{"drop", "shutdown", "kill"}},
+	"dropdb":           {why: "dropdb deletes a database", always: true},
+	"dropuser":         {why: "dropuser deletes a database role", always: true},
+	"killall5":         {why: "killall5 signals every process", always: true},
+	"xkill":            {why: "xkill kills a client", always: true},
+	"wipe":             {why: "wipe destroys file contents", always: true},
+	"srm":              {why: "srm destroys file contents", always: true},
+	"sg_format":        {why: "sg_format formats a disk", always: true},
+	"nvme":             {why: "nvme format/sanitize/delete-ns destroys data", subs: []string{"format", "sanitize", "delete-ns", "write-zeroes"}},
+	"hdparm":           {why: "hdparm's erase and trim options destroy data", flags: []string{"--security-erase", "--security-erase-enhanced", "--trim-sector-ranges", "--trim-sector-ranges-stdin", "--make-bad-sector", "--fwdownload*", "--dco-restore"}},
+	"fallocate":        {why: "fallocate --punch-hole/--collapse-range/--zero-range destroys data in the file", flags: []string{"--punch-hole", "--collapse-range", "--dig-holes", "--zero-range", "--insert-range"}, shortFlags: "pcdzi"},
+	"tmpreaper":        {why: "tmpreaper deletes old files", always: true},
+	"tmpwatch":         {why: "tmpwatch deletes old files", always: true},
+	"flatpak":          {why: "flatpak uninstall removes applications", subs: []string{"uninstall", "remove"}},
+	"btrfs":            {why: "btrfs subvolume/device delete destroys data", anySubs: []string{"delete", "remove", "del"}},
+	"ifdown":           {why: "ifdown takes a network interface down, cutting its connections", always: true},
+	"nmcli":            {why: "nmcli ... delete/down/disconnect/off cuts network connections", anySubs: []string{"delete", "down", "disconnect", "off"}},
 }

@@ -18,9 +18,7 @@ func handlerFor(base string) (handler, bool) {
 		return (*classifier).shell, true
 	}
 	if isInterpreter(base) {
-		return func(c *classifier, cl *cmdCall, args []value) {
-			c.raiseCall(cl, Write, base+" runs code the classifier cannot read (interpreter code is opaque)")
-		}, true
+		return func(c *classifier, cl *cmdCall, args []value) { c.interpreter(cl, base, args) }, true
 	}
 	switch base {
 	case "eval":
@@ -74,8 +72,39 @@ func handlerFor(base string) (handler, bool) {
 		return (*classifier).ip, true
 	case "apt", "apt-get", "apt-cache", "dpkg", "rpm", "pip", "pip3", "crontab":
 		return (*classifier).packages, true
-	case "tar", "rg", "sort", "man":
-		return (*classifier).programOptions, true
+	case "tar":
+		return (*classifier).tar, true
+	case "man":
+		return (*classifier).man, true
+	case "less", "more", "most":
+		return func(c *classifier, cl *cmdCall, args []value) {
+			c.raiseCall(cl, Write, neverRead[base])
+			c.pagerCommands(cl, base, args)
+		}, true
+	case "vi", "vim", "view", "ex", "nvim", "rvim", "rview", "vimdiff", "gvim", "evim", "vim.basic", "vim.tiny":
+		return func(c *classifier, cl *cmdCall, args []value) {
+			c.raiseCall(cl, Write, "editor is never read")
+			c.editorCommands(cl, base, args)
+		}, true
+	case "gdb":
+		return func(c *classifier, cl *cmdCall, args []value) {
+			c.raiseCall(cl, Write, "gdb runs and changes programs")
+			c.gdbCommands(cl, args)
+		}, true
+	case "at", "batch":
+		return func(c *classifier, cl *cmdCall, args []value) { c.atJob(cl, base, args) }, true
+	case "atrm":
+		return func(c *classifier, cl *cmdCall, args []value) {
+			c.raiseCall(cl, Destructive, "atrm deletes queued jobs")
+		}, true
+	case "parallel", "sem":
+		return (*classifier).parallel, true
+	case "sg":
+		return (*classifier).sgCommand, true
+	case "socat", "nc", "ncat", "netcat", "nc.openbsd", "nc.traditional":
+		return func(c *classifier, cl *cmdCall, args []value) { c.netExec(cl, base, args) }, true
+	case "sftp":
+		return (*classifier).sftpPrograms, true
 	case "psql", "mysql", "mariadb", "sqlite3":
 		return (*classifier).sql, true
 	case "redis-cli":
@@ -119,6 +148,15 @@ func stdinPath(p string) bool {
 // shell classifies sh, bash and friends by the script they will run.
 func (c *classifier) shell(cl *cmdCall, args []value) {
 	base, _ := progName(args[0].s)
+	if c.bashEnvStdin {
+		// BASH_ENV=/dev/stdin: the shell first runs its input as startup
+		// code.
+		if cl.stdinKnown {
+			c.nested(cl.sc, cl.node, cl.stdin, cl.depth)
+		} else {
+			c.raiseCall(cl, Destructive, "BASH_ENV or ENV names standard input or a file known only at run time: "+base+" runs it as code first")
+		}
+	}
 	var script *value
 	var file *value
 	fromStdin := false
@@ -225,17 +263,35 @@ func (c *classifier) ssh(cl *cmdCall, args []value) {
 		c.raiseCall(cl, Destructive, "unknown option "+p.bad+" for ssh: the remote command cannot be found")
 		return
 	}
-	for _, o := range p.values("-o") {
-		k, v, _ := strings.Cut(o, "=")
-		k = strings.ToLower(strings.TrimSpace(k))
-		if k == "proxycommand" || k == "localcommand" || k == "knownhostscommand" {
-			c.nested(cl.sc, cl.node, strings.TrimSpace(v), cl.depth)
-		}
-	}
+	c.sshOptions(cl, p.values("-o"))
 	if len(p.operands) < 2 {
 		return
 	}
 	c.runJoined(cl, "ssh", p.operands[1:])
+}
+
+// sshOptions classifies the ssh_config options given with -o whose value
+// is a command: ProxyCommand and KnownHostsCommand run locally through the
+// shell, LocalCommand too (with PermitLocalCommand), RemoteCommand on the
+// other host. The keyword and its value are separated by "=" or spaces
+// and the keyword has no case (ssh_config(5)).
+func (c *classifier) sshOptions(cl *cmdCall, opts []string) {
+	for _, o := range opts {
+		o = strings.TrimSpace(o)
+		i := strings.IndexAny(o, "= \t")
+		if i < 0 {
+			continue
+		}
+		k := strings.ToLower(o[:i])
+		v := strings.TrimLeft(o[i:], "= \t")
+		switch k {
+		case "proxycommand", "localcommand", "knownhostscommand", "remotecommand":
+			c.raiseCall(cl, Write, "ssh -o "+o[:i]+" runs a command")
+			if v != "" && strings.ToLower(v) != "none" {
+				c.nested(cl.sc, cl.node, v, cl.depth)
+			}
+		}
+	}
 }
 
 // awk is read only for programs that just print: no system(), no pipes, no
@@ -263,12 +319,40 @@ func (c *classifier) awk(cl *cmdCall, args []value) {
 		}
 		progs = []string{ops[0].s}
 	}
+	files := ops
+	if len(p.values("-e", "--source")) == 0 {
+		files = ops[1:]
+	}
 	for _, prog := range progs {
+		if c.awkDevices(cl, prog) {
+			return
+		}
 		if why, ok := awkProgramSafe(prog); !ok {
 			c.raiseCall(cl, Write, "awk program "+why)
 		}
 	}
-	c.devices(cl, "awk", ops)
+	c.devices(cl, "awk", files)
+}
+
+// awkString matches an awk string literal.
+var awkString = regexp.MustCompile(`"((?:[^"\\]|\\.)*)"`)
+
+// awkDevices raises an awk program with a string literal that names a
+// device: `getline < "/dev/watchdog"` opens it, `print > "/dev/sda"`
+// writes a disk.
+func (c *classifier) awkDevices(cl *cmdCall, prog string) bool {
+	for _, m := range awkString.FindAllStringSubmatch(prog, -1) {
+		lit := value{s: m[1], known: true}
+		if dev, ok := opensDeviceIn(lit, c.cwdMoves); ok {
+			c.raiseCall(cl, Destructive, "awk program opens "+dev+": "+deviceWhy)
+			return true
+		}
+		if isBlockDevice(lit.s) {
+			c.raiseCall(cl, Destructive, "awk program may write block device "+lit.s)
+			return true
+		}
+	}
+	return false
 }
 
 var awkIndirectCall = regexp.MustCompile(`@[A-Za-z_][A-Za-z0-9_]*\s*\(`)

@@ -32,6 +32,21 @@ type wrapper struct {
 	// noCmdClass is the class when no command follows; Read unless set.
 	noCmdClass Class
 	noCmdWhy   string
+	// pidOpts are options that make the wrapper act on a running process
+	// instead of running a command (chrt -p, taskset -p).
+	pidOpts []string
+	// envOpts are options whose value is NAME=VALUE for the command's
+	// environment (systemd-run -E).
+	envOpts []string
+	// propOpts are options whose value is a unit property NAME=VALUE; an
+	// Exec* property is a command (systemd-run -p ExecStartPre=...).
+	propOpts []string
+	// longOnly says every word before the command that starts with "-" is
+	// one option, its value attached with "=" (firejail, valgrind).
+	longOnly bool
+	// optsAfterSkip reads options again after the skipped operands
+	// (setarch ARCH -R PROGRAM).
+	optsAfterSkip bool
 }
 
 // runWrapper classifies a wrapper and the command it runs.
@@ -54,9 +69,51 @@ func (c *classifier) runWrapper(cl *cmdCall, base string, w wrapper, args []valu
 		rest = rest[1:] // su - USER: a login shell
 	}
 	p := getopt(spec(w.opts), rest, true)
+	if w.longOnly {
+		p = parsed{}
+		for i, a := range rest {
+			if !a.known || !strings.HasPrefix(a.s, "-") {
+				p.operands = rest[i:]
+				break
+			}
+			if a.s == "--" {
+				p.operands = rest[i+1:]
+				break
+			}
+		}
+	}
 	if p.bad != "" {
 		c.raiseCall(cl, Destructive, "unknown option "+p.bad+" for "+base+": the command it runs cannot be found")
 		return
+	}
+	c.optionPrograms(cl, base, &p)
+	for _, o := range w.pidOpts {
+		if p.has(o) {
+			c.raiseCall(cl, Write, base+" "+o+" changes a running process")
+			return
+		}
+	}
+	for _, v := range p.optValues(w.envOpts...) {
+		name, val, _ := strings.Cut(v.s, "=")
+		if !v.known {
+			c.raiseCall(cl, Destructive, base+" sets an environment variable known only at run time")
+			continue
+		}
+		if why, ok := specialVarWhy(name); ok {
+			c.raiseCall(cl, Write, why)
+		}
+		c.assignedValueClass(cl, name, value{s: val, known: true})
+	}
+	for _, v := range p.optValues(w.propOpts...) {
+		name, val, _ := strings.Cut(v.s, "=")
+		if !v.known {
+			c.raiseCall(cl, Destructive, base+" sets a unit property known only at run time, which may be a command")
+			continue
+		}
+		if strings.HasPrefix(name, "Exec") {
+			c.raiseCall(cl, Write, base+" -p "+name+" runs a command")
+			c.nested(cl.sc, cl.node, strings.TrimLeft(val, "@-:+!"), cl.depth)
+		}
 	}
 	for _, o := range w.writeOpts {
 		if p.has(o) {
@@ -108,9 +165,20 @@ func (c *classifier) runWrapper(cl *cmdCall, base string, w wrapper, args []valu
 			return
 		}
 		ops = ops[w.skip:]
+		if w.optsAfterSkip {
+			// setarch ARCH [options] [program]: options follow the operand.
+			p2 := getopt(spec(w.opts), ops, true)
+			if p2.bad != "" {
+				c.raiseCall(cl, Destructive, "unknown option "+p2.bad+" for "+base+": the command it runs cannot be found")
+				return
+			}
+			ops = p2.operands
+		}
 	}
 	if w.assigns {
-		for len(ops) > 0 && ops[0].known && isAssignment(ops[0].s) {
+		// env(1) and sudo take every word with "=" before the command as
+		// an assignment, whatever the name (BASH_FUNC_f%%=...).
+		for len(ops) > 0 && ops[0].known && strings.Contains(ops[0].s, "=") && !strings.HasPrefix(ops[0].s, "=") {
 			name, val, _ := strings.Cut(ops[0].s, "=")
 			if why, ok := specialVarWhy(name); ok {
 				c.raiseCall(cl, Write, why)
