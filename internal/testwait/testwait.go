@@ -48,12 +48,29 @@ const noDeadline = 10 * time.Minute
 // Deadline returns when a wait of tb gives up: the test binary's deadline
 // less deadlineMargin, or noDeadline from now where there is none.
 func Deadline(tb testing.TB) time.Time {
-	if t, ok := tb.(interface{ Deadline() (time.Time, bool) }); ok {
-		if d, ok := t.Deadline(); ok {
-			return d.Add(-deadlineMargin)
-		}
+	if d, ok, _ := testDeadline(tb); ok {
+		return d.Add(-deadlineMargin)
 	}
 	return time.Now().Add(noDeadline)
+}
+
+// testDeadline returns tb's deadline, if it has one, and whether tb runs
+// in a testing/synctest bubble, where time is fake and T.Deadline panics:
+// there a wait needs no bound of its own, since synctest reports a wait
+// that can never end (every goroutine of the bubble blocked) as a
+// deadlock at once.
+func testDeadline(tb testing.TB) (d time.Time, ok, bubble bool) {
+	t, has := tb.(interface{ Deadline() (time.Time, bool) })
+	if !has {
+		return time.Time{}, false, false
+	}
+	defer func() {
+		if recover() != nil {
+			d, ok, bubble = time.Time{}, false, true
+		}
+	}()
+	d, ok = t.Deadline()
+	return d, ok, false
 }
 
 // Remaining returns the time left until Deadline(tb), at least zero: the
@@ -75,7 +92,13 @@ func Context(tb testing.TB) context.Context {
 // waits on several events at once; the case that receives from it fails
 // the test saying what did not come. (An unstopped timer is collected
 // once unreferenced, since Go 1.23.)
+//
+// In a testing/synctest bubble it never receives: there synctest reports a
+// wait that cannot end.
 func End(tb testing.TB) <-chan time.Time {
+	if _, _, bubble := testDeadline(tb); bubble {
+		return nil
+	}
 	return time.After(time.Until(Deadline(tb)))
 }
 
@@ -105,16 +128,15 @@ func Until(tb testing.TB, what string, cond func() bool) {
 }
 
 // Recv receives a value from ch. When none comes before Deadline(tb) it
-// fails tb saying what it waited for.
+// fails tb saying what it waited for. In a testing/synctest bubble it
+// waits on ch alone (see End).
 func Recv[T any](tb testing.TB, what string, ch <-chan T) T {
 	tb.Helper()
 	start := time.Now()
-	timer := time.NewTimer(time.Until(Deadline(tb)))
-	defer timer.Stop()
 	select {
 	case v := <-ch:
 		return v
-	case <-timer.C:
+	case <-End(tb):
 		tb.Fatalf("testwait: nothing came in %v waiting for %s", time.Since(start).Round(time.Millisecond), what)
 		var zero T
 		return zero

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -99,4 +100,22 @@ func TestDeadlineFollowsTheTest(t *testing.T) {
 	if cd, ok := ctx.Deadline(); !ok || !cd.Equal(got) {
 		t.Errorf("Context's deadline %v, %v; want %v", cd, ok, got)
 	}
+}
+
+// TestInABubble: in a testing/synctest bubble, where T.Deadline panics,
+// End never fires and Recv waits on its channel alone.
+func TestInABubble(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		if End(t) != nil {
+			t.Error("End in a bubble: got a channel; want nil (synctest reports a wait that cannot end)")
+		}
+		ch := make(chan int)
+		go func() {
+			time.Sleep(time.Hour) // fake time
+			ch <- 3
+		}()
+		if got := Recv(t, "three after an hour of fake time", ch); got != 3 {
+			t.Errorf("got %d; want 3", got)
+		}
+	})
 }
