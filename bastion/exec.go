@@ -1,6 +1,7 @@
 package bastion
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -177,6 +178,9 @@ func (x *execRun) decideOnce() error {
 		AgentReason:          x.st.agentReason,
 		SourceAddr:           x.ac.source,
 	}
+	if x.r.pty || x.r.shell {
+		op.TerminalLife = s.cfg.TerminalLife
+	}
 	if x.refusal != "" {
 		x.rec = x.record(x.class, x.refusal)
 		x.rec.ConnectionID, x.rec.ConnectionAlias, x.rec.Operation = x.conn.ID, x.conn.Alias, op.Text
@@ -274,12 +278,22 @@ func (x *execRun) relay() {
 			s.audit(*rec, x.start)
 			audited = true
 		}}
-	res := r.run(s.ctx)
+	ctx, life := x.life()
+	res := r.run(ctx)
+	lifeOver := errors.Is(ctx.Err(), context.DeadlineExceeded) && s.ctx.Err() == nil
+	life()
 	if audited {
 		return
 	}
 	x.ended(res)
 	switch {
+	case lifeOver && !res.AgentGone:
+		// The approved life of a session with a terminal ran out: postern
+		// ends it as a disconnect does (no exit status; the target's
+		// shell gets its hangup when the upstream channel closes).
+		fmt.Fprintf(x.stderr, "\r\npostern: this session with a terminal was approved to run at most %v; that time is over and postern ended it\r\n", x.s.cfg.TerminalLife)
+		_ = x.ch.Close()
+		rec.Reason = joinReason(rec.Reason, fmt.Sprintf("ended by postern when its approved life of %v ran out", x.s.cfg.TerminalLife))
 	case res.AgentGone:
 		// Nobody is left to tell; the channel is closed already, and
 		// closing it again only makes sure. With the end the target
@@ -299,6 +313,16 @@ func (x *execRun) relay() {
 		rec.Outcome, rec.Reason = policy.Failed, res.Err.Error()
 	}
 	s.audit(*rec, x.start)
+}
+
+// life returns the context the relay runs under: the server's, with a
+// deadline for a session with a terminal that a person approved (it may
+// run Config.TerminalLife, no longer), and its cancel func.
+func (x *execRun) life() (context.Context, context.CancelFunc) {
+	if (x.r.pty || x.r.shell) && x.auth.Approval != nil {
+		return context.WithTimeout(x.s.ctx, x.s.cfg.TerminalLife)
+	}
+	return context.WithCancel(x.s.ctx)
 }
 
 // ended adds how the command ended to the audit record: byte counts, the

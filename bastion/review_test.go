@@ -111,17 +111,17 @@ func TestUnknownAliasAuditedWithAgent(t *testing.T) {
 	}
 }
 
-// TestReadOnATerminalIsWrite: a read command run with a terminal is write,
-// since its pager (git log, less) runs what is typed; without one it stays
-// read.
-func TestReadOnATerminalIsWrite(t *testing.T) {
+// TestCommandOnATerminalIsAShell: a read command run with a terminal is
+// an interactive shell (destructive), since its pager (git log, less) runs
+// what is typed; without one it stays read.
+func TestCommandOnATerminalIsAShell(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{})
 	if got := h.ssh("", "-T", "127.0.0.1", "web", "uptime"); got.code != 0 {
 		t.Fatalf("uptime without a terminal: exit %d, stderr %q; want 0 (read is allowed)", got.code, got.stderr)
 	}
 	got := h.ssh("", "-tt", "127.0.0.1", "web", "uptime")
-	if got.code != ExitRefused || !strings.Contains(got.stderr+got.stdout, "pager or prompts") {
-		t.Errorf("uptime on a terminal: exit %d, output %q; want %d, write denied by the default grant", got.code, got.stderr+got.stdout, ExitRefused)
+	if got.code != ExitRefused || !strings.Contains(got.stderr+got.stdout, "destructive") || !strings.Contains(got.stderr+got.stdout, "an interactive shell") {
+		t.Errorf("uptime on a terminal: exit %d, output %q; want %d, destructive (an interactive shell) denied by the default grant", got.code, got.stderr+got.stdout, ExitRefused)
 	}
 }

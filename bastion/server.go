@@ -52,6 +52,11 @@ const (
 	DefaultMaxSessionsPerConn = 64
 	// DefaultShutdownGrace is how long SIGTERM lets running sessions finish.
 	DefaultShutdownGrace = 10 * time.Second
+	// DefaultTerminalLife is how long a session with a terminal that a
+	// person approved may run: an interactive shell lasts as long as the
+	// agent keeps it, and the approver judged one session, not a standing
+	// login.
+	DefaultTerminalLife = 15 * time.Minute
 )
 
 // Config configures a Server. Store, Policy and HostKey are required.
@@ -85,6 +90,12 @@ type Config struct {
 	// ApproveHint tells an agent how an admin decides approval id; the
 	// default names `postern approvals approve ID`.
 	ApproveHint func(id string) string
+
+	// TerminalLife bounds a session with a terminal (an interactive shell,
+	// or any command on a pty) that a person approved: when it has run
+	// that long postern ends it, as a disconnect would. The approval card
+	// and the waiting line say it. DefaultTerminalLife if zero.
+	TerminalLife time.Duration
 
 	// Upstream configures the pool of connections to targets.
 	Upstream PoolOptions
@@ -131,6 +142,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.CommandBurst <= 0 {
 		c.CommandBurst = DefaultCommandBurst
+	}
+	if c.TerminalLife <= 0 {
+		c.TerminalLife = DefaultTerminalLife
 	}
 	if c.ApproveHint == nil {
 		c.ApproveHint = func(id string) string { return "decide with `postern approvals approve " + id + "`" }

@@ -341,8 +341,12 @@ func (s *Server) authorize(ctx context.Context, op policy.Operation, stderr io.W
 		if waiting != nil {
 			waiting()
 		}
+		what := reasons
+		if op.TerminalLife > 0 {
+			what += fmt.Sprintf("; once approved, the session runs at most %v", op.TerminalLife)
+		}
 		fmt.Fprintf(stderr, "postern: waiting for approval %s: %s on %s: %s; %s; expires %s\r\n",
-			a.ID, op.Class, op.ConnectionAlias, reasons, s.cfg.ApproveHint(a.ID), a.ExpiresAt.UTC().Format(time.RFC3339))
+			a.ID, op.Class, op.ConnectionAlias, what, s.cfg.ApproveHint(a.ID), a.ExpiresAt.UTC().Format(time.RFC3339))
 		s.log.Info().Str("agent_id", op.AgentID).Str("alias", op.ConnectionAlias).Str("class", string(op.Class)).
 			Str("decision", "asked").Str("approval", a.ID).Msg("waiting for approval")
 		if s.waiting != nil {
@@ -374,6 +378,15 @@ func (s *Server) classifyExec(r route, conn *store.Connection) (class policy.Cla
 	if r.shell {
 		return policy.Destructive, "an interactive shell cannot be classified", ""
 	}
+	if r.pty {
+		// On a terminal a command's pager (git log, journalctl, less
+		// behind dpkg -l) or prompt takes keystrokes, and a pager's
+		// `!cmd` runs a shell command: whatever the command, the session
+		// is an interactive shell, and what runs in it cannot be known
+		// ahead. It is decided as one: destructive, shown with its
+		// command, never scoped, bounded in time once approved.
+		return policy.Destructive, "on a terminal the command's pager or prompts run what is typed: an interactive shell", ""
+	}
 	if s.classifyOverride != nil {
 		return s.classifyOverride(r.command), "classified by the test's classifier", ""
 	}
@@ -387,13 +400,6 @@ func (s *Server) classifyExec(r route, conn *store.Connection) (class policy.Cla
 		if len(res.Reasons) > 0 {
 			refusal += " (" + res.Reasons[0].Why + ")"
 		}
-	}
-	if r.pty && c == policy.Read {
-		// On a terminal a read command's pager (git log, less behind
-		// dpkg -l) or prompt takes keystrokes, and less runs `!cmd`:
-		// what was read becomes a shell. Running code is write, as for an
-		// interpreter.
-		return policy.Write, "on a terminal the command's pager or prompts run what is typed", refusal
 	}
 	var whys []string
 	for _, rs := range res.Reasons {

@@ -50,6 +50,7 @@ type Serve struct {
 	CommandBurst       int      `toml:"command_burst,omitempty"`
 	MaxSessionsPerConn int      `toml:"max_sessions_per_conn,omitempty"`
 	HandshakeTimeout   Duration `toml:"handshake_timeout,omitempty"`
+	TerminalLife       Duration `toml:"terminal_life,omitempty"`
 	APIRate            float64  `toml:"api_rate,omitempty"`
 	APIBurst           int      `toml:"api_burst,omitempty"`
 }

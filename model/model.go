@@ -221,26 +221,30 @@ type Approval struct {
 	// OperationLines and OperationBytes are the operation's size, so that
 	// a client that shows part of it can say how much it does not show
 	// (policy.Extent: the page, the CLI and notifications do).
-	OperationLines  int      `json:"operation_lines"`
-	OperationBytes  int      `json:"operation_bytes"`
-	Reasons         string   `json:"reasons"`
-	AgentReason     string   `json:"agent_reason"`
-	SourceAddr      string   `json:"source_addr"`
-	ApprovalsNeeded int      `json:"approvals_needed"`
-	Approvers       []string `json:"approvers"` // who approved, in order
-	FirstApprover   string   `json:"first_approver"`
-	FirstApprovedAt Time     `json:"first_approved_at"`
-	DecidedBy       string   `json:"decided_by"`
-	DecidedAt       Time     `json:"decided_at"`
-	Reason          string   `json:"reason"` // a denial's
-	ExpiresAt       Time     `json:"expires_at"`
-	ConsumedAt      Time     `json:"consumed_at"`
-	Scope           string   `json:"scope"`
-	ScopeExpiresAt  Time     `json:"scope_expires_at"`
-	ScopeRevokedAt  Time     `json:"scope_revoked_at"`
-	ScopeRevokedBy  string   `json:"scope_revoked_by"`
-	CreatedAt       Time     `json:"created_at"`
-	ModifiedAt      Time     `json:"modified_at"`
+	OperationLines int `json:"operation_lines"`
+	OperationBytes int `json:"operation_bytes"`
+	// TerminalLifeSeconds is set for a session with a terminal (an
+	// interactive shell, whatever its command): the longest it runs once
+	// approved. 0 for a request without a terminal.
+	TerminalLifeSeconds int64    `json:"terminal_life_seconds"`
+	Reasons             string   `json:"reasons"`
+	AgentReason         string   `json:"agent_reason"`
+	SourceAddr          string   `json:"source_addr"`
+	ApprovalsNeeded     int      `json:"approvals_needed"`
+	Approvers           []string `json:"approvers"` // who approved, in order
+	FirstApprover       string   `json:"first_approver"`
+	FirstApprovedAt     Time     `json:"first_approved_at"`
+	DecidedBy           string   `json:"decided_by"`
+	DecidedAt           Time     `json:"decided_at"`
+	Reason              string   `json:"reason"` // a denial's
+	ExpiresAt           Time     `json:"expires_at"`
+	ConsumedAt          Time     `json:"consumed_at"`
+	Scope               string   `json:"scope"`
+	ScopeExpiresAt      Time     `json:"scope_expires_at"`
+	ScopeRevokedAt      Time     `json:"scope_revoked_at"`
+	ScopeRevokedBy      string   `json:"scope_revoked_by"`
+	CreatedAt           Time     `json:"created_at"`
+	ModifiedAt          Time     `json:"modified_at"`
 }
 
 // ApprovalOf is a as an Approval. A request still pending past its expiry
@@ -262,7 +266,8 @@ func ApprovalOf(a store.Approval, now time.Time) Approval {
 		ConnectionID: a.ConnectionID, Env: string(a.ConnectionEnv), Target: approvalTarget(a), Class: a.Class,
 		Kind: a.Kind, Operation: a.Operation, OperationSHA256: a.OperationSHA256,
 		OperationLines: ext.Lines, OperationBytes: ext.Bytes, Reasons: a.Reasons,
-		AgentReason: a.AgentReason, SourceAddr: a.SourceAddr, ApprovalsNeeded: a.ApprovalsNeeded,
+		TerminalLifeSeconds: int64(a.TerminalLife / time.Second),
+		AgentReason:         a.AgentReason, SourceAddr: a.SourceAddr, ApprovalsNeeded: a.ApprovalsNeeded,
 		Approvers: approvers, FirstApprover: a.FirstApprover, FirstApprovedAt: Time(a.FirstApprovedAt),
 		DecidedBy: a.DecidedBy, DecidedAt: Time(a.DecidedAt), Reason: a.Reason, ExpiresAt: Time(a.ExpiresAt),
 		ConsumedAt: Time(a.ConsumedAt), Scope: string(a.Scope), ScopeExpiresAt: Time(a.ScopeExpiresAt),

@@ -92,6 +92,7 @@ func (e *Engine) authorize(ctx context.Context, op Operation, d Decision, onWait
 		ApprovalsNeeded: d.ApprovalsNeeded,
 		AgentReason:     agentReason(op.AgentReason),
 		SourceAddr:      op.SourceAddr,
+		TerminalLife:    op.TerminalLife,
 	}, e.lifetime)
 	if err != nil {
 		return fail(Failed, fmt.Errorf("policy: request approval: %w", err))
@@ -349,6 +350,9 @@ func (e *Engine) scopeFor(ctx context.Context, d *store.Decision, scope Scope) e
 	}
 	if a.ApprovalsNeeded != 1 || Class(a.Class) == Destructive && a.ConnectionEnv == store.EnvProduction {
 		return fmt.Errorf("%w: a destructive operation on a production connection is approved one operation at a time, by two admins", ErrScope)
+	}
+	if a.TerminalLife > 0 {
+		return fmt.Errorf("%w: a session with a terminal is an interactive shell: it is approved one session at a time, never with a scope", ErrScope)
 	}
 	d.Scope, d.ScopeExpiresAt = scope.Kind, e.now().Add(scope.For)
 	return nil

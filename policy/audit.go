@@ -3,6 +3,7 @@ package policy
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/postern/postern/store"
@@ -86,8 +87,17 @@ func (a Authorization) Record(op Operation) Record {
 	case a.Err != nil:
 		r.Reason = Redact(a.Err.Error())
 	}
+	if op.TerminalLife > 0 {
+		// The row says so in words (its duration says how long it
+		// lasted): the command alone would read like one without.
+		r.Reason = strings.TrimPrefix(r.Reason+"; "+TerminalNote, "; ")
+	}
 	return r
 }
+
+// TerminalNote is what a session with a terminal's audit row and request
+// say of it.
+const TerminalNote = "with a terminal: an interactive shell"
 
 // Audit appends r to the audit log, with the operation redacted, and returns
 // its sequence number.

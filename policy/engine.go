@@ -314,6 +314,9 @@ func (e *Engine) Decide(ctx context.Context, op Operation) Decision {
 // its class, with a scope that is still active. A failure to read the
 // scopes leaves the decision at Ask: the safer outcome.
 func (e *Engine) applyScope(ctx context.Context, d *Decision, op Operation) {
+	if op.TerminalLife > 0 {
+		return // no scope covers a session with a terminal
+	}
 	a, ok, err := e.st.ActiveScope(ctx, d.AgentID, d.ConnectionID, string(op.Class), OperationHash(op.Text))
 	if err != nil {
 		e.log.Warn().Err(err).Str("agent", d.AgentName).Str("alias", d.ConnectionAlias).

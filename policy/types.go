@@ -136,6 +136,12 @@ type Operation struct {
 	AgentReason string
 	// SourceAddr is the address the agent connected from, for the admin.
 	SourceAddr string
+	// TerminalLife is set for a session with a terminal: any command on a
+	// pty is an interactive shell (a pager's or prompt's `!cmd` runs what
+	// is typed), so its class is destructive, it is approved on its own
+	// and never by a scope, and once let through it runs at most this
+	// long. Zero for an operation without a terminal.
+	TerminalLife time.Duration
 }
 
 // MaxAgentReason bounds an agent's stated reason, in bytes: a sentence or

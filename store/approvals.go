@@ -61,6 +61,12 @@ type Approval struct {
 	ScopeRevokedAt time.Time
 	ScopeRevokedBy string
 
+	// TerminalLife is, for a session with a terminal (an interactive
+	// shell, whatever its command), the longest it may run once approved;
+	// zero for a request without a terminal. Such a request is matched
+	// only to one with the same life, and never scoped.
+	TerminalLife time.Duration
+
 	// Read from the agents and connections tables for display.
 	AgentName       string
 	ConnectionAlias string
@@ -126,7 +132,8 @@ const approvalColumns = `p.id, p.agent_id, p.connection_id, p.class, p.kind, p.o
 	p.decided_by, p.decided_at, p.reason, p.expires_at, p.consumed_at, p.created_at,
 	p.modified_at, COALESCE(a.name, ''), COALESCE(c.alias, ''), COALESCE(c.env, ''), p.reasons,
 	p.first_approver_id, p.decided_by_id, p.agent_reason, p.source_addr, p.scope, p.scope_expires_at,
-	p.scope_revoked_at, p.scope_revoked_by, COALESCE(c.target_user, ''), COALESCE(c.host, ''), COALESCE(c.port, 0)`
+	p.scope_revoked_at, p.scope_revoked_by, COALESCE(c.target_user, ''), COALESCE(c.host, ''), COALESCE(c.port, 0),
+	p.terminal_life_ms`
 
 const approvalFrom = ` FROM approvals p
 	LEFT JOIN agents a ON a.id = p.agent_id
@@ -135,15 +142,17 @@ const approvalFrom = ` FROM approvals p
 func scanApproval(r rowScanner) (Approval, error) {
 	var a Approval
 	var firstAt, decidedAt, expires, consumed, created, modified, scopeEnd, scopeRevoked string
+	var lifeMS int64
 	err := r.Scan(&a.ID, &a.AgentID, &a.ConnectionID, &a.Class, &a.Kind, &a.Operation,
 		&a.OperationSHA256, &a.ApprovalsNeeded, &a.Status, &a.FirstApprover, &firstAt,
 		&a.DecidedBy, &decidedAt, &a.Reason, &expires, &consumed, &created, &modified,
 		&a.AgentName, &a.ConnectionAlias, &a.ConnectionEnv, &a.Reasons,
 		&a.FirstApproverID, &a.DecidedByID, &a.AgentReason, &a.SourceAddr, &a.Scope, &scopeEnd,
-		&scopeRevoked, &a.ScopeRevokedBy, &a.TargetUser, &a.TargetHost, &a.TargetPort)
+		&scopeRevoked, &a.ScopeRevokedBy, &a.TargetUser, &a.TargetHost, &a.TargetPort, &lifeMS)
 	if err != nil {
 		return Approval{}, err
 	}
+	a.TerminalLife = time.Duration(lifeMS) * time.Millisecond
 	for _, f := range []struct {
 		dst *time.Time
 		src string
@@ -205,10 +214,10 @@ func (s *Store) RequestApproval(ctx context.Context, req Approval, lifetime time
 		now := s.nowUTC()
 		rows, err := tx.QueryContext(ctx, `SELECT `+approvalColumns+approvalFrom+`
 			WHERE p.agent_id = ? AND p.connection_id = ? AND p.operation_sha256 = ?
-			  AND p.class = ? AND p.kind = ? AND p.expires_at > ?
+			  AND p.class = ? AND p.kind = ? AND p.terminal_life_ms = ? AND p.expires_at > ?
 			  AND (p.status = 'pending' OR (p.status = 'approved' AND p.consumed_at = ''))
 			ORDER BY p.created_at`,
-			req.AgentID, req.ConnectionID, req.OperationSHA256, req.Class, req.Kind, formatTime(now))
+			req.AgentID, req.ConnectionID, req.OperationSHA256, req.Class, req.Kind, req.TerminalLife.Milliseconds(), formatTime(now))
 		found, err := collect(rows, err, "find approval", scanApproval)
 		if err != nil {
 			return err
@@ -246,6 +255,7 @@ func (s *Store) RequestApproval(ctx context.Context, req Approval, lifetime time
 			ApprovalsNeeded: req.ApprovalsNeeded,
 			AgentReason:     req.AgentReason,
 			SourceAddr:      req.SourceAddr,
+			TerminalLife:    req.TerminalLife,
 			Status:          ApprovalPending,
 			ExpiresAt:       now.Add(lifetime),
 			CreatedAt:       now,
@@ -253,11 +263,11 @@ func (s *Store) RequestApproval(ctx context.Context, req Approval, lifetime time
 		}
 		_, err = tx.ExecContext(ctx, `INSERT INTO approvals (id, agent_id, connection_id, class, kind,
 			operation, reasons, operation_sha256, approvals_needed, status, expires_at, created_at, modified_at,
-			agent_reason, source_addr)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?)`,
+			agent_reason, source_addr, terminal_life_ms)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?)`,
 			out.ID, out.AgentID, out.ConnectionID, out.Class, out.Kind, out.Operation, out.Reasons,
 			out.OperationSHA256, out.ApprovalsNeeded, formatTime(out.ExpiresAt),
-			formatTime(now), formatTime(now), out.AgentReason, out.SourceAddr)
+			formatTime(now), formatTime(now), out.AgentReason, out.SourceAddr, out.TerminalLife.Milliseconds())
 		if err != nil {
 			if isForeignKeyViolation(err) {
 				return invalid("approval for unknown agent %s or connection %s", req.AgentID, req.ConnectionID)
@@ -404,6 +414,9 @@ func (s *Store) DecideApproval(ctx context.Context, d Decision) (Approval, Decid
 		}
 		if d.Scope != ScopeRequest && a.ApprovalsNeeded != 1 {
 			return invalid("approval %s needs two admins: it lets one operation through, never a scope", d.ID)
+		}
+		if d.Scope != ScopeRequest && a.TerminalLife > 0 {
+			return invalid("approval %s is of a session with a terminal: it lets that one session through, never a scope", d.ID)
 		}
 		var res sql.Result
 		switch {

@@ -86,7 +86,8 @@ func newApprovalCard(a store.Approval, now time.Time, csrf, next string) approva
 	v.Deciders = strings.Join(a.Deciders(), " and ")
 	v.Target = approvalTarget(a)
 	v.Extent = policy.ExtentOf(a.Operation)
-	v.Scopable = a.ApprovalsNeeded == 1 && !(a.Class == string(policy.Destructive) && a.ConnectionEnv == store.EnvProduction)
+	v.Scopable = a.ApprovalsNeeded == 1 && a.TerminalLife == 0 &&
+		!(a.Class == string(policy.Destructive) && a.ConnectionEnv == store.EnvProduction)
 	return v
 }
 

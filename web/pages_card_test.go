@@ -1,9 +1,14 @@
 package web
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/postern/postern/policy"
+	"github.com/postern/postern/store"
 )
 
 // TestCardSaysWhatTheBoxHides: a command whose end lies below its box's
@@ -45,5 +50,30 @@ func TestCardSaysWhatTheBoxHides(t *testing.T) {
 				t.Error("the page lacks the command's end; want it whole in the box")
 			}
 		})
+	}
+}
+
+// TestCardOfATerminalSession: a request with a terminal says it is an
+// interactive shell and how long it may run, and offers no scope.
+func TestCardOfATerminalSession(t *testing.T) {
+	ps := newPageSite(t, nil)
+	pc := ps.admin("alice")
+	text := "git log --oneline"
+	a, _, err := ps.st.RequestApproval(context.Background(), store.Approval{
+		AgentID: ps.agent.ID, ConnectionID: ps.conn.ID, Class: "destructive", Kind: "exec", Operation: text,
+		OperationSHA256: policy.OperationHash(text), ApprovalsNeeded: 1, TerminalLife: 15 * time.Minute,
+	}, 2*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, body := pc.get("/approvals/" + a.ID)
+	for _, want := range []string{`<span class="terminal">with a terminal</span>`,
+		`With a terminal: an interactive shell.`, `Once approved it runs at most 15m0s, then postern ends it. No scope covers it.`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the card lacks %q", want)
+		}
+	}
+	if strings.Contains(body, `<select name="scope"`) {
+		t.Error("the card offers a scope for a session with a terminal; want none")
 	}
 }

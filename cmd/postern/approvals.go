@@ -148,6 +148,9 @@ func printApprovals(w io.Writer, list []policy.Approval, now time.Time) error {
 			expires = "in " + a.ExpiresAt.Sub(now).Round(time.Second).String()
 		}
 		op := kindOp(a.Kind, a.Operation)
+		if a.TerminalLife > 0 {
+			op = fmt.Sprintf("[with a terminal: an interactive shell, at most %v] %s", a.TerminalLife, op)
+		}
 		if ext := policy.ExtentOf(a.Operation); ext.Lines > 1 || ext.MoreBytes > 0 {
 			// The whole command is on the line (newlines escaped), and
 			// its size before it says how far to read.

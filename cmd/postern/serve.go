@@ -59,6 +59,7 @@ type limitFlags struct {
 	apiRate          float64
 	apiBurst         int
 	sessionLifetime  time.Duration
+	terminalLife     time.Duration
 }
 
 func addServeFlags(cmd *cobra.Command) *serveFlags {
@@ -76,6 +77,8 @@ func addServeFlags(cmd *cobra.Command) *serveFlags {
 	fl.IntVar(&l.commandBurst, "command-burst", 0, fmt.Sprintf("commands one agent may start at once (default %d)", bastion.DefaultCommandBurst))
 	fl.IntVar(&l.maxSessions, "max-sessions-per-conn", 0,
 		fmt.Sprintf("sessions on one agent connection (default %d)", bastion.DefaultMaxSessionsPerConn))
+	fl.DurationVar(&l.terminalLife, "terminal-life", 0,
+		fmt.Sprintf("how long an approved session with a terminal (an interactive shell, or any command on a pty) may run before postern ends it (default %v)", bastion.DefaultTerminalLife))
 	fl.DurationVar(&l.handshakeTimeout, "handshake-timeout", 0,
 		fmt.Sprintf("bound from an agent's TCP connect to its authentication (default %v)", bastion.DefaultHandshakeTimeout))
 	fl.Float64Var(&l.apiRate, "api-rate", 0, fmt.Sprintf("API requests a second per console token (default %d)", web.DefaultAPIRate))
@@ -156,6 +159,7 @@ func applyServeConfig(cmd *cobra.Command, path string, data *dataFlag, f *serveF
 		set("api-burst", func() { l.apiBurst = c.APIBurst })
 	}
 	dur("session-lifetime", &l.sessionLifetime, c.SessionLifetime)
+	dur("terminal-life", &l.terminalLife, c.TerminalLife)
 	return nil
 }
 
@@ -166,7 +170,7 @@ func (f *serveFlags) check(cmd *cobra.Command) (zerolog.Logger, error) {
 		return zerolog.Logger{}, usagef("%s: --approval-ttl must be positive, got %s", cmdPath(cmd), f.approvalTTL)
 	}
 	l := f.limits
-	if l.commandBurst < 0 || l.maxSessions < 0 || l.handshakeTimeout < 0 || l.apiRate < 0 || l.apiBurst < 0 || l.sessionLifetime < 0 {
+	if l.commandBurst < 0 || l.maxSessions < 0 || l.handshakeTimeout < 0 || l.apiRate < 0 || l.apiBurst < 0 || l.sessionLifetime < 0 || l.terminalLife < 0 {
 		return zerolog.Logger{}, usagef("%s: a limit is negative (only --command-rate may be, for no limit)", cmdPath(cmd))
 	}
 	if _, _, err := net.SplitHostPort(f.listen); err != nil {
@@ -476,6 +480,7 @@ func runBastion(ctx context.Context, p bastionParams) error {
 		CommandBurst:       p.Limits.commandBurst,
 		MaxSessionsPerConn: p.Limits.maxSessions,
 		HandshakeTimeout:   p.Limits.handshakeTimeout,
+		TerminalLife:       p.Limits.terminalLife,
 		Metrics:            m,
 		Upstream: bastion.PoolOptions{
 			Signer: func(ctx context.Context, c *store.Connection) (ssh.Signer, error) {
