@@ -224,9 +224,14 @@ func TestTerminationAgentGone(t *testing.T) {
 				rows++
 				row := h.lastAudit("web", rows)
 				// A ControlMaster whose client was killed sends eow, then
-				// closes the channel: the reason names both.
+				// closes the channel: the reason names both. A session with
+				// a terminal says so first.
+				prefix := "the agent went away while the command ran; "
+				if len(tt.extra) > 0 {
+					prefix = policy.TerminalNote + "; " + prefix
+				}
 				if row.Operation != command || row.Decision != string(policy.Allowed) || row.ExitStatus != nil ||
-					!strings.HasPrefix(row.Reason, "the agent went away while the command ran; ") || !strings.HasSuffix(row.Reason, "; ended by signal "+tt.signal) {
+					!strings.HasPrefix(row.Reason, prefix) || !strings.HasSuffix(row.Reason, "; ended by signal "+tt.signal) {
 					t.Errorf("audit row: operation %q decision %q exit %v reason %q; want %q, allowed, no exit status, the agent went away and signal %s",
 						row.Operation, row.Decision, row.ExitStatus, row.Reason, command, tt.signal)
 				}
