@@ -211,10 +211,11 @@ func TestRecipeClassifies(t *testing.T) {
 
 // TestWaitingSessionDoesNotStallConnection: while one session waits for an
 // approval and its agent keeps resizing the terminal, another session on
-// the same connection still runs.
+// the same connection still runs. (On a terminal the command is an
+// interactive shell, hence destructive=ask.)
 func TestWaitingSessionDoesNotStallConnection(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, harnessOpts{rules: writeAsk})
+	h := newHarness(t, harnessOpts{rules: destructiveAsk})
 	c := h.client()
 	defer c.Close()
 	waiting, err := c.NewSession()

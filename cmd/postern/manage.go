@@ -60,6 +60,9 @@ func newManager(s *store.Store, cat *recipes.Catalog, checkTimeout time.Duration
 		Store:   s,
 		Catalog: cat,
 		Checker: recipes.Checker{Timeout: checkTimeout},
+		// Given explicitly: with a Checker and no Prober, manage probes
+		// nothing (its rule for fakes).
+		Prober: manage.SSHProber{Timeout: checkTimeout},
 		ScanHostKey: func(ctx context.Context, addr string) (ssh.PublicKey, error) {
 			timeout := checkTimeout
 			if d, ok := ctx.Deadline(); ok {
