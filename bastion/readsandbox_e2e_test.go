@@ -8,8 +8,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/postern/postern/internal/e2e"
 	"github.com/postern/postern/internal/testsshd"
+	"github.com/postern/postern/metrics"
 	"github.com/postern/postern/policy"
 	"github.com/postern/postern/readsandbox"
 	"github.com/postern/postern/store"
@@ -290,5 +293,75 @@ func TestReadSandboxRequireAndAuto(t *testing.T) {
 	out, errOut, code = run(`nobwrap cat /etc/hostname; grep -c ' / / ro,' /proc/self/mountinfo`)
 	if host, _ := os.ReadFile("/etc/hostname"); code != 0 || out != string(host)+"1\n" || errOut != "" {
 		t.Errorf("under unshare: exit %d, stdout %q, stderr %q; want the read's output and / read-only", code, out, errOut)
+	}
+}
+
+// TestServerSideReadsInSandbox: the server side of the agent's own tools'
+// reads (git clone and a shallow clone run git-upload-pack, rsync's pull
+// rsync --server --sender, scp -O's download scp -f), classified read by
+// the real classifier, run in the read sandbox, under bubblewrap and under
+// unshare, and work there: the read-only view is enough for each of them.
+// The counter of reads by sandbox says which one each ran in.
+func TestServerSideReadsInSandbox(t *testing.T) {
+	t.Parallel()
+	needSandboxTools(t)
+	requireTool(t, "git", "git")
+	requireTool(t, "rsync", "rsync")
+	requireTool(t, "scp", "openssh-client")
+	reg := prometheus.NewRegistry()
+	m, err := metrics.New(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, harnessOpts{config: func(c *Config) { c.Metrics = m }})
+	base := t.TempDir()
+	repo := filepath.Join(base, "repo.git")
+	mustRun(t, base, gitEnv, "git", "init", "-q", "--bare", "-b", "main", repo)
+	seed := filepath.Join(base, "seed")
+	mustRun(t, base, gitEnv, "git", "init", "-q", "-b", "main", seed)
+	for _, msg := range []string{"first", "second"} {
+		mustRun(t, seed, gitEnv, "git", "commit", "-q", "--allow-empty", "-m", msg)
+	}
+	mustRun(t, seed, gitEnv, "git", "push", "-q", repo, "main")
+	remote := filepath.Join(base, "files")
+	if err := os.MkdirAll(filepath.Join(remote, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, content := range map[string]string{"a.txt": "alpha\n", "sub/b.txt": "beta\n"} {
+		if err := os.WriteFile(filepath.Join(remote, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := snapshotDir(t, base)
+	gitSSH := append([]string{"GIT_SSH_COMMAND=" + h.sshCommand()}, gitEnv...)
+	url := "ssh://web@127.0.0.1" + repo
+	for _, mech := range []store.SandboxFound{store.SandboxBwrap, store.SandboxUnshare} {
+		h.setProbe("web", mech, string(mech)+": works")
+		local := t.TempDir()
+		mustRun(t, local, gitSSH, "git", "-c", "protocol.version=2", "clone", "-q", url, "full")
+		mustRun(t, local, gitSSH, "git", "-c", "protocol.version=2", "clone", "-q", "--depth", "1", url, "shallow")
+		for dir, want := range map[string]string{"full": "second\nfirst\n", "shallow": "second\n"} {
+			if got := mustRun(t, filepath.Join(local, dir), gitEnv, "git", "log", "--format=%s"); got != want {
+				t.Errorf("in %s, git clone %s: log %q; want %q", mech, dir, got, want)
+			}
+		}
+		mustRun(t, local, nil, "rsync", "-a", "-e", h.sshCommand(), "web@127.0.0.1:"+remote+"/", filepath.Join(local, "rsync")+"/")
+		mustRun(t, local, nil, "scp", append(append([]string{"-O"}, h.clientOpts("-P")...), "web@127.0.0.1:"+filepath.Join(remote, "a.txt"), filepath.Join(local, "scp.txt"))...)
+		for name, want := range map[string]string{"rsync/a.txt": "alpha\n", "rsync/sub/b.txt": "beta\n", "scp.txt": "alpha\n"} {
+			if got, err := os.ReadFile(filepath.Join(local, name)); err != nil || string(got) != want {
+				t.Errorf("in %s, %s = %q, %v; want %q", mech, name, got, err, want)
+			}
+		}
+		// Two clones, one rsync, one scp: four reads, each counted
+		// before the agent sees its output.
+		if got := counter(t, reg, "postern_read_commands_total", string(mech)); got != 4 {
+			t.Errorf("reads counted in %s: %v; want 4", mech, got)
+		}
+	}
+	if got := counter(t, reg, "postern_read_commands_total", "none"); got != 0 {
+		t.Errorf("reads counted without a sandbox: %v; want 0", got)
+	}
+	if after := snapshotDir(t, base); after != before {
+		t.Errorf("the reads changed the target's files:\nbefore %s\nafter  %s", before, after)
 	}
 }
