@@ -251,20 +251,20 @@ func (c *classifier) readEntry(cl *cmdCall, base string, e readEntry, args []val
 // devices found by -r otherwise; diff -r reports device files without
 // opening them, checked with diffutils 3.8). It does so when a tree it walks
 // may hold devices (mayHoldDevices), or for grep -r without a path, the
-// working directory may be /dev.
+// working directory may be /dev. A tree that holds /proc/kmsg is raised
+// whatever -D says: /proc/kmsg is a regular file, which grep -r, rg and
+// diff -r open and read like any other (a reader takes the kernel's
+// messages from the logger, and blocks).
 func (c *classifier) recursiveDevices(cl *cmdCall, base string, p *parsed) bool {
 	var trees []value
+	readsDevices := false
 	switch base {
-	case "grep", "egrep", "fgrep":
-		if !p.has("-r", "-R", "--recursive", "--dereference-recursive") {
-			return false
+	case "grep", "egrep", "fgrep", "rg":
+		if base != "rg" && !p.has("-r", "-R", "--recursive", "--dereference-recursive") || base == "rg" && p.has("--files", "--type-list") {
+			return false // rg --files lists names without opening them
 		}
-		readsDevices := false
 		for _, v := range p.values("-D", "--devices") {
 			readsDevices = readsDevices || v == "read" || strings.HasPrefix("read", v) && v != ""
-		}
-		if !readsDevices {
-			return false
 		}
 		trees = p.operands
 		if !p.has("-e", "--regexp", "-f", "--file") && len(trees) > 0 {
@@ -273,12 +273,21 @@ func (c *classifier) recursiveDevices(cl *cmdCall, base string, p *parsed) bool 
 		if len(trees) == 0 {
 			trees = []value{{s: ".", known: true}}
 		}
+	case "diff":
+		if !p.has("-r", "--recursive") {
+			return false
+		}
+		trees = p.operands
 	default:
 		return false
 	}
 	for _, t := range trees {
-		if c.mayHoldDevices(t) {
+		if readsDevices && c.mayHoldDevices(t) {
 			c.raiseCall(cl, Destructive, base+" walks "+t.s+", which may hold device files, and opens them: "+deviceWhy)
+			return true
+		}
+		if c.mayHoldKmsg(t) {
+			c.raiseCall(cl, Destructive, base+" walks "+t.s+", which may hold /proc/kmsg, a regular file it opens and reads: "+deviceWhy)
 			return true
 		}
 	}

@@ -275,3 +275,25 @@ func (c *classifier) mayHoldDevices(a value) bool {
 	}
 	return false
 }
+
+// mayHoldKmsg reports whether walking the tree below a path may reach
+// /proc/kmsg: the root, /proc, or a path that leads there (/proc/PID/root,
+// ~/../..). A word known only at run time and a relative path after cd
+// are not followed, as for the other files a name known only at run time
+// may open (docs/classification.md, What the classifier cannot see): grep's
+// ceiling stays read.
+func (c *classifier) mayHoldKmsg(a value) bool {
+	a = c.resolvedArg(a)
+	if !a.known {
+		return false
+	}
+	if !strings.HasPrefix(a.s, "/") && !strings.HasPrefix(a.s, "~") && !strings.Contains(a.s, "..") {
+		return false
+	}
+	for _, p := range pathCandidates(a.s, false) {
+		if p == "/" || p == "/proc" {
+			return true
+		}
+	}
+	return false
+}
