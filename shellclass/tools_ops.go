@@ -732,8 +732,14 @@ func (c *classifier) packages(cl *cmdCall, args []value) {
 		if len(opts) > 0 && anyOpt(func(o string) bool {
 			return o == "-l" || o == "-L" || o == "-s" || o == "--list" || o == "--listfiles" || o == "--status"
 		}) && !anyOpt(func(o string) bool {
-			return !(o == "-l" || o == "-L" || o == "-s" || o == "--list" || o == "--listfiles" || o == "--status" || strings.HasPrefix(o, "--admindir="))
+			return !(o == "-l" || o == "-L" || o == "-s" || o == "--list" || o == "--listfiles" || o == "--status" || o == "--no-pager" || strings.HasPrefix(o, "--admindir="))
 		}) {
+			// dpkg -l pipes its list through a pager when standard output
+			// is a terminal (checked with dpkg 1.21.22 under script(1): -L
+			// and -s do not), and a pager runs commands.
+			if c.opts.Terminal && anyOpt(func(o string) bool { return o == "-l" || o == "--list" }) && !anyOpt(func(o string) bool { return o == "--no-pager" }) {
+				c.raiseCall(cl, Write, "dpkg -l without --no-pager starts a pager on a terminal, and a pager runs commands")
+			}
 			return
 		}
 		c.raiseCall(cl, Write, "dpkg changes packages")
