@@ -123,4 +123,11 @@ var destructiveTable = map[string]destructiveRule{
 	"btrfs":            {why: "btrfs subvolume/device delete destroys data", anySubs: []string{"delete", "remove", "del"}},
 	"ifdown":           {why: "ifdown takes a network interface down, cutting its connections", always: true},
 	"nmcli":            {why: "nmcli ... delete/down/disconnect/off cuts network connections", anySubs: []string{"delete", "down", "disconnect", "off"}},
+	// tmux accepts any unambiguous prefix of a command's name, and the
+	// aliases killp and killw.
+	"tmux":          {why: "tmux kill-server/kill-session/kill-window/kill-pane ends the sessions and the programs running in them", anySubs: []string{"kill-p", "kill-pa", "kill-pan", "kill-pane", "kill-ser", "kill-serv", "kill-serve", "kill-server", "kill-ses", "kill-sess", "kill-sessi", "kill-sessio", "kill-session", "kill-w", "kill-wi", "kill-win", "kill-wind", "kill-windo", "kill-window", "killp", "killw"}},
+	"screen":        {why: "screen -X quit/kill ends the session or window and the programs running in it", anySubs: []string{"quit", "kill"}},
+	"supervisorctl": {why: "supervisorctl stop/restart/remove/shutdown ends supervised programs", subs: []string{"stop", "restart", "remove", "shutdown"}},
+	"pm2":           {why: "pm2 stop/delete/kill/restart ends managed processes", subs: []string{"stop", "delete", "del", "kill", "restart"}},
+	"etcdctl":       {why: "etcdctl del deletes keys", anySubs: []string{"del"}},
 }
