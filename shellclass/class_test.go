@@ -241,3 +241,19 @@ func TestUnreviewable(t *testing.T) {
 		})
 	}
 }
+
+// TestRecursionOverKmsg: rg --files walks a tree that holds /proc/kmsg
+// without opening a file (not a corpus row: the corpus's read rows also
+// run on the tests' machine, and listing / there is slow and unstable).
+func TestRecursionOverKmsg(t *testing.T) {
+	for cmd, want := range map[string]Class{
+		"rg --files /":          Read,
+		"rg --type-list":        Read,
+		"rg -l x /":             Destructive,
+		"grep -rl x / /srv/app": Destructive,
+	} {
+		if got := Classify(cmd, Options{}).Class; got != want {
+			t.Errorf("Classify(%q) = %v; want %v", cmd, got, want)
+		}
+	}
+}
