@@ -85,7 +85,7 @@ func newApprovalCard(a store.Approval, now time.Time, csrf, next string) approva
 	}
 	v.Deciders = strings.Join(a.Deciders(), " and ")
 	v.Target = approvalTarget(a)
-	v.Extent = policy.ExtentOf(a.Operation)
+	v.Extent = cardExtent(a.Operation)
 	v.Scopable = a.ApprovalsNeeded == 1 && a.TerminalLife == 0 &&
 		!(a.Class == string(policy.Destructive) && a.ConnectionEnv == store.EnvProduction)
 	return v
