@@ -287,7 +287,7 @@ func lastBytes(s string) string { return s[max(0, len(s)-200):] }
 // root.
 func sandboxDifference(command string, want, got sessionResult) string {
 	switch {
-	case strings.Contains(command, "/dev"):
+	case namesDevices(command):
 		// /dev holds only the harmless devices: what a walk of it finds,
 		// and what it fails to open (bwrap's /dev/tty, a bind mount that
 		// a directory walk takes for a file), are the sandbox's.
@@ -344,6 +344,18 @@ func sandboxDifference(command string, want, got sessionResult) string {
 		}
 	}
 	return ""
+}
+
+// namesDevices reports whether command names a device or /dev itself
+// other than the ones that are the same in the sandbox (/dev/null, the
+// standard streams, /dev/fd, zero, full and the random devices), which so
+// many commands redirect to that letting them pass as "devices" on their
+// exit status alone would hide any other difference of theirs.
+func namesDevices(command string) bool {
+	for _, d := range []string{"/dev/null", "/dev/stdin", "/dev/stdout", "/dev/stderr", "/dev/fd/", "/dev/zero", "/dev/full", "/dev/urandom", "/dev/random"} {
+		command = strings.ReplaceAll(command, d, "")
+	}
+	return strings.Contains(command, "/dev")
 }
 
 // environment is env's output without what differs through postern or in
