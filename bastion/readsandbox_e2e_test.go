@@ -89,25 +89,37 @@ func TestSecondLineAlone(t *testing.T) {
 	}
 	c := h.client()
 	defer c.Close()
-	runAll := func() {
+	// runAll runs every command and returns their stderr.
+	runAll := func() []string {
+		var errs []string
 		for _, cmd := range commands {
-			if _, stderr, _, err := runSession(c, "web "+cmd); err != nil {
+			_, stderr, _, err := runSession(c, "web "+cmd)
+			if err != nil {
 				t.Fatalf("%s: %v (stderr %q)", cmd, err, stderr)
 			}
+			errs = append(errs, stderr)
 		}
+		return errs
 	}
 	before := snapshotDir(t, dir) + snapshotDir(t, h.target.Home)
 	for _, m := range []store.SandboxFound{store.SandboxBwrap, store.SandboxUnshare} {
 		h.setProbe("web", m, string(m)+": works")
-		runAll()
+		// Each command ran in the sandbox, and its write failed there
+		// (EROFS): none of them was stopped by a sandbox that did not
+		// start, or by anything else.
+		for i, stderr := range runAll() {
+			if strings.Contains(stderr, "did not start") || !strings.Contains(stderr, "Read-only file system") {
+				t.Errorf("in %s, %q: stderr %q; want the command run in the sandbox, its write failing with EROFS", m, commands[i], stderr)
+			}
+		}
 		if after := snapshotDir(t, dir) + snapshotDir(t, h.target.Home); after != before {
 			t.Errorf("in %s, the writes went through:\nbefore %s\nafter  %s", m, before, after)
 		}
-	}
-	// A read that runs shows it ran in the sandbox: its mounts are all
-	// read-only.
-	if out, _, code, _ := runSession(c, `web grep -c ' / / ro,' /proc/self/mountinfo`); code != 0 || out != "1\n" {
-		t.Errorf("mounts in the sandbox: %q, exit %d; want / read-only", out, code)
+		// A read that runs shows it ran in the sandbox: its mounts are
+		// all read-only.
+		if out, _, code, _ := runSession(c, `web grep -c ' / / ro,' /proc/self/mountinfo`); code != 0 || out != "1\n" {
+			t.Errorf("mounts in %s: %q, exit %d; want / read-only", m, out, code)
+		}
 	}
 
 	// The same commands with the sandbox off do write: the test can fail.
