@@ -246,11 +246,18 @@ func (h *harness) addPathConnection(alias, path string, env store.Env) {
 // audit says they relied on the classifier alone; a target recorded as
 // having bwrap whose bwrap no longer works fails the read closed with
 // postern's line, the command not run; and a target without bubblewrap
-// whose unshare works runs reads read-only under unshare.
+// whose unshare works runs reads read-only under unshare. The refused read
+// and the one without a sandbox are counted as such.
 func TestReadSandboxRequireAndAuto(t *testing.T) {
 	t.Parallel()
 	needSandboxTools(t)
-	h := newHarness(t, harnessOpts{target: &testsshd.Options{}}) // its own: path keys are authorized on it
+	reg := prometheus.NewRegistry()
+	m, err := metrics.New(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A target of its own: path keys are authorized on it.
+	h := newHarness(t, harnessOpts{target: &testsshd.Options{}, config: func(c *Config) { c.Metrics = m }})
 	broken := fakeBin(t, nil, map[string]string{
 		"bwrap":   `echo "bwrap: No permissions to create new namespace, likely because the kernel does not allow non-privileged user namespaces." >&2; exit 1`,
 		"unshare": `echo "unshare: unshare failed: Operation not permitted" >&2; exit 1`,
@@ -288,6 +295,14 @@ func TestReadSandboxRequireAndAuto(t *testing.T) {
 	}
 	if row := h.lastAudit("nons", 2); row.Decision != string(policy.Allowed) || !strings.Contains(row.Reason, "no read sandbox: no sandbox works on the target") {
 		t.Errorf("audit of the read without a sandbox: %s %q; want allowed, saying it relied on the classifier alone", row.Decision, row.Reason)
+	}
+
+	// The refused read and the one on the classifier alone are counted
+	// as such.
+	for label, want := range map[string]float64{"refused": 1, "none": 1, "bwrap": 0, "unshare": 0} {
+		if got := counter(t, reg, "postern_read_commands_total", label); got != want {
+			t.Errorf("postern_read_commands_total{sandbox=%q} = %v; want %v", label, got, want)
+		}
 	}
 
 	// A probe that is out of date: the target's bwrap no longer works.
