@@ -60,5 +60,23 @@ func TestTerminalNeverScoped(t *testing.T) {
 		if r := result(t, done); !errors.Is(r.err, ErrDenied) {
 			t.Errorf("the second session with a terminal: %v; want it asked and denied", r.err)
 		}
+
+		// Nor does an operation scope for the very same command on
+		// another connection.
+		c2 := te.conn("api", store.EnvDev, askAll)
+		plain2 := te.op(c2, Destructive, "git log --oneline")
+		if _, r := te.approveAsked(plain2, Scope{Kind: store.ScopeOperation, For: time.Hour}); r.err != nil {
+			t.Fatal(r.err)
+		}
+		if auth, err := te.authorizeNow(plain2); err != nil || auth.Outcome != Approved {
+			t.Fatalf("the plain command under its operation scope: %s, %v; want approved by the scope", auth.Outcome, err)
+		}
+		term2 := te.op(c2, Destructive, "git log --oneline")
+		term2.TerminalLife = 15 * time.Minute
+		d, done := authorizeAsync(t, context.Background(), te.eng, term2)
+		te.eng.Deny(context.Background(), d.ID, te.admin("alice"), "")
+		if r := result(t, done); !errors.Is(r.err, ErrDenied) {
+			t.Errorf("the session with a terminal under an operation scope for its command: %v; want it asked and denied", r.err)
+		}
 	})
 }
