@@ -16,6 +16,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/postern/postern/internal/e2e"
+	"github.com/postern/postern/internal/testwait"
 	"github.com/postern/postern/store"
 )
 
@@ -66,11 +67,6 @@ type sessionResult struct {
 	stdout, stderr string
 	code           int
 }
-
-// corpusBatchBound is how long one batch of rows may run before the test
-// takes it for one that waits forever. It detects a hang; it is not a
-// timing assertion (a row ends in milliseconds).
-const corpusBatchBound = 3 * time.Minute
 
 // corpusBatchRows is how many rows run in one exec: each batch is one
 // command string, which the classifier bounds at 64 KiB.
@@ -233,8 +229,11 @@ func corpusTree(t *testing.T) string {
 // shellQuote single-quotes s for bash.
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
-// runBatch runs a corpusBatch script on a session of c, bounded by
-// corpusBatchBound, and splits its output into the n rows' results.
+// runBatch runs a corpusBatch script on a session of c and splits its
+// output into the n rows' results. A batch that has not ended at the
+// test's deadline is taken for one that waits forever (a row ends in
+// milliseconds, and each runs under timeout): its session is closed so
+// that the failure shows what it printed.
 func runBatch(t *testing.T, c *ssh.Client, script string, n int) []sessionResult {
 	t.Helper()
 	s, err := c.NewSession()
@@ -242,13 +241,14 @@ func runBatch(t *testing.T, c *ssh.Client, script string, n int) []sessionResult
 		t.Fatal(err)
 	}
 	defer s.Close()
-	timer := time.AfterFunc(corpusBatchBound, func() { s.Close() })
+	bound := testwait.Remaining(t)
+	timer := time.AfterFunc(bound, func() { s.Close() })
 	defer timer.Stop()
 	var out, errb strings.Builder
 	s.Stdout, s.Stderr = &out, &errb
 	err = s.Run(script)
 	if !timer.Stop() {
-		t.Fatalf("a batch of %d rows did not end within %v; stdout so far ends %q", n, corpusBatchBound, lastBytes(out.String()))
+		t.Fatalf("a batch of %d rows did not end within %v; stdout so far ends %q", n, bound.Round(time.Second), lastBytes(out.String()))
 	}
 	if _, ok := err.(*ssh.ExitError); err != nil && !ok {
 		t.Fatalf("batch: %v", err)
