@@ -96,6 +96,11 @@ func TestMetricsEndToEnd(t *testing.T) {
 		{"postern_approvals_pending", nil, 0},
 		{"postern_upstream_dial_errors_total", []string{"reason", "unreachable"}, 0},
 		{"postern_notifications_total", []string{"outcome", "delivered"}, 0},
+		// The one connection, whatever its target's probe found: serve
+		// wires the gauge to the store.
+		{"postern_connections_read_sandbox", []string{"env", "dev", "setting", "auto"}, 1},
+		// The cat, the one read command, in whatever sandbox it ran.
+		{"postern_read_commands_total", nil, 1},
 	}
 	for _, tt := range exact {
 		if got := value(fams, tt.name, tt.labels...); got != tt.want {
