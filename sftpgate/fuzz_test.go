@@ -500,22 +500,12 @@ func fuzzSeeds() [][]byte {
 	return seeds
 }
 
-// servePipe is serve over memPipe instead of loopback TCP, for a
+// servePipe is serveBoth over memPipe instead of loopback TCP, for a
 // testing/synctest bubble: a socket's read is not a wait the bubble can
 // see, a channel's is.
 func (m *memTarget) servePipe(t testing.TB) (io.ReadWriter, func() error) {
 	a, b := memPipe()
-	var opts []sftp.RequestServerOption
-	if m.start != "" {
-		opts = append(opts, sftp.WithStartDirectory(m.start))
-	}
-	rs := sftp.NewRequestServer(b, m.handlers, opts...)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		rs.Serve()
-		rs.Close()
-	}()
+	done := m.run(b)
 	return a, func() error {
 		err := a.Close()
 		testwait.Recv(t, "the target's request server to end", done)

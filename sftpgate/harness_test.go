@@ -85,34 +85,35 @@ func (m *memTarget) session(t testing.TB) (*sftp.Client, func() error) {
 	return c, closeFn
 }
 
-// serve starts a request server on one end of a loopback pair and returns
-// the other end, the raw stream a Dialer hands to the gate; close ends it
-// and waits for the server.
-func (m *memTarget) serve(t testing.TB) (net.Conn, func() error) {
-	a, closeFn, _ := m.serveBoth(t)
-	return a, closeFn
-}
-
-// serveBoth is serve that also returns the server's end, which a test
-// closes to end the session from the target's side.
+// serveBoth starts a request server on one end of a loopback pair and
+// returns the other end, the raw stream a Dialer hands to the gate; close
+// ends it and waits for the server. It also returns the server's end, which
+// a test closes to end the session from the target's side.
 func (m *memTarget) serveBoth(t testing.TB) (net.Conn, func() error, net.Conn) {
 	a, b := tcpPair(t)
+	done := m.run(b)
+	return a, func() error {
+		err := a.Close()
+		testwait.Recv(t, "the target's request server to end", done)
+		return err
+	}, b
+}
+
+// run serves the target's files on rwc (the server's end of a stream) until
+// the stream ends; the channel is closed when the server has ended.
+func (m *memTarget) run(rwc io.ReadWriteCloser) <-chan struct{} {
 	var opts []sftp.RequestServerOption
 	if m.start != "" {
 		opts = append(opts, sftp.WithStartDirectory(m.start))
 	}
-	rs := sftp.NewRequestServer(b, m.handlers, opts...)
+	rs := sftp.NewRequestServer(rwc, m.handlers, opts...)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		rs.Serve()
 		rs.Close()
 	}()
-	return a, func() error {
-		err := a.Close()
-		testwait.Recv(t, "the target's request server to end", done)
-		return err
-	}, b
+	return done
 }
 
 // serveSession serves handlers with a RequestServer (starting in start, "/"
