@@ -51,7 +51,12 @@ func BackupDir(ctx context.Context, s *Store, src Dir, dest string, opts BackupO
 	if err := emptyOrMissingDir(dest); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(dest, 0o700); err != nil {
+	if err := os.MkdirAll(dest, DirMode); err != nil {
+		return nil, fmt.Errorf("store: backup: %w", err)
+	}
+	// An empty directory given may be open to others; the umask may have
+	// taken bits off a new one.
+	if err := os.Chmod(dest, DirMode); err != nil {
 		return nil, fmt.Errorf("store: backup: %w", err)
 	}
 	res = &BackupResult{Dir: dest}
@@ -96,15 +101,18 @@ func (s *Store) Backup(ctx context.Context, path string) error {
 	if s.dialect == dialectPostgres {
 		return invalid("backup copies an SQLite database; back up PostgreSQL with its own tools (pg_dump, or the server's base backups) and keep the master key apart from them")
 	}
-	if _, err := os.Stat(path); err == nil {
+	// The copy is made 0600 before it holds anything: VACUUM INTO writes
+	// into an empty file, and would create a missing one 0644.
+	created, err := createSecretFile(path)
+	if err != nil {
+		return fmt.Errorf("store: backup: %w", err)
+	}
+	if !created {
 		return fmt.Errorf("store: backup: %s exists already", path)
 	}
 	if _, err := s.db.ExecContext(ctx, `VACUUM INTO ?`, path); err != nil {
 		os.Remove(path)
 		return fmt.Errorf("store: backup to %s: %w", path, err)
-	}
-	if err := os.Chmod(path, 0o600); err != nil {
-		return fmt.Errorf("store: backup: %w", err)
 	}
 	return nil
 }

@@ -95,6 +95,11 @@ func (d Dir) Init(ctx context.Context, opts Options) (*InitResult, error) {
 	} else if err != nil {
 		return nil, fmt.Errorf("store: data directory: %w", err)
 	}
+	// Before any secret goes in: MkdirAll's 0700 is less the umask, and
+	// an existing directory may be open to others.
+	if err := d.checkModes(opts.Logger, opts.SecretFiles); err != nil {
+		return nil, err
+	}
 	if _, err := os.Stat(d.DatabasePath()); d.DatabaseURL == "" && errors.Is(err, fs.ErrNotExist) {
 		res.CreatedDatabase = true
 	}
@@ -162,7 +167,10 @@ func createFileExcl(path string, content func() ([]byte, error)) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	_, err = f.Write(b)
+	err = f.Chmod(SecretMode) // exactly, whatever the umask
+	if err == nil {
+		_, err = f.Write(b)
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -174,10 +182,12 @@ func createFileExcl(path string, content func() ([]byte, error)) (bool, error) {
 }
 
 // Open opens the data directory's database, loading the master key if its
-// file exists. A missing master key file is not an error here, so that
-// commands that need no secret (listing agents, deciding approvals) work; the
-// first sealed secret then fails with ErrNoMasterKey naming the file. A
-// malformed master key file is an error at once.
+// file exists. First it keeps the directory and its secret files from group
+// and others (CheckModes), logging what it changed to opts.Logger. A
+// missing master key file is not an error here, so that commands that need
+// no secret (listing agents, deciding approvals) work; the first sealed
+// secret then fails with ErrNoMasterKey naming the file. A malformed master
+// key file is an error at once.
 func (d Dir) Open(ctx context.Context, opts Options) (*Store, error) {
 	st, err := os.Stat(d.Path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -188,6 +198,9 @@ func (d Dir) Open(ctx context.Context, opts Options) (*Store, error) {
 	}
 	if !st.IsDir() {
 		return nil, fmt.Errorf("store: data directory %s is not a directory", d.Path)
+	}
+	if err := d.checkModes(opts.Logger, opts.SecretFiles); err != nil {
+		return nil, err
 	}
 	if opts.MasterKey == nil {
 		key, err := d.readMasterKey()

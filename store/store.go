@@ -34,6 +34,10 @@ type Options struct {
 	// Logger receives what the store notices on its own, such as the loss
 	// of PostgreSQL's notification connection; nothing is logged if nil.
 	Logger *zerolog.Logger
+	// SecretFiles names more files of the data directory that Dir.Open
+	// and Dir.Init keep from group and others (CheckModes): the web
+	// page's TLS key.
+	SecretFiles []string
 
 	// masterKeyErr explains why MasterKey is nil when Dir.Open could not load
 	// it, so that the error at the first sealed secret names the file.
@@ -143,6 +147,11 @@ func openDB(path string, busy time.Duration, maxConns int) (*sql.DB, error) {
 	}
 	if busy <= 0 {
 		busy = DefaultBusyTimeout
+	}
+	// SQLite would create the file 0644 less the umask, and its -wal and
+	// -shm files after it (filemode.go).
+	if _, err := createSecretFile(path); err != nil {
+		return nil, fmt.Errorf("store: create %s: %w", path, err)
 	}
 	q := url.Values{}
 	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))

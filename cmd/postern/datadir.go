@@ -10,9 +10,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
 	"github.com/postern/postern/store"
+	"github.com/postern/postern/web"
 )
 
 // Environment variables the admin commands read. They are read here, in
@@ -31,6 +33,11 @@ const (
 type dataFlag struct {
 	dir      string
 	database string
+	cmd      *cobra.Command
+	// log receives the warnings of opening the data directory (a file
+	// open to others, whose mode was fixed): serve's log when serve sets
+	// it, else warnings on the command's standard error.
+	log *zerolog.Logger
 }
 
 // addDataFlag registers --data DIR and --database URL on cmd (persistent,
@@ -38,7 +45,7 @@ type dataFlag struct {
 // The defaults come from POSTERN_DATA, then ./postern-data, and from
 // POSTERN_DATABASE_URL, then none (SQLite in the data directory).
 func addDataFlag(cmd *cobra.Command) *dataFlag {
-	f := &dataFlag{}
+	f := &dataFlag{cmd: cmd}
 	def := os.Getenv(envData)
 	if def == "" {
 		def = defaultDataDir
@@ -71,12 +78,31 @@ func (f *dataFlag) open(ctx context.Context) (*store.Store, error) {
 	if err := f.check(); err != nil {
 		return nil, err
 	}
-	s, err := f.storeDir().Open(ctx, store.Options{})
+	s, err := f.storeDir().Open(ctx, f.options())
 	if err != nil {
 		return nil, err
 	}
 	return s, nil
 }
+
+// options are the store options of a command on the data directory: the
+// log for what opening it fixes, and the web page's TLS key among the
+// files kept from group and others.
+func (f *dataFlag) options() store.Options {
+	log := f.log
+	if log == nil {
+		l, err := newLogger(f.cmd.ErrOrStderr(), "warn")
+		if err != nil {
+			panic(err) // "warn" is a level
+		}
+		log = &l
+	}
+	return store.Options{Logger: log, SecretFiles: dataSecretFiles}
+}
+
+// dataSecretFiles are the files of the data directory, besides the store's
+// own, that only its owner may read (store.Dir.CheckModes).
+var dataSecretFiles = []string{web.SelfSignedKeyFile}
 
 // storeErr turns errors caused by the admin's input (unknown name, taken
 // alias, malformed key, bad rule) into usage errors, so that main exits 2.

@@ -4,8 +4,6 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
-
-	"github.com/postern/postern/store"
 )
 
 func newInitCmd() *cobra.Command {
@@ -34,7 +32,7 @@ directory. Every replica that serves the database needs a copy of both.`,
 		}
 		d := data.storeDir()
 		d.HostKeyFile = *hostKeyFile
-		res, err := d.Init(cmd.Context(), store.Options{})
+		res, err := d.Init(cmd.Context(), data.options())
 		if err != nil {
 			return err
 		}

@@ -50,7 +50,7 @@ host key to every machine that will run a replica.`,
 		if _, err := os.Stat(srcDir.DatabasePath()); err != nil {
 			return usagef("%s: no SQLite database in %s: %v", cmdPath(cmd), from, err)
 		}
-		src, err := srcDir.Open(ctx, store.Options{})
+		src, err := srcDir.Open(ctx, data.options())
 		if err != nil {
 			return storeErr(err)
 		}

@@ -280,6 +280,7 @@ for up to ` + bastion.DefaultShutdownGrace.String() + `; a second signal stops a
 
 		d := data.storeDir()
 		d.HostKeyFile = *hostKeyFile
+		data.log = &log
 		hostKey, err := d.HostKey()
 		if err != nil {
 			return storeErr(err)
@@ -295,7 +296,7 @@ for up to ` + bastion.DefaultShutdownGrace.String() + `; a second signal stops a
 			}
 			defer lock.Unlock()
 		}
-		st, err := data.open(ctx)
+		st, err := d.Open(ctx, data.options()) // data.check ran above
 		if err != nil {
 			return storeErr(err)
 		}
