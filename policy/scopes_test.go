@@ -98,13 +98,108 @@ func TestClassScopeAndRevoke(t *testing.T) {
 		if _, err := te.st.SetGrant(context.Background(), "bot", "web", askAll); err != nil {
 			t.Fatal(err)
 		}
+		// ... and ended it: back at ask, writes ask again (issue 23).
+		w, done := authorizeAsync(t, context.Background(), te.eng, te.op(c, Write, "mkdir /srv/c"))
+		te.eng.Deny(context.Background(), w.ID, te.admin("alice"), "ask again")
+		result(t, done)
+		if _, err := te.eng.RevokeScope(context.Background(), a.ID, te.admin("bob")); !errors.Is(err, store.ErrInvalid) {
+			t.Errorf("RevokeScope of the scope a deny ended = %v; want ErrInvalid (nothing to revoke)", err)
+		}
 
-		if _, err := te.eng.RevokeScope(context.Background(), a.ID, te.admin("bob")); err != nil {
+		b, r := te.approveAsked(te.op(c, Write, "mkdir /srv/d"), Scope{Kind: store.ScopeClass, For: time.Hour})
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		if _, err := te.eng.RevokeScope(context.Background(), b.ID, te.admin("bob")); err != nil {
 			t.Fatalf("RevokeScope: %v", err)
 		}
-		e, done := authorizeAsync(t, context.Background(), te.eng, te.op(c, Write, "mkdir /srv/d"))
+		e, done := authorizeAsync(t, context.Background(), te.eng, te.op(c, Write, "mkdir /srv/e"))
 		te.eng.Deny(context.Background(), e.ID, te.admin("alice"), "revoked")
 		result(t, done)
+	})
+}
+
+// TestScopeEndsWithDenyRule (issue 23): setting a rule to deny ends every
+// scope of its class under the grant, class and operation scopes alike,
+// and says so in the change's audit row; the rule going back to ask does
+// not bring them back, a request that waited meanwhile cannot be approved
+// with a scope while the rule is deny, and revoking the grant ends the
+// scopes of the other classes: given again, the grant asks.
+func TestScopeEndsWithDenyRule(t *testing.T) {
+	forEachDB(t, func(t *testing.T) {
+		ctx := context.Background()
+		te := newTestEnv(t, nil, Options{})
+		c := te.conn("web", store.EnvDev, askAll)
+		op, r := te.approveAsked(te.op(c, Write, "systemctl reload nginx"), Scope{Kind: store.ScopeOperation, For: time.Hour})
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		// A write that waits while the class scope is made and the rule
+		// changes.
+		waiting, wdone := authorizeAsync(t, ctx, te.eng, te.op(c, Write, "touch /etc/motd"))
+		cls, r := te.approveAsked(te.op(c, Write, "mkdir /srv/a"), Scope{Kind: store.ScopeClass, For: time.Hour})
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		del, r := te.approveAsked(te.op(c, Destructive, "rm /srv/a/x"), Scope{Kind: store.ScopeClass, For: time.Hour})
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		for _, o := range []Operation{te.op(c, Write, "touch /srv/b"), te.op(c, Write, "systemctl reload nginx"), te.op(c, Destructive, "rm /srv/b")} {
+			if auth, err := te.authorizeNow(o); err != nil || auth.Outcome != Approved {
+				t.Fatalf("%q within its scope = %s, %v; want approved", o.Text, auth.Outcome, err)
+			}
+		}
+
+		p := ChangeAudit(Change{Actor: Actor{Name: "alice", Via: "cli"}, What: "grant bot web: write=deny"})
+		writeDeny := askAll
+		writeDeny.Write = Deny
+		if _, err := te.st.SetGrant(store.WithAudit(ctx, p), "bot", "web", writeDeny); err != nil {
+			t.Fatal(err)
+		}
+		row := p.Stored()
+		if row == nil {
+			t.Fatal("the rule change was not audited")
+		}
+		for _, id := range []string{cls.ID, op.ID} {
+			if !strings.Contains(row.Operation, "setting write=deny ends scopes") || !strings.Contains(row.Operation, id) {
+				t.Errorf("audit row %q; want it to say that setting write=deny ends scope %s", row.Operation, id)
+			}
+		}
+		if _, err := te.eng.Approve(ctx, waiting.ID, te.admin("alice"), Scope{Kind: store.ScopeClass, For: time.Hour}); !errors.Is(err, store.ErrInvalid) {
+			t.Errorf("class scope approved while the write rule is deny = %v; want ErrInvalid", err)
+		}
+		te.eng.Deny(ctx, waiting.ID, te.admin("alice"), "")
+		result(t, wdone)
+
+		if _, err := te.st.SetGrant(ctx, "bot", "web", askAll); err != nil {
+			t.Fatal(err)
+		}
+		for _, text := range []string{"touch /srv/c", "systemctl reload nginx"} {
+			a, done := authorizeAsync(t, ctx, te.eng, te.op(c, Write, text))
+			te.eng.Deny(ctx, a.ID, te.admin("alice"), "")
+			result(t, done)
+		}
+		if auth, err := te.authorizeNow(te.op(c, Destructive, "rm /srv/c")); err != nil || auth.Approval == nil || auth.Approval.ID != del.ID {
+			t.Errorf("destructive after write=deny = %s, %v; want still within scope %s", auth.Outcome, err, del.ID)
+		}
+
+		p = ChangeAudit(Change{Actor: Actor{Name: "alice", Via: "cli"}, What: "grant revoke bot web"})
+		if err := te.st.RevokeGrant(store.WithAudit(ctx, p), "bot", "web"); err != nil {
+			t.Fatal(err)
+		}
+		if row := p.Stored(); row == nil || !strings.Contains(row.Operation, "revoking the grant ends scope "+del.ID) {
+			t.Errorf("audit row of the revoke = %+v; want it to name scope %s", row, del.ID)
+		}
+		if _, err := te.st.SetGrant(ctx, "bot", "web", askAll); err != nil {
+			t.Fatal(err)
+		}
+		a, done := authorizeAsync(t, ctx, te.eng, te.op(c, Destructive, "rm /srv/d"))
+		te.eng.Deny(ctx, a.ID, te.admin("alice"), "")
+		result(t, done)
+		if res, err := Verify(ctx, te.st); err != nil || res.Broken != nil {
+			t.Errorf("audit chain after the changes: %+v, %v; want intact", res, err)
+		}
 	})
 }
 

@@ -418,6 +418,11 @@ func (s *Store) DecideApproval(ctx context.Context, d Decision) (Approval, Decid
 		if d.Scope != ScopeRequest && a.TerminalLife > 0 {
 			return invalid("approval %s is of a session with a terminal: it lets that one session through, never a scope", d.ID)
 		}
+		if d.Scope != ScopeRequest && a.Status == ApprovalPending {
+			if err := scopeRuleAsks(ctx, tx, a); err != nil {
+				return err
+			}
+		}
 		var res sql.Result
 		switch {
 		case a.Status != ApprovalPending:
@@ -471,6 +476,30 @@ func (s *Store) DecideApproval(ctx context.Context, d Decision) (Approval, Decid
 	return out, outcome, nil
 }
 
+// scopeRuleAsks refuses a scope for request a when the grant of its agent
+// on its connection says deny for its class now (the request waited while
+// an admin changed the rule): a scope elevates an ask, and one made under
+// a deny would come to life with the next ask, which is what ending scopes
+// on a deny (endScopesTx) prevents.
+func scopeRuleAsks(ctx context.Context, tx *sql.Tx, a Approval) error {
+	var r, w, d string
+	err := tx.QueryRowContext(ctx, `SELECT read_rule, write_rule, destructive_rule FROM grants
+		WHERE agent_id = ? AND connection_id = ?`, a.AgentID, a.ConnectionID).Scan(&r, &w, &d)
+	if errors.Is(err, sql.ErrNoRows) {
+		// No grant: the scope elevates nothing, and never a grant given
+		// later (scopeGrantLives).
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("store: grant of approval %s: %w", a.ID, err)
+	}
+	rule := map[string]string{"read": r, "write": w, "destructive": d}[a.Class]
+	if Rule(rule) == RuleDeny {
+		return invalid("approval %s: the %s rule of %s on %s is deny now: approve the one request, without a scope", a.ID, a.Class, a.AgentName, a.ConnectionAlias)
+	}
+	return nil
+}
+
 // sameAdmin reports whether by gave a's first approval. A first approval
 // recorded before admin ids were kept (schema 0005) has only a name, which
 // is then compared without regard to case, as admin names are unique that
@@ -485,14 +514,15 @@ func sameAdmin(a Approval, by Decider) bool {
 // ActiveScope returns the approval whose scope lets agentID run an operation
 // of class with the given operation SHA-256 on connectionID now: an
 // operation scope of that exact operation, or a class scope of that class,
-// approved, not revoked and not ended. ok is false when there is none. Of
+// approved, not revoked, not ended and of the grant that is there now
+// (scopeGrantLives). ok is false when there is none. Of
 // several, the one that lasts longest is returned.
 func (s *Store) ActiveScope(ctx context.Context, agentID, connectionID, class, operationSHA256 string) (a Approval, ok bool, err error) {
 	now := formatTime(s.nowUTC())
 	a, err = scanApproval(s.db.QueryRowContext(ctx, `SELECT `+approvalColumns+approvalFrom+`
 		WHERE p.agent_id = ? AND p.connection_id = ? AND p.scope != 'request'
 		  AND p.scope_expires_at > ? AND p.scope_revoked_at = '' AND p.status = 'approved'
-		  AND p.class = ? AND (p.scope = 'class' OR p.operation_sha256 = ?)
+		  AND p.class = ? AND (p.scope = 'class' OR p.operation_sha256 = ?)`+scopeGrantLives+`
 		ORDER BY p.scope_expires_at DESC, p.id LIMIT 1`,
 		agentID, connectionID, now, class, operationSHA256))
 	if errors.Is(err, sql.ErrNoRows) {
@@ -504,13 +534,23 @@ func (s *Store) ActiveScope(ctx context.Context, agentID, connectionID, class, o
 	return a, true, nil
 }
 
+// scopeGrantLives is the condition that approval p's scope elevates a grant
+// that still is the one it was made under: a grant of its agent on its
+// connection made no later than the decision. A grant revoked since (and
+// perhaps given again) ends its scopes when it goes (RevokeGrant); this
+// also voids those left over from before it did.
+const scopeGrantLives = `
+		  AND EXISTS (SELECT 1 FROM grants g WHERE g.agent_id = p.agent_id
+		    AND g.connection_id = p.connection_id AND g.created_at <= p.decided_at)`
+
 // ListScopes returns the approvals with a scope wider than one request,
-// newest end first: only those still active at now when active is true.
+// newest end first: only those still active at now when active is true
+// (of a grant that is there now, as ActiveScope).
 func (s *Store) ListScopes(ctx context.Context, active bool) ([]Approval, error) {
 	q := `SELECT ` + approvalColumns + approvalFrom + ` WHERE p.scope != 'request' AND p.status = 'approved'`
 	var args []any
 	if active {
-		q += ` AND p.scope_expires_at > ? AND p.scope_revoked_at = ''`
+		q += ` AND p.scope_expires_at > ? AND p.scope_revoked_at = ''` + scopeGrantLives
 		args = append(args, formatTime(s.nowUTC()))
 	}
 	q += ` ORDER BY p.scope_expires_at DESC, p.id`

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -126,6 +127,19 @@ func (s *Store) SetGrant(ctx context.Context, agentName, alias string, rules Rul
 		if err != nil {
 			return fmt.Errorf("store: grant %s on %s: %w", agentName, alias, err)
 		}
+		// A scope elevates an ask; a deny ends it, so that the rule going
+		// back to ask later does not bring it back (issue 23).
+		for _, c := range []struct {
+			class string
+			rule  Rule
+		}{{"read", rules.Read}, {"write", rules.Write}, {"destructive", rules.Destructive}} {
+			if c.rule != RuleDeny {
+				continue
+			}
+			if err := s.endScopesTx(ctx, tx, agentID, connID, c.class, "setting "+c.class+"=deny"); err != nil {
+				return err
+			}
+		}
 		return nil
 	})
 	if err != nil {
@@ -152,8 +166,64 @@ func (s *Store) RevokeGrant(ctx context.Context, agentName, alias string) error 
 		if n, _ := res.RowsAffected(); n == 0 {
 			return notFound("grant", agentName+" on "+alias)
 		}
-		return nil
+		// A scope never outlives the grant it elevated.
+		return s.endScopesTx(ctx, tx, agentID, connID, "", "revoking the grant")
 	})
+}
+
+// endScopesTx ends, in tx, every active scope (operation or class) of
+// agentID on connID of class, or of every class when class is "", because
+// of a grant change described by why ("setting write=deny"). Each ended
+// scope is recorded as revoked by the admin of ctx's pending audit row
+// (the change's), with why, and named in that row's operation, so that
+// the audit log says which scopes the change ended.
+func (s *Store) endScopesTx(ctx context.Context, tx *sql.Tx, agentID, connID, class, why string) error {
+	now := formatTime(s.nowUTC())
+	q := `SELECT id, scope, class FROM approvals
+		WHERE agent_id = ? AND connection_id = ? AND scope != 'request' AND status = 'approved'
+		  AND scope_revoked_at = '' AND scope_expires_at > ?`
+	args := []any{agentID, connID, now}
+	if class != "" {
+		q += ` AND class = ?`
+		args = append(args, class)
+	}
+	type ended struct{ id, scope, class string }
+	rows, err := tx.QueryContext(ctx, q+` ORDER BY id`, args...)
+	list, err := collect(rows, err, "scopes of a grant", func(r rowScanner) (ended, error) {
+		var e ended
+		err := r.Scan(&e.id, &e.scope, &e.class)
+		return e, err
+	})
+	if err != nil || len(list) == 0 {
+		return err
+	}
+	by := "grant change"
+	p := pendingAudit(ctx)
+	if p != nil {
+		p.mu.Lock()
+		if len(p.Row.Deciders) > 0 && p.Row.Deciders[0] != "" {
+			by = p.Row.Deciders[0]
+		}
+		p.mu.Unlock()
+	}
+	names := make([]string, len(list))
+	for i, e := range list {
+		if _, err := tx.ExecContext(ctx, `UPDATE approvals SET scope_revoked_at = ?, scope_revoked_by = ?,
+			modified_at = ? WHERE id = ? AND scope_revoked_at = ''`, now, by+", "+why, now, e.id); err != nil {
+			return fmt.Errorf("store: end scope of %s: %w", e.id, err)
+		}
+		names[i] = fmt.Sprintf("%s (%s %s)", e.id, e.scope, e.class)
+	}
+	if p != nil {
+		p.mu.Lock()
+		word := "scope"
+		if len(names) > 1 {
+			word = "scopes"
+		}
+		p.Row.Operation += fmt.Sprintf("; %s ends %s %s", why, word, strings.Join(names, ", "))
+		p.mu.Unlock()
+	}
+	return nil
 }
 
 // GrantFor returns the grant of an agent on a connection, by ids: the

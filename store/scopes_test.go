@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -35,6 +36,12 @@ func TestApprovalScopes(t *testing.T) {
 		agent, _ := mustCreateAgent(t, s, "bot")
 		other, _ := mustCreateAgent(t, s, "other")
 		conn, _ := mustCreateConnection(t, s, "web", "dev")
+		askWrites := Rules{Read: RuleAllow, Write: RuleAsk, Destructive: RuleAsk}
+		for _, name := range []string{"bot", "other"} {
+			if _, err := s.SetGrant(ctx, name, "web", askWrites); err != nil {
+				t.Fatal(err)
+			}
+		}
 
 		op := requestFor(t, s, agent.ID, conn.ID, "write", "touch /tmp/a", 1)
 		if op.AgentReason != "deploy 42" || op.SourceAddr != "127.0.0.1:5555" || op.Scope != ScopeRequest {
@@ -162,6 +169,119 @@ func TestTwoPersonRuleComparesIdentity(t *testing.T) {
 		}
 		if got.FirstApproverID != alice.AdminID || got.DecidedByID != "adm_bob" {
 			t.Errorf("approvers = %s, %s; want adm_alice, adm_bob", got.FirstApproverID, got.DecidedByID)
+		}
+	})
+}
+
+// TestScopesFollowTheRule (issue 23): setting a rule to deny ends every
+// scope of its class under the grant, with the change's audit row naming
+// them, so that the rule going back to ask does not bring them back; no
+// scope is made while the rule is deny; revoking the grant ends the rest,
+// and a grant given again is not elevated by a scope of the one before.
+func TestScopesFollowTheRule(t *testing.T) {
+	forEachDB(t, func(t *testing.T) {
+		s, clk, _ := openTestStore(t)
+		ctx := context.Background()
+		agent, _ := mustCreateAgent(t, s, "bot")
+		conn, _ := mustCreateConnection(t, s, "web", "dev")
+		ask := Rules{Read: RuleAllow, Write: RuleAsk, Destructive: RuleAsk}
+		if _, err := s.SetGrant(ctx, "bot", "web", ask); err != nil {
+			t.Fatal(err)
+		}
+		end := clk.Now().Add(time.Hour)
+		scoped := func(class, text string, scope Scope) Approval {
+			t.Helper()
+			r := requestFor(t, s, agent.ID, conn.ID, class, text, 1)
+			a, _, err := s.DecideApproval(ctx, Decision{ID: r.ID, Approve: true, By: alice, Scope: scope, ScopeExpiresAt: end})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return a
+		}
+		cls := scoped("write", "touch /srv/a", ScopeClass)
+		op := scoped("write", "touch /srv/b", ScopeOperation)
+		del := scoped("destructive", "rm /srv/c", ScopeClass)
+		active := func(class, text string) bool {
+			t.Helper()
+			_, ok, err := s.ActiveScope(ctx, agent.ID, conn.ID, class, sha(text))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return ok
+		}
+		if !active("write", "touch /srv/z") || !active("write", "touch /srv/b") || !active("destructive", "rm /srv/z") {
+			t.Fatal("the scopes are not active after their approvals")
+		}
+
+		clk.Advance(time.Minute)
+		p := pendingRow("grant bot web: write=deny")
+		deny := ask
+		deny.Write = RuleDeny
+		if _, err := s.SetGrant(WithAudit(ctx, p), "bot", "web", deny); err != nil {
+			t.Fatal(err)
+		}
+		row := p.Stored()
+		if row == nil {
+			t.Fatal("the rule change was not audited")
+		}
+		for _, id := range []string{cls.ID, op.ID} {
+			if !strings.Contains(row.Operation, "setting write=deny ends scopes") || !strings.Contains(row.Operation, id) {
+				t.Errorf("audit row %q; want it to say setting write=deny ends scope %s", row.Operation, id)
+			}
+			a, err := s.GetApproval(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a.ScopeActive(clk.Now()) || a.ScopeRevokedBy != "alice, setting write=deny" {
+				t.Errorf("scope %s after write=deny: revoked at %v by %q; want ended by alice, setting write=deny", id, a.ScopeRevokedAt, a.ScopeRevokedBy)
+			}
+		}
+		if strings.Contains(row.Operation, del.ID) {
+			t.Errorf("audit row %q names the destructive scope, which write=deny does not end", row.Operation)
+		}
+
+		// No scope is made while the rule is deny: approving a request
+		// that was waiting when it changed lets that one through only.
+		waiting := requestFor(t, s, agent.ID, conn.ID, "write", "touch /srv/d", 1)
+		if _, _, err := s.DecideApproval(ctx, Decision{ID: waiting.ID, Approve: true, By: alice, Scope: ScopeClass, ScopeExpiresAt: end}); !errors.Is(err, ErrInvalid) {
+			t.Errorf("a class scope approved under write=deny: %v; want ErrInvalid", err)
+		}
+
+		if _, err := s.SetGrant(ctx, "bot", "web", ask); err != nil {
+			t.Fatal(err)
+		}
+		if active("write", "touch /srv/z") || active("write", "touch /srv/b") {
+			t.Error("a write scope came back when the rule went from deny to ask again")
+		}
+		if !active("destructive", "rm /srv/z") {
+			t.Error("the destructive scope ended with the write rule")
+		}
+
+		// Revoking the grant ends the rest, and a grant given again (as
+		// ask) is not elevated by them, even by one that a store before
+		// this fix left active.
+		p = pendingRow("grant revoke bot web")
+		if err := s.RevokeGrant(WithAudit(ctx, p), "bot", "web"); err != nil {
+			t.Fatal(err)
+		}
+		if row := p.Stored(); row == nil || !strings.Contains(row.Operation, "revoking the grant ends scope "+del.ID) {
+			t.Errorf("audit row of the revoke %+v; want it to name scope %s", row, del.ID)
+		}
+		if a, _ := s.GetApproval(ctx, del.ID); a.ScopeActive(clk.Now()) {
+			t.Error("the destructive scope outlived its grant")
+		}
+		if _, err := s.db.ExecContext(ctx, `UPDATE approvals SET scope_revoked_at = '', scope_revoked_by = '' WHERE id = ?`, del.ID); err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(time.Minute)
+		if _, err := s.SetGrant(ctx, "bot", "web", ask); err != nil {
+			t.Fatal(err)
+		}
+		if active("destructive", "rm /srv/z") {
+			t.Error("a scope of the revoked grant elevates the grant given again")
+		}
+		if list, err := s.ListScopes(ctx, true); err != nil || len(list) != 0 {
+			t.Errorf("ListScopes(active) = %d, %v; want none", len(list), err)
 		}
 	})
 }
