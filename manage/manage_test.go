@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -212,7 +213,7 @@ func TestTokensAndGrantsAudited(t *testing.T) {
 	if _, err := m.AddAdmin(ctx, alice, "alice", "$argon2id$x"); err != nil {
 		t.Fatal(err)
 	}
-	value, tok, err := m.AddToken(ctx, alice, "ci", "ALICE", store.ScopeAdmin)
+	value, tok, err := m.AddToken(ctx, alice, TokenMaker{Admin: "alice"}, "ci", "ALICE", store.ScopeAdmin)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,5 +258,69 @@ func TestTokensAndGrantsAudited(t *testing.T) {
 		if !strings.HasPrefix(ops[i], want[i]) {
 			t.Errorf("admin row %d: %q; want it to start %q", i+1, ops[i], want[i])
 		}
+	}
+}
+
+// TestTokenOnlyForItsMaker: a token is made only for the admin who makes
+// it, never wider than the token that makes it, and assign does not hand
+// one admin's token to another (issue 23).
+func TestTokenOnlyForItsMaker(t *testing.T) {
+	m, st, _ := newTestManager(t)
+	ctx := context.Background()
+	for _, n := range []string{"alice", "bob"} {
+		if _, err := m.AddAdmin(ctx, alice, n, "$argon2id$x"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bob, err := st.ResolveAdmin(ctx, "bob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name      string
+		maker     TokenMaker
+		admin     string
+		scope     store.TokenScope
+		wantCode  string // "" for made
+		wantOwner string
+	}{
+		{"for another admin by name", TokenMaker{Admin: "alice"}, "bob", store.ScopeApprove, "token_for_other_admin", ""},
+		{"for another admin by id", TokenMaker{Admin: "alice"}, bob.ID, store.ScopeApprove, "token_for_other_admin", ""},
+		{"for another admin, another case", TokenMaker{Admin: "alice", Scope: store.ScopeAdmin}, "BOB", store.ScopeRead, "token_for_other_admin", ""},
+		{"wider than the making token", TokenMaker{Admin: "alice", Scope: store.ScopeApprove}, "", store.ScopeAdmin, "scope_too_wide", ""},
+		{"for oneself, named", TokenMaker{Admin: "alice", Scope: store.ScopeAdmin}, "ALICE", store.ScopeApprove, "", "alice"},
+		{"for oneself, unnamed", TokenMaker{Admin: bob.ID, Scope: store.ScopeApprove}, "", store.ScopeApprove, "", "bob"},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, tok, err := m.AddToken(ctx, alice, tt.maker, fmt.Sprintf("t%d", i), tt.admin, tt.scope)
+			var re *TokenRefusedError
+			switch {
+			case tt.wantCode == "" && err != nil:
+				t.Fatalf("AddToken: %v; want a token of %s", err, tt.wantOwner)
+			case tt.wantCode == "" && tok.AdminName != tt.wantOwner:
+				t.Errorf("token of %q; want %q", tok.AdminName, tt.wantOwner)
+			case tt.wantCode != "" && (!errors.As(err, &re) || re.Code != tt.wantCode):
+				t.Errorf("AddToken: %v (token %+v); want a refusal %s", err, tok, tt.wantCode)
+			}
+		})
+	}
+	toks, err := st.ListConsoleTokens(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(toks) != 2 {
+		t.Errorf("stored tokens: %d; want the 2 made for their makers", len(toks))
+	}
+	// Assign: bob's token is not alice's to take, nor alice's to give.
+	var re *TokenRefusedError
+	if _, err := m.AssignToken(ctx, alice, TokenMaker{Admin: "alice"}, "t5", ""); !errors.As(err, &re) {
+		t.Errorf("alice assigning bob's token to herself: %v; want refused", err)
+	}
+	if _, err := m.AssignToken(ctx, alice, TokenMaker{Admin: "alice"}, "t4", "bob"); !errors.As(err, &re) {
+		t.Errorf("alice assigning her token to bob: %v; want refused", err)
+	}
+	if tok, err := st.ConsoleTokenByName(ctx, "t5"); err != nil || tok.AdminName != "bob" {
+		t.Errorf("t5 after the refused assign: %+v, %v; want bob's still", tok, err)
 	}
 }

@@ -26,10 +26,41 @@ func NewTokenValue() (token, sha string) {
 	return token, hex.EncodeToString(sum[:])
 }
 
-// AddToken makes a console token of admin (a name, without regard to
-// case) with scope ("" for store.DefaultTokenScope), and returns its value,
-// which exists only in the answer.
-func (m *Manager) AddToken(ctx context.Context, by policy.Actor, name, admin string, scope store.TokenScope) (string, *store.ConsoleToken, error) {
+// TokenMaker is who makes a console token: the admin doing it (a name or
+// an id: the logged-in admin of the web page, the owner of the token of a
+// REST call, the CLI's --as), and, when the token is made with a token, that
+// token's scope. A token is only ever made for its maker, and never with
+// more power than the token that made it: otherwise one admin could make an
+// approve token of another and meet the two-person rule alone (issue 23).
+type TokenMaker struct {
+	Admin string
+	// Scope is the scope of the token making this one; "" when no token
+	// makes it (a web session, the CLI), which bounds nothing.
+	Scope store.TokenScope
+}
+
+// TokenRefusedError is a token its maker may not make: one for another
+// admin, or one wider than the token that makes it. The REST API answers it
+// with 403 and Code; the CLI exits with status 2.
+type TokenRefusedError struct {
+	// Code is the API's error code: token_for_other_admin or
+	// scope_too_wide.
+	Code string
+	// Field is the request field at fault: admin or scope.
+	Field string
+	msg   string
+}
+
+// Error is the message for a person, without a package prefix.
+func (e *TokenRefusedError) Error() string { return e.msg }
+
+// AddToken makes a console token named name with scope ("" for
+// store.DefaultTokenScope) for its maker, and returns its value, which
+// exists only in the answer. admin, if not "", names the admin the caller
+// asked the token for (a name without regard to case, or an id): naming
+// anyone but the maker is refused with a *TokenRefusedError, as is a scope
+// wider than the maker's token.
+func (m *Manager) AddToken(ctx context.Context, by policy.Actor, maker TokenMaker, name, admin string, scope store.TokenScope) (string, *store.ConsoleToken, error) {
 	if err := store.ValidateName("token", name); err != nil {
 		return "", nil, err
 	}
@@ -37,9 +68,14 @@ func (m *Manager) AddToken(ctx context.Context, by policy.Actor, name, admin str
 	if err != nil {
 		return "", nil, err
 	}
-	owner, err := m.resolveAdmin(ctx, admin)
+	owner, err := m.tokenOwner(ctx, maker, admin)
 	if err != nil {
 		return "", nil, err
+	}
+	if maker.Scope != "" && !maker.Scope.Allows(scope) {
+		return "", nil, &TokenRefusedError{Code: "scope_too_wide", Field: "scope",
+			msg: "a token of scope " + string(maker.Scope) + " cannot make a token of scope " + string(scope) +
+				": a token has at most the powers of the token that makes it"}
 	}
 	value, sha := NewTokenValue()
 	actx, p := audited(ctx, policy.Change{Actor: by,
@@ -51,11 +87,23 @@ func (m *Manager) AddToken(ctx context.Context, by policy.Actor, name, admin str
 	return value, t, checkAudited(p, "token add")
 }
 
-// AssignToken makes a console token admin's.
-func (m *Manager) AssignToken(ctx context.Context, by policy.Actor, name, admin string) (*store.ConsoleToken, error) {
-	owner, err := m.resolveAdmin(ctx, admin)
+// AssignToken makes a console token that belongs to no admin (one made
+// before tokens had owners) its maker's. admin, if not "", names the admin
+// asked for, which must be the maker; a token that already belongs to an
+// admin is not handed to another (*TokenRefusedError).
+func (m *Manager) AssignToken(ctx context.Context, by policy.Actor, maker TokenMaker, name, admin string) (*store.ConsoleToken, error) {
+	owner, err := m.tokenOwner(ctx, maker, admin)
 	if err != nil {
 		return nil, err
+	}
+	cur, err := m.st.ConsoleTokenByName(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	if cur.AdminID != "" && cur.AdminID != owner.ID {
+		return nil, &TokenRefusedError{Code: "token_for_other_admin", Field: "admin",
+			msg: "token " + name + " belongs to admin " + cur.AdminName + " and cannot be given to " + owner.Name +
+				": a token is only ever its maker's; " + owner.Name + " makes one with: postern token add NAME --as " + owner.Name}
 	}
 	actx, p := audited(ctx, policy.Change{Actor: by, What: "token assign " + name + ": to admin " + owner.Name})
 	t, err := m.st.AssignConsoleToken(actx, name, owner.ID)
@@ -79,10 +127,34 @@ func (m *Manager) RemoveToken(ctx context.Context, by policy.Actor, name string)
 	return cur, checkAudited(p, "token remove")
 }
 
+// tokenOwner is the admin a token is made for: its maker, who must be a
+// registered admin, and whom admin, if not "", must name.
+func (m *Manager) tokenOwner(ctx context.Context, maker TokenMaker, admin string) (*store.Admin, error) {
+	owner, err := m.resolveAdmin(ctx, maker.Admin)
+	if err != nil {
+		return nil, err
+	}
+	if admin == "" {
+		return owner, nil
+	}
+	asked, err := m.st.ResolveAdmin(ctx, admin)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil, store.Invalidf("no admin is named %q (postern admin list; postern admin add NAME)", admin)
+	case err != nil:
+		return nil, err
+	case asked.ID != owner.ID:
+		return nil, &TokenRefusedError{Code: "token_for_other_admin", Field: "admin",
+			msg: "a token is only ever made for the admin who makes it: " + owner.Name + " cannot make one for " +
+				asked.Name + "; " + asked.Name + " makes their own"}
+	}
+	return owner, nil
+}
+
 // resolveAdmin finds the admin a token is for.
 func (m *Manager) resolveAdmin(ctx context.Context, name string) (*store.Admin, error) {
 	if name == "" {
-		return nil, store.Invalidf("a token belongs to an admin: name one (postern admin list)")
+		return nil, store.Invalidf("a token belongs to the admin who makes it: name one (postern admin list)")
 	}
 	a, err := m.st.ResolveAdmin(ctx, name)
 	if errors.Is(err, store.ErrNotFound) {

@@ -44,9 +44,12 @@ func apiChangeError(err error) error {
 	var ae *apiError
 	var ns *manage.NotStoredError
 	var scan *manage.HostKeyScanError
+	var refused *manage.TokenRefusedError
 	switch {
 	case errors.As(err, &ae):
 		return ae
+	case errors.As(err, &refused):
+		return &apiError{Status: http.StatusForbidden, Code: refused.Code, Field: refused.Field, Message: refused.Error()}
 	case errors.As(err, &ns):
 		code := "key_not_proved"
 		if ns.Mismatch() {
@@ -410,8 +413,10 @@ func (s *Server) apiDeleteGrant(r *http.Request, c *apiCall, body []byte) (int, 
 
 // apiTokenBody is the body of POST /v1/tokens.
 type apiTokenBody struct {
-	Name  string `json:"name"`
-	Admin string `json:"admin"` // the admin it belongs to; the caller's admin if empty
+	Name string `json:"name"`
+	// Admin, if given, must name the caller's own admin: a token is only
+	// ever made for the admin who makes it (403 token_for_other_admin).
+	Admin string `json:"admin"`
 	Scope string `json:"scope"` // read, approve (the default) or admin
 }
 
@@ -424,11 +429,10 @@ func (s *Server) apiCreateToken(r *http.Request, c *apiCall, body []byte) (int, 
 	if err != nil {
 		return 0, nil, apiBadBody("scope", "want read, approve or admin")
 	}
-	admin := in.Admin
-	if admin == "" {
-		admin = c.token.AdminID
-	}
-	value, t, err := s.cfg.Manager.AddToken(r.Context(), apiActor(r, c), in.Name, admin, scope)
+	// The new token is the calling token's admin's, and has at most the
+	// calling token's scope.
+	maker := manage.TokenMaker{Admin: c.token.AdminID, Scope: c.token.Scope}
+	value, t, err := s.cfg.Manager.AddToken(r.Context(), apiActor(r, c), maker, in.Name, in.Admin, scope)
 	if err != nil {
 		return 0, nil, err
 	}

@@ -1,9 +1,11 @@
 package web
 
 import (
+	"errors"
 	"net/http"
 	"strings"
 
+	"github.com/postern/postern/manage"
 	"github.com/postern/postern/store"
 )
 
@@ -42,8 +44,15 @@ func (s *Server) tokensPage(w http.ResponseWriter, r *http.Request) {
 func (s *Server) addTokenForm(w http.ResponseWriter, r *http.Request) {
 	name := strings.TrimSpace(r.PostFormValue("name"))
 	sess := sessionFrom(r.Context())
-	value, t, err := s.cfg.Manager.AddToken(r.Context(), webActor(r), name, sess.AdminID,
-		store.TokenScope(r.PostFormValue("scope")))
+	// The form names no admin: the token is the logged-in admin's, and a
+	// posted "admin" field is refused, not ignored.
+	value, t, err := s.cfg.Manager.AddToken(r.Context(), webActor(r), manage.TokenMaker{Admin: sess.AdminID}, name,
+		strings.TrimSpace(r.PostFormValue("admin")), store.TokenScope(r.PostFormValue("scope")))
+	var refused *manage.TokenRefusedError
+	if errors.As(err, &refused) {
+		s.redirectFlash(w, r, "/tokens", flashError, "Token "+name+" not made: "+refused.Error())
+		return
+	}
 	if err != nil {
 		s.formStoreError(w, r, "/tokens", "Token "+name+" not made", err)
 		return

@@ -80,6 +80,10 @@ func manageErr(err error) error {
 	if errors.As(err, &ns) {
 		return errNotStored{ns}
 	}
+	var refused *manage.TokenRefusedError
+	if errors.As(err, &refused) {
+		return usageError{refused}
+	}
 	return storeErr(err)
 }
 

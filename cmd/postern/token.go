@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -29,15 +30,17 @@ func newTokenCmd() *cobra.Command {
 }
 
 func newTokenAddCmd(data *dataFlag) *cobra.Command {
-	var admin, scope string
+	var as, admin, scope string
 	cmd := &cobra.Command{
-		Use:   "add NAME --admin ADMIN [--scope read|approve|admin]",
-		Short: "Make a console token of an admin for the REST API and print it once",
+		Use:   "add NAME --as ADMIN [--scope read|approve|admin]",
+		Short: "Make a console token of your own admin for the REST API and print it once",
 		Long: `add makes a console token and prints it once, on the second line of its
 output. postern keeps only its SHA-256, so a lost token cannot be shown
-again: remove it and add another. The token belongs to --admin: its
-decisions and changes are that admin's, so two tokens of one admin never
-count as the two admins a production destructive operation needs.
+again: remove it and add another. The token belongs to the admin who makes
+it, --as (--admin is its older spelling; naming two different admins is
+refused): a token is never made for another admin. Its decisions and
+changes are that admin's, so two tokens of one admin never count as the
+two admins a production destructive operation needs.
 
 --scope says what the token may do: read (every GET), approve (also decide
 approvals and re-check keys; the default) or admin (also create, change and
@@ -55,11 +58,12 @@ Send it as
 			if err != nil {
 				return storeErr(err)
 			}
-			if admin == "" {
-				return usageError{errors.New("a token belongs to an admin: give --admin ADMIN (postern admin list)")}
+			maker, err := tokenMaker(as, admin)
+			if err != nil {
+				return err
 			}
 			return withManager(cmd.Context(), data, func(m *manage.Manager) error {
-				value, t, err := m.AddToken(cmd.Context(), cliActor("cli"), name, admin, sc)
+				value, t, err := m.AddToken(cmd.Context(), cliActor("cli"), maker, name, admin, sc)
 				if err != nil {
 					return manageErr(err)
 				}
@@ -71,26 +75,29 @@ Send it as
 			})
 		},
 	}
-	cmd.Flags().StringVar(&admin, "admin", "", "the registered admin the token belongs to (required)")
+	addTokenAsFlags(cmd, &as, &admin)
 	cmd.Flags().StringVar(&scope, "scope", string(store.DefaultTokenScope), "what the token may do: read, approve or admin")
 	return cmd
 }
 
-// newTokenAssignCmd builds `token assign NAME --admin ADMIN`, for tokens
-// made before tokens belonged to admins: until assigned, they cannot
-// decide approvals.
+// newTokenAssignCmd builds `token assign NAME --as ADMIN`, for tokens made
+// before tokens belonged to admins: until assigned, they cannot decide
+// approvals. A token is only ever its maker's: assign gives an ownerless
+// token to the admin acting, never to another, and never takes one from
+// its admin.
 func newTokenAssignCmd(data *dataFlag) *cobra.Command {
-	var admin string
+	var as, admin string
 	cmd := &cobra.Command{
-		Use:   "assign NAME --admin ADMIN",
-		Short: "Make a console token an admin's; its decisions are then that admin's",
+		Use:   "assign NAME --as ADMIN",
+		Short: "Make a console token that belongs to no admin yours; its decisions are then yours",
 		Args:  exactArgs(1, "the token NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if admin == "" {
-				return usageError{errors.New("a token belongs to an admin: give --admin ADMIN (postern admin list)")}
+			maker, err := tokenMaker(as, admin)
+			if err != nil {
+				return err
 			}
 			return withManager(cmd.Context(), data, func(m *manage.Manager) error {
-				t, err := m.AssignToken(cmd.Context(), cliActor("cli"), args[0], admin)
+				t, err := m.AssignToken(cmd.Context(), cliActor("cli"), maker, args[0], admin)
 				if err != nil {
 					return manageErr(err)
 				}
@@ -99,8 +106,30 @@ func newTokenAssignCmd(data *dataFlag) *cobra.Command {
 			})
 		},
 	}
-	cmd.Flags().StringVar(&admin, "admin", "", "the registered admin the token belongs to (required)")
+	addTokenAsFlags(cmd, &as, &admin)
 	return cmd
+}
+
+// addTokenAsFlags adds --as, the admin acting, whom the token belongs to, and
+// --admin, its older spelling.
+func addTokenAsFlags(cmd *cobra.Command, as, admin *string) {
+	cmd.Flags().StringVar(as, "as", "", "the registered admin acting, whom the token belongs to (required)")
+	cmd.Flags().StringVar(admin, "admin", "", "the older spelling of --as; with --as it must name the same admin")
+}
+
+// tokenMaker is the admin a token command acts as: --as, or --admin when
+// --as is not given. A token is only ever made for the admin who makes it,
+// so --admin naming another admin than --as is refused (by the manager,
+// which knows that alice and ALICE are one admin).
+func tokenMaker(as, admin string) (manage.TokenMaker, error) {
+	as, admin = strings.TrimSpace(as), strings.TrimSpace(admin)
+	if as == "" {
+		as = admin
+	}
+	if as == "" {
+		return manage.TokenMaker{}, usageError{errors.New("a token belongs to the admin who makes it: give --as ADMIN (postern admin list)")}
+	}
+	return manage.TokenMaker{Admin: as}, nil
 }
 
 func newTokenListCmd(data *dataFlag) *cobra.Command {
@@ -108,7 +137,7 @@ func newTokenListCmd(data *dataFlag) *cobra.Command {
 		short:  "List console tokens (never the tokens)",
 		read:   (*store.Store).ListConsoleTokens,
 		json:   func(t store.ConsoleToken) any { return model.TokenOf(t) },
-		empty:  "no console tokens; add one with: postern token add NAME --admin ADMIN",
+		empty:  "no console tokens; add one of your own with: postern token add NAME --as ADMIN",
 		header: []string{"NAME", "ID", "ADMIN", "SCOPE", "CREATED", "LAST USED"},
 		rows: func(t store.ConsoleToken) [][]string {
 			owner := t.AdminName

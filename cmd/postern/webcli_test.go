@@ -291,7 +291,7 @@ func TestWebCommandsBadInput(t *testing.T) {
 		{"admin unknown subcommand", []string{"admin", "frob"}, `unknown subcommand "frob"`},
 		{"duplicate token", []string{"token", "add", "ci", "--admin", "alice"}, "token ci already exists"},
 		{"admin of another case", []string{"admin", "add", "Alice", "--password-file", writePasswordFile(t, "a good long password")}, "admin alice already exists"},
-		{"token without an admin", []string{"token", "add", "orphan"}, "a token belongs to an admin: give --admin"},
+		{"token without an admin", []string{"token", "add", "orphan"}, "a token belongs to the admin who makes it: give --as ADMIN"},
 		{"token of an unknown admin", []string{"token", "add", "orphan", "--admin", "nobody"}, `no admin is named "nobody"`},
 		{"assign to an unknown admin", []string{"token", "assign", "ci", "--admin", "nobody"}, `no admin is named "nobody"`},
 		{"assign an unknown token", []string{"token", "assign", "nope", "--admin", "alice"}, `token "nope" not found`},
