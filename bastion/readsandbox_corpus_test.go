@@ -145,7 +145,7 @@ func TestReadRowsInSandbox(t *testing.T) {
 				// refusals of root without capabilities alone (rg over
 				// /etc exits 2 for a file it may not read).
 				if d1[i].code == d2[i].code && p[i].code != d1[i].code && sandboxDifference(r.command, d1[i], p[i]) == "" &&
-					!addedLinesName(d1[i].stderr, p[i].stderr, "Permission denied") {
+					!addedLinesName(d1[i].stderr, p[i].stderr, "Permission denied") && !rerunStatusAgrees(t, direct, via, tree, r) {
 					t.Errorf("%s: %q: exit %d in the sandbox, %d directly (stderr %q)", r.file, r.command, p[i].code, d1[i].code, p[i].stderr)
 				}
 			case p[i] == d1[i]:
@@ -180,9 +180,31 @@ const corpusRowBound = "30"
 // happened to agree.
 func rerunAgrees(t *testing.T, direct, via *ssh.Client, tree string, r corpusRead) bool {
 	t.Helper()
-	script := corpusBatch(tree, []corpusRead{r})
-	d, p := runBatch(t, direct, script, 1)[0], runBatch(t, via, "web "+script, 1)[0]
+	d, p := runAlone(t, direct, via, tree, r)
 	return d == p || sameLines(d, p) || sandboxDifference(r.command, d, p) != ""
+}
+
+// runAlone runs row r in a batch of its own, directly and in the sandbox.
+func runAlone(t *testing.T, direct, via *ssh.Client, tree string, r corpusRead) (d, p sessionResult) {
+	t.Helper()
+	script := corpusBatch(tree, []corpusRead{r})
+	return runBatch(t, direct, script, 1)[0], runBatch(t, via, "web "+script, 1)[0]
+}
+
+// rerunStatusAgrees runs row r alone, directly and in the sandbox, and
+// reports whether the two exit statuses now agree (or differ as listed):
+// a row whose output changes run to run and whose status differed in its
+// batch for what the batch's rows share. Seen once in CI: ps aux | grep
+// nginx, whose output holds the batch's own 64 KiB command line (three
+// times over in the sandbox: the login shell, bwrap, the shell inside),
+// exited 2 with grep's "write error: Resource temporarily unavailable",
+// the session's stdout having been left non-blocking by a row before it
+// (the stdout a session starts with is blocking, directly and in the
+// sandbox alike).
+func rerunStatusAgrees(t *testing.T, direct, via *ssh.Client, tree string, r corpusRead) bool {
+	t.Helper()
+	d, p := runAlone(t, direct, via, tree, r)
+	return d.code == p.code || sandboxDifference(r.command, d, p) != ""
 }
 
 // corpusBatch is the script that runs rows one after the other, each under
