@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path"
 	"strings"
 	"sync"
@@ -118,19 +120,61 @@ func (h *recordingHandlers) Fileread(r *sftp.Request) (io.ReaderAt, error) {
 	return h.inner.FileGet.Fileread(r)
 }
 
+// fuzzMaxFile bounds a file on the fuzz targets. pkg/sftp's in-memory
+// files are slices that grow to the end of a write or a truncate's size,
+// so a fuzzed offset or size of gigabytes would take the fuzzing worker's
+// memory (it did, in CI); a real target makes a sparse file, or says its
+// disk is full, as this one does.
+const fuzzMaxFile = 1 << 20
+
+// errFuzzFull is a fuzz target's answer to a file past fuzzMaxFile.
+var errFuzzFull = errors.New("fuzz target: file too large")
+
 func (h *recordingHandlers) Filewrite(r *sftp.Request) (io.WriterAt, error) {
 	h.note(r)
-	return h.inner.FilePut.Filewrite(r)
+	w, err := h.inner.FilePut.Filewrite(r)
+	if err != nil {
+		return nil, err
+	}
+	return boundedFile{w: w}, nil
 }
 
 func (h *recordingHandlers) OpenFile(r *sftp.Request) (sftp.WriterAtReaderAt, error) {
 	h.note(r)
-	return h.inner.FilePut.(sftp.OpenFileWriter).OpenFile(r)
+	f, err := h.inner.FilePut.(sftp.OpenFileWriter).OpenFile(r)
+	if err != nil {
+		return nil, err
+	}
+	return boundedFile{w: f, r: f}, nil
 }
 
 func (h *recordingHandlers) Filecmd(r *sftp.Request) error {
 	h.note(r)
+	if r.Method == "Setstat" && r.AttrFlags().Size && r.Attributes().Size > fuzzMaxFile {
+		return errFuzzFull
+	}
 	return h.inner.FileCmd.Filecmd(r)
+}
+
+// boundedFile is a fuzz target's open file, whose writes end at
+// fuzzMaxFile.
+type boundedFile struct {
+	w io.WriterAt
+	r io.ReaderAt // nil for a handle opened for writing only
+}
+
+func (f boundedFile) WriteAt(b []byte, off int64) (int, error) {
+	if off < 0 || off > fuzzMaxFile || int64(len(b)) > fuzzMaxFile-off {
+		return 0, errFuzzFull
+	}
+	return f.w.WriteAt(b, off)
+}
+
+func (f boundedFile) ReadAt(b []byte, off int64) (int, error) {
+	if f.r == nil {
+		return 0, os.ErrPermission
+	}
+	return f.r.ReadAt(b, off)
 }
 
 func (h *recordingHandlers) PosixRename(r *sftp.Request) error {
