@@ -575,7 +575,14 @@ func runBastion(ctx context.Context, p bastionParams) error {
 		log.Info().Str("url", "http://"+p.Metrics.Addr().String()+"/metrics").Msg("metrics serving")
 	}
 	g.Go(func() error { return serveUntil(gctx, srv, p.Listener, bastion.DefaultShutdownGrace, log) })
-	return g.Wait()
+	err = g.Wait()
+	// runBastion owns the listeners it was given: each is closed when it
+	// returns, whichever moment the group stopped in. A server whose
+	// goroutine had not yet begun to serve when another failed never took
+	// its listener (seen in CI: the bastion's stayed open after the metrics
+	// listener failed at once).
+	closeListeners()
+	return err
 }
 
 // newMetrics is serve's registry, its own and not the process-global one:
