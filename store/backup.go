@@ -103,7 +103,7 @@ func (s *Store) Backup(ctx context.Context, path string) error {
 	}
 	// The copy is made 0600 before it holds anything: VACUUM INTO writes
 	// into an empty file, and would create a missing one 0644.
-	created, err := createSecretFile(path)
+	created, err := createFileExcl(path, noContent)
 	if err != nil {
 		return fmt.Errorf("store: backup: %w", err)
 	}

@@ -152,6 +152,11 @@ func (d Dir) Init(ctx context.Context, opts Options) (*InitResult, error) {
 
 // createFileExcl writes a new file with mode 0600 unless it exists already.
 // The content is made only when needed. A half-written file is removed.
+// With noContent it creates the empty file that SQLite then fills (the
+// database, a backup), so that it is 0600 before it holds anything.
+// noContent is createFileExcl's content for an empty file.
+func noContent() ([]byte, error) { return nil, nil }
+
 func createFileExcl(path string, content func() ([]byte, error)) (bool, error) {
 	if _, err := os.Stat(path); err == nil {
 		return false, nil

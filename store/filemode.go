@@ -163,24 +163,3 @@ func LogModeFixes(log *zerolog.Logger, fixes []ModeFix) {
 		ev.Str("new_mode", fmt.Sprintf("%04o", f.New)).Msg("a data directory file was open to others; its mode is fixed")
 	}
 }
-
-// createSecretFile creates path, empty, with mode SecretMode whatever the
-// umask, unless it exists. It reports whether it created it.
-func createSecretFile(path string) (bool, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, SecretMode)
-	if errors.Is(err, fs.ErrExist) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	err = f.Chmod(SecretMode) // the umask may have taken bits off
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		os.Remove(path)
-		return false, err
-	}
-	return true, nil
-}

@@ -150,7 +150,7 @@ func openDB(path string, busy time.Duration, maxConns int) (*sql.DB, error) {
 	}
 	// SQLite would create the file 0644 less the umask, and its -wal and
 	// -shm files after it (filemode.go).
-	if _, err := createSecretFile(path); err != nil {
+	if _, err := createFileExcl(path, noContent); err != nil {
 		return nil, fmt.Errorf("store: create %s: %w", path, err)
 	}
 	q := url.Values{}
