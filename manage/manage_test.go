@@ -9,12 +9,14 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/postern/postern/internal/testpg"
 	"github.com/postern/postern/policy"
 	"github.com/postern/postern/recipes"
 	"github.com/postern/postern/store"
@@ -35,13 +37,30 @@ func (f *fakeChecker) Check(_ context.Context, t recipes.Target, _ ssh.Signer, _
 
 var alice = policy.Actor{Name: "alice", Via: "test"}
 
+// testPG is the PostgreSQL server of the test binary, started by the first
+// test that runs on it (testpg.ForEachDB's postgres subtests) and stopped
+// by TestMain.
+var testPG testpg.Shared
+
+func TestMain(m *testing.M) {
+	os.Exit(testpg.Main(m, false, &testPG))
+}
+
+// newTestManager is a Manager on a new store: SQLite, or PostgreSQL inside
+// testpg.ForEachDB's postgres subtest.
 func newTestManager(t *testing.T) (*Manager, *store.Store, *fakeChecker) {
 	t.Helper()
 	mk := make([]byte, store.MasterKeySize)
 	for i := range mk {
 		mk[i] = byte(i + 1)
 	}
-	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), store.DatabaseFile), store.Options{MasterKey: mk})
+	var st *store.Store
+	var err error
+	if testpg.OnPostgres(t) {
+		st, err = store.OpenPostgres(context.Background(), testPG.NewDatabase(t), store.Options{MasterKey: mk})
+	} else {
+		st, err = store.Open(context.Background(), filepath.Join(t.TempDir(), store.DatabaseFile), store.Options{MasterKey: mk})
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,50 +11,9 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/postern/postern/internal/testpg"
-	"github.com/postern/postern/internal/testwait"
 	"github.com/postern/postern/policy"
-	"github.com/postern/postern/recipes"
 	"github.com/postern/postern/store"
 )
-
-// newManagerOn is newTestManager on forEachDB's database: SQLite, or a
-// PostgreSQL server of the test's own in the postgres subtest.
-func newManagerOn(t *testing.T) (*Manager, *store.Store) {
-	t.Helper()
-	mk := make([]byte, store.MasterKeySize)
-	for i := range mk {
-		mk[i] = byte(i + 1)
-	}
-	ctx := context.Background()
-	var st *store.Store
-	var err error
-	if testpg.OnPostgres(t) {
-		testpg.Require(t)
-		srv, serr := testpg.Start(testwait.Context(t), testpg.Options{})
-		if serr != nil {
-			t.Fatal(serr)
-		}
-		t.Cleanup(func() { srv.Stop() })
-		st, err = store.OpenPostgres(ctx, srv.NewDatabase(t), store.Options{MasterKey: mk})
-	} else {
-		st, err = store.Open(ctx, filepath.Join(t.TempDir(), store.DatabaseFile), store.Options{MasterKey: mk})
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	cat, err := recipes.Load()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := New(Config{Store: st, Catalog: cat,
-		Checker:     &fakeChecker{result: recipes.Result{Status: recipes.StatusOK, Message: "ran true"}},
-		ScanHostKey: func(context.Context, string) (ssh.PublicKey, error) { return nil, errors.New("no answer") }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m, st
-}
 
 // TestRuleDenyEndsScopes (issue 23): a rule set to deny through the one
 // layer of configuration changes ends every scope of its class under the
@@ -65,7 +22,7 @@ func newManagerOn(t *testing.T) (*Manager, *store.Store) {
 // given again is not elevated by them.
 func TestRuleDenyEndsScopes(t *testing.T) {
 	testpg.ForEachDB(t, func(t *testing.T) {
-		m, st := newManagerOn(t)
+		m, st, _ := newTestManager(t)
 		ctx := context.Background()
 		key, _ := newKey(t)
 		res, err := m.AddConnection(ctx, alice, ConnectionSpec{Alias: "web", Host: "h", User: "u", PrivateKey: key,
