@@ -29,8 +29,16 @@ type upstream struct {
 	// waited for has been answered.
 	done chan struct{}
 
-	closeOnce sync.Once
-	closeErr  error
+	// closed is closed once the first shut has closed the session, and
+	// closeErr is then its close's error. A second shut waits on the
+	// channel, not on a sync.Once's mutex: closing waits for the
+	// target's end of the session, and a wait on a channel is one a
+	// testing/synctest bubble sees as blocked, so the fuzz test's fake
+	// time still runs while the reader and the gate both shut.
+	closed   chan struct{}
+	closeErr error
+	// shutting is set by the first shut, under mu.
+	shutting bool
 
 	// mu protects pending, nextID and err.
 	mu      sync.Mutex
@@ -86,6 +94,7 @@ func (s *session) startUpstream(alias string, u *Upstream, init []byte, timeout 
 		close:   func() error { return closeUpstream(u) },
 		r:       bufio.NewReaderSize(u.Conn, 32<<10),
 		done:    make(chan struct{}),
+		closed:  make(chan struct{}),
 		pending: make(map[uint32]pending),
 		nextID:  1,
 	}
@@ -292,18 +301,23 @@ func (up *upstream) fail(s *session, err error) {
 	s.upstreamEnded(up, err)
 }
 
-// shut closes the session once; the reader then ends.
+// shut closes the session once; the reader then ends. Every caller
+// returns once the session is closed, with its close's error.
 func (up *upstream) shut() error {
-	up.closeOnce.Do(func() {
-		up.mu.Lock()
-		if up.err == nil {
-			up.err = errUpstreamClosed
-		}
-		up.mu.Unlock()
+	up.mu.Lock()
+	first := !up.shutting
+	up.shutting = true
+	if up.err == nil {
+		up.err = errUpstreamClosed
+	}
+	up.mu.Unlock()
+	if first {
 		if up.close != nil {
 			up.closeErr = up.close()
 		}
-	})
+		close(up.closed)
+	}
+	<-up.closed
 	return up.closeErr
 }
 
