@@ -53,6 +53,11 @@ type Serve struct {
 	TerminalLife       Duration `toml:"terminal_life,omitempty"`
 	APIRate            float64  `toml:"api_rate,omitempty"`
 	APIBurst           int      `toml:"api_burst,omitempty"`
+
+	// MaxPendingPerAgent and MaxPendingPerConnection bound the approval
+	// requests that wait for a decision at once (policy.Options).
+	MaxPendingPerAgent      int `toml:"max_pending_per_agent,omitempty"`
+	MaxPendingPerConnection int `toml:"max_pending_per_connection,omitempty"`
 }
 
 // Agent declares an agent and its public keys.

@@ -382,7 +382,11 @@ func (d *Dispatcher) attempt(ctx context.Context, n store.Notification) (store.N
 		return d.retry(n, now, attempt{err: "postern could not open the channel: " + err.Error(), retry: true})
 	}
 	defer clear(target.Secret)
-	m, err := render(target.Format, newPayload(a, string(n.Event), n.ID, d.cfg.BaseURL, now), target.Secret)
+	p := newPayload(a, string(n.Event), n.ID, d.cfg.BaseURL, now)
+	if n.Event == store.NotifyBound {
+		p = boundSummary(p, n.BoundScope, n.BoundWaiting)
+	}
+	m, err := render(target.Format, p, target.Secret)
 	if err != nil {
 		return store.NotifyOutcome{State: store.NotificationFailed, Error: err.Error()}, attempt{}
 	}
@@ -406,8 +410,11 @@ func (d *Dispatcher) retry(n store.Notification, now time.Time, a attempt) (stor
 	at := now.Add(max(d.cfg.Jitter(d.Backoff(n.Attempts)), a.retryAfter))
 	if !at.Before(n.GiveUpAt) {
 		why := "the request expires"
-		if n.Event == store.NotifyDecided {
+		switch n.Event {
+		case store.NotifyDecided:
 			why = "the retry window of a decision (" + store.NotifyDecidedWindow.String() + ") ends"
+		case store.NotifyBound:
+			why = "the waiting requests expire"
 		}
 		return store.NotifyOutcome{State: store.NotificationFailed, Status: a.status,
 			Error: a.err + fmt.Sprintf("; gave up after %d attempts: %s before the next", n.Attempts, why)}, a

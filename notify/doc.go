@@ -1,6 +1,8 @@
 // Package notify delivers approval events to webhook channels: it tells the
-// people who decide that a request waits (event "pending") and what became
-// of it (event "decided"), in one of three formats — postern's own JSON
+// people who decide that a request waits (event "pending"), what became
+// of it (event "decided"), and, once per episode, that an agent or a
+// connection has as many requests waiting as its bound allows and further
+// ones are denied (event "bound"), in one of three formats — postern's own JSON
 // payload signed with HMAC-SHA256, a Slack incoming-webhook message, or an
 // ntfy publish with a view action (docs/notifications.md).
 //

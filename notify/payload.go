@@ -23,7 +23,7 @@ const EventTest = "test"
 // policy.Visible: invisible and direction-changing code points arrive as
 // <U+XXXX> escapes.
 type Payload struct {
-	Event           string   `json:"event"`    // pending, decided or test
+	Event           string   `json:"event"`    // pending, decided, bound or test
 	Delivery        string   `json:"delivery"` // the same on every retry of one notification
 	SentAt          string   `json:"sent_at"`  // this attempt, RFC 3339 UTC
 	ApprovalID      string   `json:"approval_id"`
@@ -49,6 +49,12 @@ type Payload struct {
 	// ScopeExpiresAt; "" unless the request was approved.
 	Scope          string  `json:"scope"`
 	ScopeExpiresAt *string `json:"scope_expires_at"` // null for "request" and unless approved
+	// Bound and Waiting are set on a "bound" summary only: whose bound on
+	// waiting requests was reached ("agent" or "connection") and how many
+	// requests were waiting. The request fields then describe the newest
+	// of those, without its operation: the summary is about the queue.
+	Bound   string `json:"bound,omitempty"`
+	Waiting int    `json:"waiting,omitempty"`
 }
 
 // rfc3339 is a time in a payload.
@@ -85,6 +91,15 @@ func newPayload(a store.Approval, event, delivery, base string, sentAt time.Time
 			p.ScopeExpiresAt = &t
 		}
 	}
+	return p
+}
+
+// boundSummary turns p, the payload of the newest waiting request, into
+// the summary of a bound reached: scope is store.BoundAgent or
+// store.BoundConnection, waiting the requests that were waiting.
+func boundSummary(p Payload, scope string, waiting int) Payload {
+	p.Bound, p.Waiting = scope, waiting
+	p.Operation, p.Reasons, p.AgentReason = "", "", ""
 	return p
 }
 
@@ -158,6 +173,12 @@ func headline(p Payload) string {
 	switch p.Event {
 	case EventTest:
 		return "Test notification from postern: this channel works"
+	case string(store.NotifyBound):
+		who := "agent " + p.Agent
+		if p.Bound == store.BoundConnection {
+			who = "connection " + where
+		}
+		return fmt.Sprintf("%s has %d requests waiting; further requests are being denied", who, p.Waiting)
 	case string(store.NotifyDecided):
 		verdict := "Decided"
 		if p.Status != "" {
@@ -196,6 +217,11 @@ func facts(p Payload) []string {
 			out = append(out, "Scope: "+what+" of "+p.Agent+" on "+p.Alias+" runs without asking until "+
 				t.UTC().Format("2006-01-02 15:04:05 UTC"))
 		}
+	}
+	if p.Event == string(store.NotifyBound) {
+		out = append(out, "Each further request is denied at once, with no notification, until "+
+			"the waiting ones are decided or expire. Newest waiting: "+p.ApprovalID)
+		return out
 	}
 	if p.Event == string(store.NotifyPending) || p.Event == EventTest {
 		if t, err := time.Parse(time.RFC3339Nano, p.ExpiresAt); err == nil {
@@ -303,7 +329,7 @@ func renderNtfy(p Payload, secret []byte) message {
 	h := http.Header{}
 	h.Set("Title", headerText("postern: "+headline(p)))
 	h.Set("Tags", "postern,"+headerText(p.Class))
-	if p.Event == string(store.NotifyPending) {
+	if p.Event == string(store.NotifyPending) || p.Event == string(store.NotifyBound) {
 		h.Set("Priority", "high")
 	}
 	if p.Link != "" {

@@ -35,6 +35,11 @@ func (a Authorization) Deciders() []string {
 	return a.Approval.Deciders()
 }
 
+// TooManyPendingReason is the reason of a denial by the bound on waiting
+// requests (Options.MaxPendingPerAgent, MaxPendingPerConnection): what the
+// agent reads and the audit row keeps.
+const TooManyPendingReason = store.TooManyPendingReason
+
 // Authorize decides op and, when the rule says ask, obtains the approval:
 // it returns nil when the operation may run now, exactly once.
 //
@@ -42,7 +47,10 @@ func (a Authorization) Deciders() []string {
 // same connection that is approved and unused (consumed at once) or still
 // pending (waited on); otherwise it writes a new request, calls onWait (may
 // be nil) so the caller can tell the agent what it waits for, and waits.
-// onWait is called before the wait and after the request is stored.
+// onWait is called before the wait and after the request is stored. When
+// the agent or the connection already has as many requests waiting as
+// its bound allows, nothing is stored and the operation is denied at once
+// with TooManyPendingReason.
 //
 // Errors: *DeniedError (rule, admin or no grant; matches ErrDenied),
 // ErrExpired, ErrAlreadyUsed, ErrClosed, the context's error, or a store
@@ -81,7 +89,7 @@ func (e *Engine) authorize(ctx context.Context, op Operation, d Decision, onWait
 		}
 		return fail(o, &DeniedError{Reason: d.Reason, NoGrant: d.NoGrant, Err: d.Err})
 	}
-	a, outcome, err := e.st.RequestApproval(ctx, store.Approval{
+	a, outcome, err := e.st.RequestApprovalWithin(ctx, store.Approval{
 		AgentID:         d.AgentID,
 		ConnectionID:    d.ConnectionID,
 		Class:           string(op.Class),
@@ -93,7 +101,18 @@ func (e *Engine) authorize(ctx context.Context, op Operation, d Decision, onWait
 		AgentReason:     agentReason(op.AgentReason),
 		SourceAddr:      op.SourceAddr,
 		TerminalLife:    op.TerminalLife,
-	}, e.lifetime)
+	}, e.lifetime, e.pending)
+	var bound *store.PendingBoundError
+	if errors.As(err, &bound) {
+		// A denial like a rule's, audited with its reason; the approvers
+		// were told once, by the summary the episode's first refusal
+		// queued.
+		if bound.Summary {
+			e.log.Warn().Str("agent", d.AgentName).Str("alias", d.ConnectionAlias).Str("bound", bound.Scope).
+				Int("waiting", bound.Waiting).Msg("bound on waiting requests reached; further requests are denied until the queue drains")
+		}
+		return fail(Denied, &DeniedError{Reason: TooManyPendingReason})
+	}
 	if err != nil {
 		return fail(Failed, fmt.Errorf("policy: request approval: %w", err))
 	}

@@ -22,6 +22,12 @@
 // same operation again before expiry consumes the approved request, or waits
 // on the still-pending one, instead of asking again.
 //
+// Requests that wait are bounded (Options.MaxPendingPerAgent, 10, and
+// MaxPendingPerConnection, 50): past either bound a new request is not
+// written but denied at once with TooManyPendingReason, and the approvers
+// get one summary notification per episode instead of one per request
+// (store.RequestApprovalWithin counts and writes in one transaction).
+//
 // The stored request keeps two forms of the operation: the SHA-256 of the
 // exact text, which is what binds the approval, and the text with secrets
 // redacted, which is what an admin reads before deciding. The exact text

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -19,6 +20,20 @@ import (
 // enough that an agent's session is not held open for a human who is away.
 const DefaultApprovalLifetime = 2 * time.Minute
 
+// DefaultMaxPendingPerAgent bounds the approval requests of one agent that
+// wait for a decision at once; past it a new request is denied at once.
+// One agent opened 60 requests in 6 seconds (issue 23), each a card and a
+// notification: nobody reviews sixty cards, and the one that matters is
+// lost among them. Ten is more than a person decides in one sitting and
+// more than an agent working in earnest has waiting.
+const DefaultMaxPendingPerAgent = 10
+
+// DefaultMaxPendingPerConnection bounds the approval requests on one
+// connection, of every agent, that wait at once: five agents at their own
+// bound, so that a connection several agents share still has room while
+// no set of agents can bury its approvers.
+const DefaultMaxPendingPerConnection = 50
+
 // DefaultPollInterval is how often the watcher checks PRAGMA data_version for
 // decisions made by another process. At 100 ms a decision made with the admin
 // CLI reaches its waiter well within 250 ms (docs/perf-policy.md measures
@@ -29,7 +44,7 @@ const DefaultPollInterval = 100 * time.Millisecond
 // implements it. It is an interface so that tests can inject failures.
 type Store interface {
 	PolicyFacts(ctx context.Context, agentID, connectionID, alias string) (store.PolicyFacts, error)
-	RequestApproval(ctx context.Context, req store.Approval, lifetime time.Duration) (store.Approval, store.RequestOutcome, error)
+	RequestApprovalWithin(ctx context.Context, req store.Approval, lifetime time.Duration, limits store.PendingLimits) (store.Approval, store.RequestOutcome, error)
 	GetApproval(ctx context.Context, id string) (store.Approval, error)
 	ConsumeApproval(ctx context.Context, id string) (store.Approval, bool, error)
 	DecideApproval(ctx context.Context, d store.Decision) (store.Approval, store.DecideOutcome, error)
@@ -71,6 +86,11 @@ type Options struct {
 	ApprovalLifetime time.Duration    // DefaultApprovalLifetime if zero
 	PollInterval     time.Duration    // DefaultPollInterval if zero
 	Logger           *zerolog.Logger  // no logging if nil
+	// MaxPendingPerAgent and MaxPendingPerConnection bound the requests
+	// that wait for a decision at once (DefaultMaxPendingPerAgent and
+	// DefaultMaxPendingPerConnection if zero; negative is an error).
+	MaxPendingPerAgent      int
+	MaxPendingPerConnection int
 	// Replica, when set, registers the engine as one replica of the
 	// database (postern serve): its operations are journaled under its id,
 	// and a heartbeat keeps its lease and recovers the operations of
@@ -89,6 +109,7 @@ type Engine struct {
 	now      func() time.Time
 	lifetime time.Duration
 	poll     time.Duration
+	pending  store.PendingLimits // the bounds on waiting requests
 	log      zerolog.Logger
 	metrics  *metrics.Metrics // nil-safe
 
@@ -141,6 +162,10 @@ func New(opts Options) (*Engine, error) {
 	if opts.Store == nil {
 		return nil, errors.New("policy: New needs a store")
 	}
+	if opts.MaxPendingPerAgent < 0 || opts.MaxPendingPerConnection < 0 {
+		return nil, fmt.Errorf("policy: bounds on waiting requests %d per agent, %d per connection: want 0 (the default) or more",
+			opts.MaxPendingPerAgent, opts.MaxPendingPerConnection)
+	}
 	e := &Engine{
 		st:       opts.Store,
 		now:      opts.Now,
@@ -149,6 +174,10 @@ func New(opts Options) (*Engine, error) {
 		log:      zerolog.Nop(),
 		waiters:  make(map[string]*waitSlot),
 		metrics:  opts.Metrics,
+		pending: store.PendingLimits{
+			PerAgent:      cmp.Or(opts.MaxPendingPerAgent, DefaultMaxPendingPerAgent),
+			PerConnection: cmp.Or(opts.MaxPendingPerConnection, DefaultMaxPendingPerConnection),
+		},
 	}
 	e.life, e.cancel = context.WithCancel(context.Background())
 	e.done = e.life.Done()
@@ -209,6 +238,9 @@ func (e *Engine) Close() error {
 
 // ApprovalLifetime is how long this engine's approval requests live.
 func (e *Engine) ApprovalLifetime() time.Duration { return e.lifetime }
+
+// PendingLimits are this engine's bounds on waiting requests.
+func (e *Engine) PendingLimits() store.PendingLimits { return e.pending }
 
 // Decision is the answer for one operation.
 type Decision struct {

@@ -186,30 +186,47 @@ func (s *Store) GetApproval(ctx context.Context, id string) (Approval, error) {
 	return getApproval(ctx, s.db, id)
 }
 
-// RequestApproval finds or creates the approval request for an operation, in
-// one transaction so that two identical requests arriving together never make
-// two rows. req names the operation (AgentID, ConnectionID, Class, Kind,
-// Operation, OperationSHA256, ApprovalsNeeded); the other fields are ignored.
+// RequestApproval is RequestApprovalWithin with no bound on the requests
+// that wait.
+func (s *Store) RequestApproval(ctx context.Context, req Approval, lifetime time.Duration) (Approval, RequestOutcome, error) {
+	return s.RequestApprovalWithin(ctx, req, lifetime, PendingLimits{})
+}
+
+// RequestApprovalWithin finds or creates the approval request for an
+// operation, in one transaction so that two identical requests arriving
+// together never make two rows. req names the operation (AgentID,
+// ConnectionID, Class, Kind, Operation, OperationSHA256, ApprovalsNeeded);
+// the other fields are ignored.
 //
 // In order of preference it
 //   - consumes an identical request that was approved, not yet used and not
 //     expired (the agent gave up waiting and retried): RequestClaimed;
 //   - returns an identical request still pending and not expired:
 //     RequestPending;
+//   - refuses with a *PendingBoundError (matching ErrTooManyPending) when
+//     the agent or the connection already has as many requests waiting
+//     as limits allow (checkPendingBounds);
 //   - writes a new pending request that expires after lifetime:
 //     RequestCreated.
 //
 // Identical means same agent, connection, class, kind and SHA-256. A new
 // request also keeps req's AgentReason and SourceAddr, for display.
-func (s *Store) RequestApproval(ctx context.Context, req Approval, lifetime time.Duration) (Approval, RequestOutcome, error) {
+func (s *Store) RequestApprovalWithin(ctx context.Context, req Approval, lifetime time.Duration, limits PendingLimits) (Approval, RequestOutcome, error) {
 	if lifetime <= 0 {
 		return Approval{}, 0, invalid("approval lifetime %v is not positive", lifetime)
 	}
 	if req.ApprovalsNeeded != 1 && req.ApprovalsNeeded != 2 {
 		return Approval{}, 0, invalid("approvals needed is %d; want 1 or 2", req.ApprovalsNeeded)
 	}
+	if limits.PerAgent < 0 || limits.PerConnection < 0 {
+		return Approval{}, 0, invalid("pending bounds %d per agent, %d per connection: want 0 (none) or more", limits.PerAgent, limits.PerConnection)
+	}
 	var out Approval
 	var outcome RequestOutcome
+	// refused is set, and the transaction still committed, when a bound
+	// refused the request: the refusal may have opened an episode and
+	// queued its summary, which must not be rolled back with it.
+	var refused *PendingBoundError
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		now := s.nowUTC()
 		rows, err := tx.QueryContext(ctx, `SELECT `+approvalColumns+approvalFrom+`
@@ -242,6 +259,9 @@ func (s *Store) RequestApproval(ctx context.Context, req Approval, lifetime time
 		case len(pending) > 0:
 			out, outcome = pending[0], RequestPending
 			return nil
+		}
+		if refused, err = checkPendingBounds(ctx, tx, req, limits, now); err != nil || refused != nil {
+			return err
 		}
 		out = Approval{
 			ID:              newID(prefixApproval),
@@ -283,6 +303,9 @@ func (s *Store) RequestApproval(ctx context.Context, req Approval, lifetime time
 	})
 	if err != nil {
 		return Approval{}, 0, err
+	}
+	if refused != nil {
+		return Approval{}, 0, refused
 	}
 	return out, outcome, nil
 }

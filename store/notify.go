@@ -51,6 +51,12 @@ const (
 	NotifyPending NotifyEvent = "pending"
 	// NotifyDecided: a request was approved or denied.
 	NotifyDecided NotifyEvent = "decided"
+	// NotifyBound: an agent or a connection has as many requests waiting
+	// as its bound allows, and further ones are refused (PendingLimits).
+	// It is sent once per episode, in place of the pending events of the
+	// refused requests, to the channels that subscribe to pending; no
+	// channel subscribes to it alone.
+	NotifyBound NotifyEvent = "bound"
 )
 
 // ParseNotifyEvents reads a comma-separated list of events ("pending",
@@ -457,9 +463,30 @@ func cutText(s string, n int) string {
 // a notification is queued exactly when the change it tells of commits,
 // in whichever process made it.
 func queueNotifications(ctx context.Context, tx *sql.Tx, a Approval, event NotifyEvent, now time.Time) error {
-	column, giveUp := "on_pending", a.ExpiresAt
+	giveUp := a.ExpiresAt
 	if event == NotifyDecided {
-		column, giveUp = "on_decided", now.Add(NotifyDecidedWindow)
+		giveUp = now.Add(NotifyDecidedWindow)
+	}
+	return queueOutbox(ctx, tx, outboxEntry{approval: a, event: event, giveUp: giveUp}, now)
+}
+
+// outboxEntry is what queueOutbox writes for each channel.
+type outboxEntry struct {
+	approval Approval
+	event    NotifyEvent
+	giveUp   time.Time
+	// boundScope and boundWaiting describe a NotifyBound summary; "" and
+	// 0 otherwise.
+	boundScope   string
+	boundWaiting int
+}
+
+// queueOutbox writes one outbox row of e for each channel subscribed to
+// its event (a bound summary goes to those subscribed to pending), due now.
+func queueOutbox(ctx context.Context, tx *sql.Tx, e outboxEntry, now time.Time) error {
+	column := "on_pending"
+	if e.event == NotifyDecided {
+		column = "on_decided"
 	}
 	rows, err := tx.QueryContext(ctx, `SELECT id FROM notify_channels WHERE `+column+` = 1`)
 	channels, err := collect(rows, err, "queue notifications", scanString)
@@ -469,8 +496,10 @@ func queueNotifications(ctx context.Context, tx *sql.Tx, a Approval, event Notif
 	ts := formatTime(now)
 	for _, ch := range channels {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO notify_outbox (id, channel_id, approval_id, event, state,
-			due_at, give_up_at, created_at, modified_at) VALUES (?, ?, ?, ?, 'queued', ?, ?, ?, ?)`,
-			newID(prefixNotification), ch, a.ID, string(event), ts, formatTime(giveUp), ts, ts); err != nil {
+			due_at, give_up_at, created_at, modified_at, bound_scope, bound_waiting)
+			VALUES (?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?)`,
+			newID(prefixNotification), ch, e.approval.ID, string(e.event), ts, formatTime(e.giveUp), ts, ts,
+			e.boundScope, e.boundWaiting); err != nil {
 			return fmt.Errorf("store: queue notification: %w", err)
 		}
 	}
@@ -495,6 +524,12 @@ type Notification struct {
 	CreatedAt  time.Time
 	ModifiedAt time.Time
 	DoneAt     time.Time
+	// BoundScope (BoundAgent or BoundConnection) and BoundWaiting (the
+	// requests that waited) describe a NotifyBound summary, about the
+	// agent or the connection of ApprovalID, the newest request waiting
+	// when the bound was reached; "" and 0 for other events.
+	BoundScope   string
+	BoundWaiting int
 }
 
 // Outbox states (migrations/0007_notify.sql).
@@ -507,14 +542,16 @@ const (
 )
 
 const notificationColumns = `o.id, o.channel_id, COALESCE(c.name, ''), o.approval_id, o.event, o.state, o.attempts,
-	o.due_at, o.give_up_at, o.claim, o.last_status, o.last_error, o.created_at, o.modified_at, o.done_at
+	o.due_at, o.give_up_at, o.claim, o.last_status, o.last_error, o.created_at, o.modified_at, o.done_at,
+	o.bound_scope, o.bound_waiting
 	FROM notify_outbox o LEFT JOIN notify_channels c ON c.id = o.channel_id`
 
 func scanNotification(r rowScanner) (Notification, error) {
 	var n Notification
 	var event, due, giveUp, created, modified, done string
 	if err := r.Scan(&n.ID, &n.ChannelID, &n.Channel, &n.ApprovalID, &event, &n.State, &n.Attempts,
-		&due, &giveUp, &n.Claim, &n.LastStatus, &n.LastError, &created, &modified, &done); err != nil {
+		&due, &giveUp, &n.Claim, &n.LastStatus, &n.LastError, &created, &modified, &done,
+		&n.BoundScope, &n.BoundWaiting); err != nil {
 		return Notification{}, err
 	}
 	n.Event = NotifyEvent(event)
@@ -684,8 +721,11 @@ func (s *Store) ExpireNotifications(ctx context.Context) ([]Notification, error)
 		for i := range out {
 			n := &out[i]
 			msg := "gave up: the request expired before the notification was delivered"
-			if n.Event == NotifyDecided {
+			switch n.Event {
+			case NotifyDecided:
 				msg = "gave up: not delivered within " + NotifyDecidedWindow.String() + " of the decision"
+			case NotifyBound:
+				msg = "gave up: the waiting requests expired before the summary was delivered"
 			}
 			if n.Attempts > 0 {
 				msg += fmt.Sprintf(" (%d attempts", n.Attempts)

@@ -222,11 +222,16 @@ http_listen = "127.0.0.1:0"
 approval_ttl = "5m"
 key_check_timeout = "40s"
 command_rate = 7.5
+max_pending_per_agent = 4
 `)
 	p := startPostern(t, "serve", "--config", file)
 	m := p.waitLog("postern serving")
 	if m["approval_ttl"] != "5m0s" || m["key_check_timeout"] != "40s" || m["data"] != c.data {
 		t.Errorf("serve from the file: approval_ttl %v, key_check_timeout %v, data %v; want 5m0s, 40s and %s", m["approval_ttl"], m["key_check_timeout"], m["data"], c.data)
+	}
+	if m["max_pending_per_agent"] != float64(4) || m["max_pending_per_connection"] != float64(50) {
+		t.Errorf("serve from the file: max_pending_per_agent %v, max_pending_per_connection %v; want 4 and the default 50",
+			m["max_pending_per_agent"], m["max_pending_per_connection"])
 	}
 	p.waitLog("web page serving") // http_listen came from the file
 	if code := p.stop(); code != 0 {

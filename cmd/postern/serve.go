@@ -60,6 +60,10 @@ type limitFlags struct {
 	apiBurst         int
 	sessionLifetime  time.Duration
 	terminalLife     time.Duration
+	// maxPendingPerAgent and maxPendingPerConnection bound the approval
+	// requests that wait at once (policy.Options).
+	maxPendingPerAgent      int
+	maxPendingPerConnection int
 }
 
 func addServeFlags(cmd *cobra.Command) *serveFlags {
@@ -79,6 +83,10 @@ func addServeFlags(cmd *cobra.Command) *serveFlags {
 		fmt.Sprintf("sessions on one agent connection (default %d)", bastion.DefaultMaxSessionsPerConn))
 	fl.DurationVar(&l.terminalLife, "terminal-life", 0,
 		fmt.Sprintf("how long an approved session with a terminal (an interactive shell, or any command on a pty) may run before postern ends it (default %v)", bastion.DefaultTerminalLife))
+	fl.IntVar(&l.maxPendingPerAgent, "max-pending-per-agent", 0,
+		fmt.Sprintf("approval requests of one agent that may wait at once; past it a request is denied at once (default %d)", policy.DefaultMaxPendingPerAgent))
+	fl.IntVar(&l.maxPendingPerConnection, "max-pending-per-connection", 0,
+		fmt.Sprintf("approval requests on one connection, of every agent, that may wait at once (default %d)", policy.DefaultMaxPendingPerConnection))
 	fl.DurationVar(&l.handshakeTimeout, "handshake-timeout", 0,
 		fmt.Sprintf("bound from an agent's TCP connect to its authentication (default %v)", bastion.DefaultHandshakeTimeout))
 	fl.Float64Var(&l.apiRate, "api-rate", 0, fmt.Sprintf("API requests a second per console token (default %d)", web.DefaultAPIRate))
@@ -151,6 +159,12 @@ func applyServeConfig(cmd *cobra.Command, path string, data *dataFlag, f *serveF
 	if c.MaxSessionsPerConn != 0 {
 		set("max-sessions-per-conn", func() { l.maxSessions = c.MaxSessionsPerConn })
 	}
+	if c.MaxPendingPerAgent != 0 {
+		set("max-pending-per-agent", func() { l.maxPendingPerAgent = c.MaxPendingPerAgent })
+	}
+	if c.MaxPendingPerConnection != 0 {
+		set("max-pending-per-connection", func() { l.maxPendingPerConnection = c.MaxPendingPerConnection })
+	}
 	dur("handshake-timeout", &l.handshakeTimeout, c.HandshakeTimeout)
 	if c.APIRate != 0 {
 		set("api-rate", func() { l.apiRate = c.APIRate })
@@ -170,7 +184,8 @@ func (f *serveFlags) check(cmd *cobra.Command) (zerolog.Logger, error) {
 		return zerolog.Logger{}, usagef("%s: --approval-ttl must be positive, got %s", cmdPath(cmd), f.approvalTTL)
 	}
 	l := f.limits
-	if l.commandBurst < 0 || l.maxSessions < 0 || l.handshakeTimeout < 0 || l.apiRate < 0 || l.apiBurst < 0 || l.sessionLifetime < 0 || l.terminalLife < 0 {
+	if l.commandBurst < 0 || l.maxSessions < 0 || l.handshakeTimeout < 0 || l.apiRate < 0 || l.apiBurst < 0 || l.sessionLifetime < 0 || l.terminalLife < 0 ||
+		l.maxPendingPerAgent < 0 || l.maxPendingPerConnection < 0 {
 		return zerolog.Logger{}, usagef("%s: a limit is negative (only --command-rate may be, for no limit)", cmdPath(cmd))
 	}
 	if _, _, err := net.SplitHostPort(f.listen); err != nil {
@@ -446,6 +461,7 @@ func runBastion(ctx context.Context, p bastionParams) error {
 	}
 	host, _ := os.Hostname()
 	eng, err := policy.New(policy.Options{Store: p.Store, ApprovalLifetime: p.ApprovalTTL, Logger: &log, Metrics: m,
+		MaxPendingPerAgent: p.Limits.maxPendingPerAgent, MaxPendingPerConnection: p.Limits.maxPendingPerConnection,
 		Replica: &policy.ReplicaOptions{Host: host, PID: os.Getpid(), Lease: p.ReplicaLease,
 			// SQLite's data directory is served by one process: what a
 			// previous run left is recovered at once. On PostgreSQL other
@@ -547,6 +563,8 @@ func runBastion(ctx context.Context, p bastionParams) error {
 		Str("replica", eng.ReplicaID()).
 		Str("host_key", ssh.FingerprintSHA256(p.HostKey.PublicKey())).
 		Str("approval_ttl", p.ApprovalTTL.String()).
+		Int("max_pending_per_agent", eng.PendingLimits().PerAgent).
+		Int("max_pending_per_connection", eng.PendingLimits().PerConnection).
 		Str("key_check_timeout", p.KeyCheckTimeout.String()).
 		Msg("postern serving")
 	// The bastion, the web page and the metrics listener serve as one
