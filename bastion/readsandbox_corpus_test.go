@@ -3,6 +3,7 @@ package bastion
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -10,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -128,12 +130,13 @@ func TestReadRowsInSandbox(t *testing.T) {
 
 	var same, unstable int
 	listed := map[string]int{}
+	var batches [][]corpusRead
 	for start := 0; start < len(run); start += corpusBatchRows {
-		batch := run[start:min(start+corpusBatchRows, len(run))]
-		script := corpusBatch(tree, batch)
-		d1 := runBatch(t, direct, script, len(batch))
-		p := runBatch(t, via, "web "+script, len(batch))
-		d2 := runBatch(t, direct, script, len(batch))
+		batches = append(batches, run[start:min(start+corpusBatchRows, len(run))])
+	}
+	results := runBatches(t, direct, via, tree, batches)
+	for b, batch := range batches {
+		d1, p, d2 := results[b][0], results[b][1], results[b][2]
 		for i, r := range batch {
 			switch {
 			case d1[i] != d2[i] || d1[i].code == 124 || d1[i].code == 137 || sameLines(d1[i], p[i]):
@@ -276,9 +279,55 @@ func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''
 // that the failure shows what it printed.
 func runBatch(t *testing.T, c *ssh.Client, script string, n int) []sessionResult {
 	t.Helper()
-	s, err := c.NewSession()
+	res, err := batchResults(t, c, script, n)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return res
+}
+
+// corpusSessions is how many batch runs go at once: a batch's time is
+// mostly its rows' own waits (vmstat 1 5, find / -xdev, sleep 1) and
+// process starts, which then overlap on both cores.
+const corpusSessions = 6
+
+// runBatches runs each batch directly, through postern and directly again,
+// corpusSessions runs at once, and returns the three results of each
+// batch in that order. Output that depends on what else runs (ps) then
+// differs between a batch's direct runs and is compared on its status, as
+// any output that changes run to run.
+func runBatches(t *testing.T, direct, via *ssh.Client, tree string, batches [][]corpusRead) [][3][]sessionResult {
+	t.Helper()
+	res := make([][3][]sessionResult, len(batches))
+	errs := make([]error, 3*len(batches))
+	slots := make(chan struct{}, corpusSessions)
+	var wg sync.WaitGroup
+	for b, batch := range batches {
+		script := corpusBatch(tree, batch)
+		for i, run := range []struct {
+			c      *ssh.Client
+			script string
+		}{{direct, script}, {via, "web " + script}, {direct, script}} {
+			wg.Go(func() {
+				slots <- struct{}{}
+				defer func() { <-slots }()
+				res[b][i], errs[3*b+i] = batchResults(t, run.c, run.script, len(batch))
+			})
+		}
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// batchResults is runBatch's work, for any goroutine: it returns its
+// failure rather than ending the test.
+func batchResults(t *testing.T, c *ssh.Client, script string, n int) ([]sessionResult, error) {
+	s, err := c.NewSession()
+	if err != nil {
+		return nil, err
 	}
 	defer s.Close()
 	bound := testwait.Remaining(t)
@@ -288,21 +337,27 @@ func runBatch(t *testing.T, c *ssh.Client, script string, n int) []sessionResult
 	s.Stdout, s.Stderr = &out, &errb
 	err = s.Run(script)
 	if !timer.Stop() {
-		t.Fatalf("a batch of %d rows did not end within %v; stdout so far ends %q", n, bound.Round(time.Second), lastBytes(out.String()))
+		return nil, fmt.Errorf("a batch of %d rows did not end within %v; stdout so far ends %q", n, bound.Round(time.Second), lastBytes(out.String()))
 	}
 	if _, ok := err.(*ssh.ExitError); err != nil && !ok {
-		t.Fatalf("batch: %v", err)
+		return nil, fmt.Errorf("batch: %w", err)
 	}
 	res := make([]sessionResult, n)
 	stdout, stderr := out.String(), errb.String()
 	for i := range res {
-		begin, end := fmt.Sprintf("\n@@row-%d@@\n", i), fmt.Sprintf("\n@@row-%d@@\n", i+1)
-		o := between(stdout, begin, fmt.Sprintf("\n@@end-%d ", i))
-		rest := stdout[strings.Index(stdout, fmt.Sprintf("\n@@end-%d ", i))+len(fmt.Sprintf("\n@@end-%d ", i)):]
-		code, _ := strconv.Atoi(rest[:strings.Index(rest, "@@")])
-		res[i] = sessionResult{stdout: o, stderr: between(stderr, begin, end), code: code}
+		begin, end, status := fmt.Sprintf("\n@@row-%d@@\n", i), fmt.Sprintf("\n@@row-%d@@\n", i+1), fmt.Sprintf("\n@@end-%d ", i)
+		_, rest, ok := strings.Cut(stdout, status)
+		code, _, ok2 := strings.Cut(rest, "@@")
+		if !ok || !ok2 {
+			return nil, fmt.Errorf("batch: no status for row %d of %d; stdout ends %q", i, n, lastBytes(stdout))
+		}
+		res[i].code, err = strconv.Atoi(code)
+		if err != nil {
+			return nil, fmt.Errorf("batch: row %d's status %q: %w", i, code, err)
+		}
+		res[i].stdout, res[i].stderr = between(stdout, begin, status), between(stderr, begin, end)
 	}
-	return res
+	return res, nil
 }
 
 // between returns the text of s after begin and before end (or the end of
