@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/postern/postern/internal/usererr"
 	"github.com/postern/postern/manage"
 	"github.com/postern/postern/model"
 	"github.com/postern/postern/policy"
@@ -96,14 +97,11 @@ type visibleError struct{ err error }
 func (e visibleError) Error() string { return policy.VisibleLine(e.err.Error()) }
 func (e visibleError) Unwrap() error { return e.err }
 
-// errText is an error for the plan's output, without package prefixes.
-func errText(err error) string {
-	s := err.Error()
-	for _, p := range []string{"manage: ", "store: "} {
-		s = strings.TrimPrefix(s, p)
-	}
-	return s
-}
+// errText is an error for the plan's output: the words the layer that
+// refused wrote for the admin (its *usererr.Error), or the whole error when
+// none did (apply runs on the server, for its operator, who needs the
+// cause).
+func errText(err error) string { return usererr.Message(err, err.Error()) }
 
 // connectionNote is what a connection's change found: its key check, the
 // public line of a generated key.

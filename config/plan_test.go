@@ -555,9 +555,11 @@ connection = "web"`,
 }
 
 // sealedErr is what the store says of a secret sealed with another master
-// key.
+// key. It is not a message written for people (it is about the master key,
+// which no door shows), so apply, which runs on the server for its
+// operator, shows it whole, with its package prefix.
 func sealedErr(what string) string {
-	return "cannot open sealed key of " + what + ": master key does not match: the master key is not the one this database was created with (check POSTERN_MASTER_KEY_FILE)"
+	return "store: cannot open sealed key of " + what + ": master key does not match: the master key is not the one this database was created with (check POSTERN_MASTER_KEY_FILE)"
 }
 
 // lockedKey is a private key file protected by a passphrase (which costs

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
 
+	"github.com/postern/postern/internal/usererr"
 	"github.com/postern/postern/model"
 	"github.com/postern/postern/policy"
 	"github.com/postern/postern/recipes"
@@ -106,8 +107,14 @@ type NotStoredError struct {
 	Result recipes.Result
 }
 
-func (e *NotStoredError) Error() string {
-	return fmt.Sprintf("manage: connection %s: %s; nothing was stored",
+func (e *NotStoredError) Error() string { return "manage: " + e.words() }
+
+// Unwrap is the refusal in the admin's words, a *usererr.Error: the
+// alias and the check's result, which the admin asked for.
+func (e *NotStoredError) Unwrap() error { return usererr.New(e.words()) }
+
+func (e *NotStoredError) words() string {
+	return fmt.Sprintf("connection %s: %s; nothing was stored",
 		e.Alias, model.StatusText(string(KeyStatusOf(e.Result.Status)), e.Result.Message, false))
 }
 
@@ -118,11 +125,17 @@ type HostKeyScanError struct {
 	Err  error
 }
 
-func (e *HostKeyScanError) Error() string {
-	return fmt.Sprintf("manage: fetch the host key of %s: %v", e.Addr, e.Err)
-}
+func (e *HostKeyScanError) Error() string { return "manage: " + e.words() }
 
-func (e *HostKeyScanError) Unwrap() error { return e.Err }
+// Unwrap gives errors.Is and errors.As the scan's error, and the doors the
+// refusal in the admin's words (a *usererr.Error). The address is the one
+// the admin gave for the connection, and the scan's error says what the
+// network answered there; an admin may read both.
+func (e *HostKeyScanError) Unwrap() []error { return []error{usererr.New(e.words()), e.Err} }
+
+func (e *HostKeyScanError) words() string {
+	return fmt.Sprintf("fetch the host key of %s: %v", e.Addr, e.Err)
+}
 
 // Mismatch reports whether the refusal was for a host key mismatch, which
 // no option overrides.

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 
+	"github.com/postern/postern/internal/usererr"
 	"github.com/postern/postern/policy"
 	"github.com/postern/postern/store"
 )
@@ -51,8 +52,11 @@ type TokenRefusedError struct {
 	msg   string
 }
 
-// Error is the message for a person, without a package prefix.
-func (e *TokenRefusedError) Error() string { return e.msg }
+func (e *TokenRefusedError) Error() string { return "manage: " + e.msg }
+
+// Unwrap is the refusal in the admin's words, a *usererr.Error, which the
+// doors show.
+func (e *TokenRefusedError) Unwrap() error { return usererr.New(e.msg) }
 
 // AddToken makes a console token named name with scope ("" for
 // store.DefaultTokenScope) for its maker, and returns its value, which

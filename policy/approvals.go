@@ -274,7 +274,9 @@ func (e *Engine) sleep(ctx context.Context, d time.Duration) error {
 func deniedReason(a Approval) string {
 	msg := "approval " + a.ID + " was denied by " + a.DecidedBy
 	if a.Reason != "" {
-		msg += ": " + a.Reason
+		// Deny refuses a reason that would not show as itself; one
+		// stored before that rule, or by hand, is escaped here.
+		msg += ": " + VisibleLine(a.Reason)
 	}
 	return msg
 }
@@ -304,8 +306,16 @@ func (e *Engine) Approve(ctx context.Context, id string, by Decider, scope Scope
 }
 
 // Deny records by's denial of request id, with an optional reason shown to
-// the agent, and wakes its waiters. Errors as for Approve.
+// the agent, and wakes its waiters. The reason, trimmed of surrounding
+// spaces, must pass CheckAdminText (at most MaxDenyReason bytes on one line,
+// every character visible), or nothing is recorded and the error matches
+// ErrInvalidText: this is the one place the rule is kept, for every door.
+// Other errors as for Approve.
 func (e *Engine) Deny(ctx context.Context, id string, by Decider, reason string) (Approval, error) {
+	reason = strings.TrimSpace(reason)
+	if err := CheckAdminText("reason", reason, MaxDenyReason); err != nil {
+		return Approval{}, err
+	}
 	return e.decide(ctx, store.Decision{ID: id, By: by, Reason: reason}, Scope{})
 }
 
@@ -335,10 +345,10 @@ func (e *Engine) decide(ctx context.Context, d store.Decision, scope Scope) (App
 		e.log.Info().Str("approval", id).Str("admin", admin).Msg("first of two approvals recorded")
 		return a, nil
 	case store.DecideSameApprover:
-		return a, fmt.Errorf("%w: %s already approved %s", ErrSameApprover, admin, id)
+		return a, refusef(ErrSameApprover, "second approval must come from a different admin: %s already approved %s", admin, id)
 	case store.DecideExpired:
 		e.notify(id)
-		return a, fmt.Errorf("%w: %s expired at %s", ErrExpired, id, a.ExpiresAt.Format(time.RFC3339))
+		return a, refusef(ErrExpired, "approval request expired: %s expired at %s", id, a.ExpiresAt.Format(time.RFC3339))
 	}
 	return a, &AlreadyDecidedError{ID: id, Status: a.Status, Deciders: a.Deciders()}
 }
@@ -350,28 +360,28 @@ func (e *Engine) decide(ctx context.Context, d store.Decision, scope Scope) (App
 func (e *Engine) scopeFor(ctx context.Context, d *store.Decision, scope Scope) error {
 	if scope.Kind == "" || scope.Kind == store.ScopeRequest {
 		if scope.For != 0 {
-			return fmt.Errorf("%w: an approval of one request has no duration", ErrScope)
+			return refusef(ErrScope, "approval scope not allowed: an approval of one request has no duration")
 		}
 		return nil
 	}
 	if !scope.Kind.Valid() {
-		return fmt.Errorf("%w: unknown scope %q; want request, operation or class", ErrScope, scope.Kind)
+		return refusef(ErrScope, "approval scope not allowed: unknown scope %q; want request, operation or class", scope.Kind)
 	}
 	if !d.Approve {
-		return fmt.Errorf("%w: a denial has no scope", ErrScope)
+		return refusef(ErrScope, "approval scope not allowed: a denial has no scope")
 	}
 	if scope.For <= 0 || scope.For > MaxScope {
-		return fmt.Errorf("%w: a %s scope lasts more than 0 and at most %v, not %v", ErrScope, scope.Kind, MaxScope, scope.For)
+		return refusef(ErrScope, "approval scope not allowed: a %s scope lasts more than 0 and at most %v, not %v", scope.Kind, MaxScope, scope.For)
 	}
 	a, err := e.st.GetApproval(ctx, d.ID)
 	if err != nil {
 		return fmt.Errorf("policy: decide approval %s: %w", d.ID, err)
 	}
 	if a.ApprovalsNeeded != 1 || Class(a.Class) == Destructive && a.ConnectionEnv == store.EnvProduction {
-		return fmt.Errorf("%w: a destructive operation on a production connection is approved one operation at a time, by two admins", ErrScope)
+		return refusef(ErrScope, "approval scope not allowed: a destructive operation on a production connection is approved one operation at a time, by two admins")
 	}
 	if a.TerminalLife > 0 {
-		return fmt.Errorf("%w: a session with a terminal is an interactive shell: it is approved one session at a time, never with a scope", ErrScope)
+		return refusef(ErrScope, "approval scope not allowed: a session with a terminal is an interactive shell: it is approved one session at a time, never with a scope")
 	}
 	d.Scope, d.ScopeExpiresAt = scope.Kind, e.now().Add(scope.For)
 	return nil
@@ -395,13 +405,13 @@ func (e *Engine) RevokeScope(ctx context.Context, id string, by Decider) (Approv
 // that would be ambiguous in the audit log's comma-separated deciders.
 func checkAdmin(by Decider) error {
 	if by.AdminID == "" {
-		return fmt.Errorf("%w: a decision needs a registered admin", ErrInvalidAdmin)
+		return refusef(ErrInvalidAdmin, "invalid admin name: a decision needs a registered admin")
 	}
 	if by.Name == "" {
-		return fmt.Errorf("%w: a decision needs the admin's name", ErrInvalidAdmin)
+		return refusef(ErrInvalidAdmin, "invalid admin name: a decision needs the admin's name")
 	}
 	if strings.ContainsFunc(by.Name, func(r rune) bool { return r == ',' || r < ' ' || r == 0x7f }) {
-		return fmt.Errorf("%w: %q has a comma or control character", ErrInvalidAdmin, by.Name)
+		return refusef(ErrInvalidAdmin, "invalid admin name: %q has a comma or control character", by.Name)
 	}
 	return nil
 }

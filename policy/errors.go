@@ -4,10 +4,15 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/postern/postern/internal/usererr"
 )
 
 // Sentinel errors for errors.Is. Every error the package returns starts with
-// "policy: ".
+// "policy: ". A refusal that a person must read (a decision that came too
+// late or from the wrong admin, a scope not allowed, input refused) also
+// carries its words after the prefix as a *usererr.Error, which every door
+// shows as it is.
 var (
 	// ErrDenied: the operation may not run (rule, admin or missing grant).
 	ErrDenied = errors.New("policy: denied")
@@ -37,7 +42,19 @@ var (
 	// wrapped in a DeniedError; nothing was journaled or asked, so the
 	// caller may read the connection again, classify again and retry.
 	ErrConnectionChanged = errors.New("policy: the connection changed since the operation was classified")
+	// ErrInvalidText: text an admin typed for others to read (a denial's
+	// reason) breaks the rules of CheckAdminText: too long, more than one
+	// line, or a control or invisible character.
+	ErrInvalidText = errors.New("policy: invalid text")
 )
+
+// refusef is a refusal worded for a person: "policy: " and the message for
+// the log, the message alone (a *usererr.Error wrapping sentinel) for the
+// doors. The message names only what the person gave or may see (an
+// approval's id, an admin's name), never a connection's address or a key.
+func refusef(sentinel error, format string, args ...any) error {
+	return fmt.Errorf("policy: %w", usererr.Wrap(sentinel, fmt.Sprintf(format, args...)))
+}
 
 // DeniedError says why an operation was denied. NoGrant is true when the
 // agent has no grant for the connection (or either does not exist); callers
@@ -70,8 +87,11 @@ type AlreadyDecidedError struct {
 	Deciders []string // who decided it
 }
 
-func (e *AlreadyDecidedError) Error() string {
-	msg := fmt.Sprintf("policy: approval %s was already %s", e.ID, e.Status)
+func (e *AlreadyDecidedError) Error() string { return "policy: " + e.words() }
+
+// words is the refusal as a person reads it.
+func (e *AlreadyDecidedError) words() string {
+	msg := fmt.Sprintf("approval %s was already %s", e.ID, e.Status)
 	if len(e.Deciders) > 0 {
 		msg += " by " + strings.Join(e.Deciders, " and ")
 	}
@@ -80,3 +100,6 @@ func (e *AlreadyDecidedError) Error() string {
 
 // Is makes errors.Is(err, ErrAlreadyDecided) true.
 func (e *AlreadyDecidedError) Is(target error) bool { return target == ErrAlreadyDecided }
+
+// Unwrap is the refusal in a person's words, a *usererr.Error.
+func (e *AlreadyDecidedError) Unwrap() error { return usererr.New(e.words()) }

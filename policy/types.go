@@ -148,10 +148,17 @@ type Operation struct {
 // two for the admin, not a document.
 const MaxAgentReason = 500
 
-// agentReason is r as an approval keeps it: redacted like the operation,
-// cut at MaxAgentReason on a character boundary.
+// agentReason is r as an approval and the audit log keep it: redacted like
+// the operation, escaped with VisibleLine, cut at MaxAgentReason on a
+// character boundary. The agent's words are not refused (the agent cannot
+// be asked to retype them) but made harmless: a newline, a terminal escape
+// or a bidirectional control (U+202A–U+202E, U+2066–U+2069) is kept as
+// <U+…>, so that every place that shows the reason (the page, the CLI,
+// notifications, the audit log) shows it on one line and as sent.
+// VisibleLine leaves an escaped text as it is, so a door that escapes again
+// shows the same.
 func agentReason(r string) string {
-	r = Redact(strings.TrimSpace(r))
+	r = VisibleLine(Redact(strings.TrimSpace(r)))
 	if len(r) <= MaxAgentReason {
 		return r
 	}
@@ -191,17 +198,17 @@ func ParseScope(kind, dur string) (Scope, error) {
 		k = store.ScopeRequest
 	}
 	if !k.Valid() {
-		return Scope{}, fmt.Errorf("%w: unknown scope %q; want request, operation or class", ErrScope, kind)
+		return Scope{}, refusef(ErrScope, "approval scope not allowed: unknown scope %q; want request, operation or class", kind)
 	}
 	var d time.Duration
 	if dur = strings.TrimSpace(dur); dur != "" && dur != "0" {
 		var err error
 		if d, err = time.ParseDuration(dur); err != nil {
-			return Scope{}, fmt.Errorf("%w: duration %q: want a duration such as 30m or 2h", ErrScope, dur)
+			return Scope{}, refusef(ErrScope, "approval scope not allowed: duration %q: want a duration such as 30m or 2h", dur)
 		}
 	}
 	if k != store.ScopeRequest && d == 0 {
-		return Scope{}, fmt.Errorf("%w: a %s scope needs a duration (at most %v)", ErrScope, k, MaxScope)
+		return Scope{}, refusef(ErrScope, "approval scope not allowed: a %s scope needs a duration (at most %v)", k, MaxScope)
 	}
 	return Scope{Kind: k, For: d}, nil
 }

@@ -196,7 +196,8 @@ func createFileExcl(path string, content func() ([]byte, error)) (bool, error) {
 func (d Dir) Open(ctx context.Context, opts Options) (*Store, error) {
 	st, err := os.Stat(d.Path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("store: data directory %s does not exist (run postern init --data %s): %w", d.Path, d.Path, ErrNotFound)
+		// The directory is the one the person named (--data), not a secret.
+		return nil, shown(ErrNotFound, fmt.Sprintf("data directory %s does not exist (run postern init --data %s)", d.Path, d.Path))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("store: data directory: %w", err)

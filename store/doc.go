@@ -56,7 +56,10 @@
 // Errors start with "store: " and wrap one of the sentinels ErrNotFound,
 // ErrDuplicate, ErrInvalid, ErrNoMasterKey or ErrWrongMasterKey when a
 // caller may want to branch on them; the admin CLI maps the first three to
-// exit status 2.
+// exit status 2. Where the words after the prefix are meant for the person
+// who typed the input (a name not found or taken, input refused), they are
+// a *usererr.Error in the chain, which the doors show instead of stripping
+// the prefix; other errors (SQL, files, keys) are logged, not shown.
 //
 // # Conventions for code in this package
 //

@@ -8,6 +8,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/postern/postern/internal/usererr"
 )
 
 // Sentinel errors that callers branch on with errors.Is. Every error the
@@ -40,22 +42,31 @@ func (e *ConflictError) Error() string {
 // Is makes errors.Is(err, ErrDuplicate) true for a *ConflictError.
 func (e *ConflictError) Is(target error) bool { return target == ErrDuplicate }
 
-// notFound builds the usual `store: agent "x" not found` error.
-func notFound(kind, value string) error {
-	return fmt.Errorf("store: %s %q %w", kind, value, ErrNotFound)
+// Unwrap is the conflict in the admin's words (a *usererr.Error): the name
+// that is taken is one the admin typed.
+func (e *ConflictError) Unwrap() error {
+	return usererr.Wrap(ErrDuplicate, e.Kind+" "+e.Value+" already exists")
 }
 
-// invalidError carries a message written for the person who typed the input;
-// it matches ErrInvalid so that callers need not know the type.
-type invalidError struct{ msg string }
+// notFound builds the usual `store: agent "x" not found` error. The record
+// named is one the person asked for, so the words after the prefix are a
+// *usererr.Error that the doors show.
+func notFound(kind, value string) error {
+	return shown(ErrNotFound, fmt.Sprintf("%s %q not found", kind, value))
+}
 
-func (e *invalidError) Error() string        { return "store: " + e.msg }
-func (e *invalidError) Is(target error) bool { return target == ErrInvalid }
-
-// invalid builds an error that wraps ErrInvalid, with a message that reads
-// well on its own: invalid("agent name %q has spaces", name).
+// invalid builds an error that wraps ErrInvalid, with a message written for
+// the person who typed the input, which the doors show as it is:
+// invalid("agent name %q has spaces", name). Quote what was typed with %q,
+// which escapes control and invisible characters.
 func invalid(format string, args ...any) error {
-	return &invalidError{msg: fmt.Sprintf(format, args...)}
+	return shown(ErrInvalid, fmt.Sprintf(format, args...))
+}
+
+// shown is "store: " and msg, with msg a *usererr.Error wrapping sentinel:
+// the log reads where it came from, a person reads msg.
+func shown(sentinel error, msg string) error {
+	return fmt.Errorf("store: %w", usererr.Wrap(sentinel, msg))
 }
 
 // isUniqueViolation reports whether err is SQLite refusing a duplicate in a
@@ -142,5 +153,6 @@ func pgFault(code string) string {
 
 // Invalidf is an error for input the caller refuses before it reaches the
 // store, worded and matched (errors.Is ErrInvalid) like the store's own, so
-// that the CLI, the API and the page show it the same way.
+// that the CLI, the API and the page show it the same way: its message
+// after "store: " is a *usererr.Error.
 func Invalidf(format string, args ...any) error { return invalid(format, args...) }

@@ -288,7 +288,7 @@ func (s *Store) grantWhere(ctx context.Context, cond string, args ...any) (*Gran
 		return nil, err
 	}
 	if len(gs) == 0 {
-		return nil, fmt.Errorf("store: grant %w", ErrNotFound)
+		return nil, shown(ErrNotFound, "grant not found")
 	}
 	return &gs[0], nil
 }

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/postern/postern/internal/usererr"
 	"github.com/postern/postern/model"
 	"github.com/postern/postern/policy"
 	"github.com/postern/postern/store"
@@ -24,10 +25,6 @@ import (
 // two-person rule and lets exactly one of several concurrent decisions win.
 // The decider recorded (and shown to the agent and in the audit log) is
 // "token:" and the console token's name.
-
-// maxReasonLen bounds a denial's reason: it is shown to the agent on one
-// line of stderr and kept in the audit log.
-const maxReasonLen = 1000
 
 // maxIdempotencyKeyLen bounds an Idempotency-Key; a UUID is 36.
 const maxIdempotencyKeyLen = 255
@@ -268,11 +265,9 @@ func (s *Server) decideAnswer(r *http.Request, c *apiCall, approve bool, body []
 			return fail(&apiError{Status: http.StatusBadRequest, Code: "invalid_body", Field: "reason",
 				Message: "reason: only a denial takes a reason"})
 		}
-		reason = strings.TrimSpace(*in.Reason)
-		if len(reason) > maxReasonLen || strings.ContainsFunc(reason, func(r rune) bool { return r < ' ' || r == 0x7f }) {
-			return fail(&apiError{Status: http.StatusBadRequest, Code: "invalid_body", Field: "reason",
-				Message: "reason: at most 1000 bytes on one line, without control characters"})
-		}
+		// Its rules (policy.CheckAdminText) are kept by Engine.Deny for
+		// every door; apiDecideError answers a refusal.
+		reason = *in.Reason
 	}
 	if !approve && (in.Scope != "" || in.For != "") {
 		return fail(&apiError{Status: http.StatusBadRequest, Code: "invalid_body", Field: "scope",
@@ -280,7 +275,8 @@ func (s *Server) decideAnswer(r *http.Request, c *apiCall, approve bool, body []
 	}
 	scope, err := policy.ParseScope(in.Scope, in.For)
 	if err != nil {
-		return fail(&apiError{Status: http.StatusBadRequest, Code: "invalid_body", Field: "scope", Message: err.Error()})
+		return fail(&apiError{Status: http.StatusBadRequest, Code: "invalid_body", Field: "scope",
+			Message: usererr.Message(err, "scope: want request, operation or class")})
 	}
 	id := r.PathValue("id")
 	if c.token.AdminID == "" {
@@ -330,7 +326,11 @@ func apiDecideError(id, decider string, err error) error {
 			Message: decider + " already gave the first of the two approvals " + id +
 				" needs; the second must come from a different admin (another token of the same admin does not count)"}
 	case errors.Is(err, policy.ErrScope):
-		return &apiError{Status: http.StatusUnprocessableEntity, Code: "scope_not_allowed", Field: "scope", Message: err.Error()}
+		return &apiError{Status: http.StatusUnprocessableEntity, Code: "scope_not_allowed", Field: "scope",
+			Message: usererr.Message(err, "the scope is not allowed")}
+	case errors.Is(err, policy.ErrInvalidText):
+		return &apiError{Status: http.StatusBadRequest, Code: "invalid_body", Field: "reason",
+			Message: usererr.Message(err, "reason: not allowed")}
 	}
 	return err
 }

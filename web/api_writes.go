@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/postern/postern/internal/usererr"
 	"github.com/postern/postern/manage"
 	"github.com/postern/postern/model"
 	"github.com/postern/postern/policy"
@@ -49,20 +50,21 @@ func apiChangeError(err error) error {
 	case errors.As(err, &ae):
 		return ae
 	case errors.As(err, &refused):
-		return &apiError{Status: http.StatusForbidden, Code: refused.Code, Field: refused.Field, Message: refused.Error()}
+		return &apiError{Status: http.StatusForbidden, Code: refused.Code, Field: refused.Field,
+			Message: usererr.Message(refused, "the token is refused")}
 	case errors.As(err, &ns):
 		code := "key_not_proved"
 		if ns.Mismatch() {
 			code = "host_key_mismatch"
 		}
-		msg := strings.TrimPrefix(ns.Error(), "manage: ")
+		msg := usererr.Message(ns, "nothing was stored")
 		if !ns.Mismatch() {
 			msg += "; allow_unverified stores a connection whose target is not ready yet"
 		}
 		return &apiError{Status: http.StatusUnprocessableEntity, Code: code, Message: msg}
 	case errors.As(err, &scan):
 		return &apiError{Status: http.StatusUnprocessableEntity, Code: "host_key_unavailable",
-			Field: "accept_new_host_key", Message: strings.TrimPrefix(scan.Error(), "manage: ")}
+			Field: "accept_new_host_key", Message: usererr.Message(scan, "the host key could not be fetched")}
 	}
 	msg, ok := userMessage(err)
 	switch {

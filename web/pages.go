@@ -5,12 +5,12 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"net/http"
 	"net/url"
-	"strings"
+	"unicode"
+	"unicode/utf8"
 
-	"github.com/postern/postern/store"
+	"github.com/postern/postern/internal/usererr"
 )
 
 // pageRoutes registers the admin pages. Every page and every form needs an
@@ -165,13 +165,17 @@ func (s *Server) serverError(w http.ResponseWriter, r *http.Request, what string
 	http.Error(w, what+" failed; try again (request "+requestID(r.Context())+")", http.StatusInternalServerError)
 }
 
-// userMessage turns a store error into words for the flash: the store's
-// validation and not-found messages are written for people, without the
-// package prefix; anything else is not shown.
+// userMessage is the message a person may read in err: that of the
+// *usererr.Error in its chain (a name not found or taken, input refused),
+// with its first letter capitalised for a sentence of its own. false for
+// any other error, which may name internals: the caller logs it and shows
+// a generic message.
 func userMessage(err error) (string, bool) {
-	if errors.Is(err, store.ErrInvalid) || errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrDuplicate) {
-		msg := strings.TrimPrefix(err.Error(), "store: ")
-		return strings.ToUpper(msg[:1]) + msg[1:], true
+	e, ok := usererr.As(err)
+	if !ok || e.Error() == "" {
+		return "", false
 	}
-	return "", false
+	msg := e.Error()
+	first, size := utf8.DecodeRuneInString(msg)
+	return string(unicode.ToUpper(first)) + msg[size:], true
 }

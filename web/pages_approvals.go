@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/postern/postern/internal/usererr"
 	"github.com/postern/postern/policy"
 	"github.com/postern/postern/store"
 )
@@ -18,8 +19,6 @@ const (
 	// below the pending ones; ?all=1 lists up to maxDecided.
 	recentDecided = 20
 	maxDecided    = 500
-	// maxNoteLen bounds a denial's note, which the agent sees.
-	maxNoteLen = 1000
 )
 
 // approvalCard is one approval request as the page shows it.
@@ -213,11 +212,9 @@ func (s *Server) decideForm(w http.ResponseWriter, r *http.Request, approve bool
 	if next == "" {
 		next = "/approvals"
 	}
-	note := strings.TrimSpace(r.PostFormValue("note"))
-	if len(note) > maxNoteLen {
-		s.redirectFlash(w, r, next, flashError, "The note is too long: at most "+strconv.Itoa(maxNoteLen)+" bytes.")
-		return
-	}
+	// The note's rules (length, one line, visible characters) are
+	// policy's, kept in Deny for every door.
+	note := r.PostFormValue("note")
 	var a store.Approval
 	var err error
 	if approve {
@@ -266,11 +263,16 @@ func decisionMessage(id, admin string, a store.Approval, err error) (kind, msg s
 	case errors.Is(err, policy.ErrExpired):
 		return flashError, id + " expired before it was decided; nothing ran."
 	case errors.Is(err, policy.ErrScope):
-		return flashError, "Not approved: " + strings.TrimPrefix(err.Error(), "policy: ") + "."
+		return flashError, "Not approved: " + usererr.Message(err, "the scope is not allowed") + "."
+	case errors.Is(err, policy.ErrInvalidText):
+		return flashError, "Not denied: the note is refused: " + usererr.Message(err, "it is not allowed") + "."
 	case errors.Is(err, policy.ErrInvalidAdmin):
-		return flashError, "Your admin name cannot be recorded as a decider: " + err.Error()
+		return flashError, "Your admin name cannot be recorded as a decider: " + usererr.Message(err, "it is not valid") + "."
 	case errors.Is(err, store.ErrNotFound):
 		return flashError, "There is no approval request " + id + "."
+	}
+	if msg, ok := userMessage(err); ok {
+		return flashError, "Your decision was not recorded: " + msg
 	}
 	return "", ""
 }

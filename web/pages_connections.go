@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/postern/postern/internal/usererr"
 	"github.com/postern/postern/manage"
 	"github.com/postern/postern/model"
 	"github.com/postern/postern/policy"
@@ -267,7 +268,7 @@ func (s *Server) connectionFlash(w http.ResponseWriter, r *http.Request, refused
 		}
 		var scan *manage.HostKeyScanError
 		if errors.As(err, &scan) {
-			s.redirectFlash(w, r, "/connections", flashError, refused+": "+strings.TrimPrefix(scan.Error(), "manage: ")+".")
+			s.redirectFlash(w, r, "/connections", flashError, refused+": "+usererr.Message(scan, "the host key could not be fetched")+".")
 			return
 		}
 		s.formStoreError(w, r, "/connections", refused, err)

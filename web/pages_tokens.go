@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/postern/postern/internal/usererr"
 	"github.com/postern/postern/manage"
 	"github.com/postern/postern/store"
 )
@@ -50,7 +51,7 @@ func (s *Server) addTokenForm(w http.ResponseWriter, r *http.Request) {
 		strings.TrimSpace(r.PostFormValue("admin")), store.TokenScope(r.PostFormValue("scope")))
 	var refused *manage.TokenRefusedError
 	if errors.As(err, &refused) {
-		s.redirectFlash(w, r, "/tokens", flashError, "Token "+name+" not made: "+refused.Error())
+		s.redirectFlash(w, r, "/tokens", flashError, "Token "+name+" not made: "+usererr.Message(refused, "the token is refused"))
 		return
 	}
 	if err != nil {

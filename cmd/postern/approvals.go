@@ -185,14 +185,14 @@ scoped: one operation, two different admins, every time.`,
 		cmd.Use = "deny ID"
 		cmd.Short = "Deny a pending request"
 		cmd.Long = ""
-		cmd.Flags().StringVar(&reason, "reason", "", "why, shown to the agent")
+		cmd.Flags().StringVar(&reason, "reason", "", "why, shown to the agent: one line of at most 1000 bytes, every character visible")
 	}
 	cmd.Flags().StringVar(&as, "as", defaultAdmin, "the registered admin deciding (default: your OS user name), recorded in the audit log")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		id := args[0]
 		scope, err := policy.ParseScope(scopeKind, scopeFor)
 		if err != nil {
-			return usageError{err}
+			return usageError{userError{err}}
 		}
 		return withEngine(cmd.Context(), data, func(st *store.Store, eng *policy.Engine) error {
 			by, err := resolveAs(cmd.Context(), st, as)
@@ -314,11 +314,11 @@ func newRevokeScopeCmd(data *dataFlag, defaultAdmin string) *cobra.Command {
 // failure (exit 1).
 func decideErr(err error) error {
 	switch {
-	case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrInvalid),
-		errors.Is(err, policy.ErrSameApprover), errors.Is(err, policy.ErrInvalidAdmin), errors.Is(err, policy.ErrScope):
-		return usageError{err}
+	case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrInvalid), errors.Is(err, policy.ErrSameApprover),
+		errors.Is(err, policy.ErrInvalidAdmin), errors.Is(err, policy.ErrScope), errors.Is(err, policy.ErrInvalidText):
+		return usageError{userError{err}}
 	case errors.Is(err, policy.ErrAlreadyDecided), errors.Is(err, policy.ErrExpired):
-		return err
+		return userError{err}
 	}
 	return err
 }

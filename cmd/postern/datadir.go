@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
+	"github.com/postern/postern/internal/usererr"
 	"github.com/postern/postern/store"
 	"github.com/postern/postern/web"
 )
@@ -105,24 +106,27 @@ func (f *dataFlag) options() store.Options {
 var dataSecretFiles = []string{web.SelfSignedKeyFile}
 
 // storeErr turns errors caused by the admin's input (unknown name, taken
-// alias, malformed key, bad rule) into usage errors, so that main exits 2.
-// Their "store: " prefix is dropped: the admin typed a name, not a package.
+// alias, malformed key, bad rule) into usage errors, so that main exits 2,
+// shown in the words the store wrote for the admin (userError).
 func storeErr(err error) error {
 	if err == nil {
 		return nil
 	}
 	if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrDuplicate) || errors.Is(err, store.ErrInvalid) {
-		return usageError{inputError{err}}
+		return usageError{userError{err}}
 	}
 	return err
 }
 
-// inputError shows a store error without its package prefix and keeps it
-// reachable for errors.Is.
-type inputError struct{ err error }
+// userError shows err as the message of the *usererr.Error in its chain
+// (the words the layer that refused wrote for a person, without the
+// packages it came through) and keeps err for errors.Is. An error without
+// one is shown whole: the CLI runs on the server for its operator, and
+// stderr is the only place it can tell the cause.
+type userError struct{ err error }
 
-func (e inputError) Error() string { return strings.TrimPrefix(e.err.Error(), "store: ") }
-func (e inputError) Unwrap() error { return e.err }
+func (e userError) Error() string { return usererr.Message(e.err, e.err.Error()) }
+func (e userError) Unwrap() error { return e.err }
 
 // usagef is a usage error (exit status 2) with a formatted message.
 func usagef(format string, args ...any) error {

@@ -3,12 +3,12 @@ package main
 import (
 	"context"
 	"errors"
-	"strings"
 	"time"
 
 	"golang.org/x/crypto/ssh"
 
 	"github.com/postern/postern/internal/hostkeyscan"
+	"github.com/postern/postern/internal/usererr"
 	"github.com/postern/postern/manage"
 	"github.com/postern/postern/policy"
 	"github.com/postern/postern/recipes"
@@ -82,17 +82,17 @@ func manageErr(err error) error {
 	}
 	var refused *manage.TokenRefusedError
 	if errors.As(err, &refused) {
-		return usageError{refused}
+		return usageError{userError{refused}}
 	}
 	return storeErr(err)
 }
 
-// errNotStored is a change refused after its key check, said without the
-// package prefix.
+// errNotStored is a change refused after its key check, in the manager's
+// words for the admin and with the flag that overrides it.
 type errNotStored struct{ e *manage.NotStoredError }
 
 func (e errNotStored) Error() string {
-	msg := strings.TrimPrefix(e.e.Error(), "manage: ")
+	msg := usererr.Message(e.e, e.e.Error())
 	if !e.e.Mismatch() {
 		msg += " (--allow-unverified keeps a connection whose target is not ready yet)"
 	}
