@@ -296,6 +296,12 @@ func TestShellRefused(t *testing.T) {
 	}
 }
 
+// TestSignal sends TERM, not INT: a test binary that a non-interactive
+// shell started in the background (as CI scripts do) inherits SIGINT
+// ignored, and so does every command it starts, so an INT would reach the
+// command and be ignored, and the test would wait out the command's
+// sleep (60 s in a run of 2026-12-07). postern itself handles SIGINT
+// (serve's signal.NotifyContext), so what it starts has the default.
 func TestSignal(t *testing.T) {
 	f := start(t)
 	c := f.dial(t)
@@ -311,15 +317,15 @@ func TestSignal(t *testing.T) {
 	if _, err := io.ReadFull(ch, buf); err != nil || string(buf) != "started\n" {
 		t.Fatalf("got %q, %v; want started", buf, err)
 	}
-	if ok, err := ch.SendRequest("signal", true, ssh.Marshal(struct{ Signal string }{"INT"})); err != nil || !ok {
+	if ok, err := ch.SendRequest("signal", true, ssh.Marshal(struct{ Signal string }{"TERM"})); err != nil || !ok {
 		t.Fatalf("signal: got %v, %v; want delivered", ok, err)
 	}
 	for req := range reqs {
 		if req.Type == "exit-signal" {
 			var p struct{ Signal string }
 			ssh.Unmarshal(req.Payload, &p)
-			if p.Signal != "INT" {
-				t.Errorf("exit-signal: got %q; want INT", p.Signal)
+			if p.Signal != "TERM" {
+				t.Errorf("exit-signal: got %q; want TERM", p.Signal)
 			}
 			return
 		}
