@@ -29,6 +29,7 @@ func newAdminCmd() *cobra.Command {
 		RunE:  groupRunE,
 	}
 	data := addDataFlag(cmd)
+	addAsFlag(cmd, data)
 	cmd.AddCommand(
 		newAdminAddCmd(data),
 		newAdminListCmd(data),
@@ -55,7 +56,7 @@ argon2id hash.`,
 			return storeErr(err)
 		}
 		return storePassword(cmd, data, passwordFile, func(ctx context.Context, m *manage.Manager, hash string) (*store.Admin, error) {
-			return m.AddAdmin(ctx, cliActor("cli"), name, hash)
+			return m.AddAdmin(ctx, data.actor("cli"), name, hash)
 		}, func(a *store.Admin) string { return fmt.Sprintf("added admin %s (%s)", a.Name, a.ID) })
 	}
 	return cmd
@@ -74,7 +75,7 @@ every browser.`,
 	addPasswordFileFlag(cmd, &passwordFile)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		return storePassword(cmd, data, passwordFile, func(ctx context.Context, m *manage.Manager, hash string) (*store.Admin, error) {
-			return m.SetAdminPassword(ctx, cliActor("cli"), args[0], hash)
+			return m.SetAdminPassword(ctx, data.actor("cli"), args[0], hash)
 		}, func(a *store.Admin) string {
 			return "changed the password of admin " + a.Name + "; the admin's web sessions were ended"
 		})

@@ -19,6 +19,7 @@ func newAgentCmd() *cobra.Command {
 		RunE:  groupRunE,
 	}
 	data := addDataFlag(cmd)
+	addAsFlag(cmd, data)
 	cmd.AddCommand(
 		newAgentAddCmd(data),
 		newAgentKeyCmd(data),
@@ -75,9 +76,9 @@ func addAgentKey(cmd *cobra.Command, data *dataFlag, name, key string, existing 
 	err := withManager(cmd.Context(), data, func(m *manage.Manager) error {
 		var err error
 		if existing {
-			a, err = m.AddAgentKey(cmd.Context(), cliActor("cli"), name, key)
+			a, err = m.AddAgentKey(cmd.Context(), data.actor("cli"), name, key)
 		} else {
-			a, err = m.AddAgent(cmd.Context(), cliActor("cli"), name, []string{key})
+			a, err = m.AddAgent(cmd.Context(), data.actor("cli"), name, []string{key})
 		}
 		return err
 	})
@@ -123,7 +124,7 @@ func newAgentKeyCmd(data *dataFlag) *cobra.Command {
 			var a *store.Agent
 			err := withManager(cmd.Context(), data, func(m *manage.Manager) error {
 				var err error
-				a, err = m.RemoveAgentKey(cmd.Context(), cliActor("cli"), args[0], args[1])
+				a, err = m.RemoveAgentKey(cmd.Context(), data.actor("cli"), args[0], args[1])
 				return err
 			})
 			if err != nil {
@@ -186,7 +187,7 @@ func newAgentDisableCmd(data *dataFlag, disable bool) *cobra.Command {
 		Args:  exactArgs(1, "the agent NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			err := withManager(cmd.Context(), data, func(m *manage.Manager) error {
-				_, err := m.SetAgentDisabled(cmd.Context(), cliActor("cli"), args[0], disable)
+				_, err := m.SetAgentDisabled(cmd.Context(), data.actor("cli"), args[0], disable)
 				return err
 			})
 			if err != nil {
@@ -205,7 +206,7 @@ func newAgentRemoveCmd(data *dataFlag) *cobra.Command {
 		Args:  exactArgs(1, "the agent NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			err := withManager(cmd.Context(), data, func(m *manage.Manager) error {
-				_, err := m.RemoveAgent(cmd.Context(), cliActor("cli"), args[0])
+				_, err := m.RemoveAgent(cmd.Context(), data.actor("cli"), args[0])
 				return err
 			})
 			if err != nil {

@@ -39,6 +39,7 @@ changed), 1 when a change failed (the others were made), 0 otherwise.`,
 		Args: exactArgs(0, "no arguments (the file is -f FILE)"),
 	}
 	data := addDataFlag(cmd)
+	addAsFlag(cmd, data)
 	fl := cmd.Flags()
 	fl.StringVarP(&file, "file", "f", "", "the config file (required)")
 	fl.BoolVar(&dryRun, "dry-run", false, "print the files read and what would change, change nothing")
@@ -63,7 +64,7 @@ changed), 1 when a change failed (the others were made), 0 otherwise.`,
 		}
 		return withManager(cmd.Context(), data, func(m *manage.Manager) error {
 			res, err := config.Apply(cmd.Context(), m, f, config.Options{DryRun: dryRun, Prune: prune,
-				AllowUnverified: allowUnverified, Timeout: timeout, Actor: cliActor("apply"), Out: cmd.OutOrStdout()})
+				AllowUnverified: allowUnverified, Timeout: timeout, Actor: data.actor("apply"), Out: cmd.OutOrStdout()})
 			if errors.Is(err, config.ErrInvalid) {
 				return usageError{err}
 			}

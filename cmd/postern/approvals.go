@@ -35,7 +35,10 @@ func newApprovalsCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	data := addDataFlag(cmd)
-	admin := osUserName()
+	admin := os.Getenv(envAdmin)
+	if admin == "" {
+		admin = osUserName()
+	}
 	cmd.AddCommand(
 		newApprovalsListCmd(data),
 		newApprovalsDecideCmd(data, true, admin),
@@ -46,9 +49,9 @@ func newApprovalsCmd() *cobra.Command {
 	return cmd
 }
 
-// osUserName is the default --as: the name of the OS user running the CLI,
-// which is who an audit reader will look for. "" when it cannot be found, in
-// which case --as is required.
+// osUserName is the default --as without POSTERN_ADMIN: the name of the OS
+// user running the CLI, which is who an audit reader will look for. "" when
+// it cannot be found, in which case --as is required.
 func osUserName() string {
 	if u, err := user.Current(); err == nil && u.Username != "" {
 		return u.Username
@@ -187,7 +190,7 @@ scoped: one operation, two different admins, every time.`,
 		cmd.Long = ""
 		cmd.Flags().StringVar(&reason, "reason", "", "why, shown to the agent: one line of at most 1000 bytes, every character visible")
 	}
-	cmd.Flags().StringVar(&as, "as", defaultAdmin, "the registered admin deciding (default: your OS user name), recorded in the audit log")
+	cmd.Flags().StringVar(&as, "as", defaultAdmin, "the registered admin deciding (default: "+envAdmin+", else your OS user name), recorded in the audit log")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		id := args[0]
 		scope, err := policy.ParseScope(scopeKind, scopeFor)
@@ -290,7 +293,7 @@ func newRevokeScopeCmd(data *dataFlag, defaultAdmin string) *cobra.Command {
 		Short: "End an approval's scope now: its operations are asked again",
 		Args:  wantOneArg("approval ID"),
 	}
-	cmd.Flags().StringVar(&as, "as", defaultAdmin, "the registered admin revoking (default: your OS user name)")
+	cmd.Flags().StringVar(&as, "as", defaultAdmin, "the registered admin revoking (default: "+envAdmin+", else your OS user name)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		return withEngine(cmd.Context(), data, func(st *store.Store, eng *policy.Engine) error {
 			by, err := resolveAs(cmd.Context(), st, as)

@@ -25,6 +25,7 @@ func newConnCmd() *cobra.Command {
 		RunE:  groupRunE,
 	}
 	data := addDataFlag(cmd)
+	addAsFlag(cmd, data)
 	cmd.AddCommand(
 		newConnAddCmd(data),
 		newConnListCmd(data),
@@ -272,7 +273,7 @@ func runConnAdd(cmd *cobra.Command, data *dataFlag, alias string, f connAddFlags
 		defer clear(spec.PrivateKey)
 	}
 	return withManager(cmd.Context(), data, func(m *manage.Manager) error {
-		res, err := m.AddConnection(cmd.Context(), cliActor("cli"), spec, opts)
+		res, err := m.AddConnection(cmd.Context(), data.actor("cli"), spec, opts)
 		if err != nil && !res.Checked {
 			return manageErr(err)
 		}
@@ -429,7 +430,7 @@ func runConnEdit(cmd *cobra.Command, data *dataFlag, alias string, e manage.Conn
 		return err
 	}
 	return withManager(cmd.Context(), data, func(m *manage.Manager) error {
-		res, err := m.UpdateConnection(cmd.Context(), cliActor("cli"), alias, e, opts)
+		res, err := m.UpdateConnection(cmd.Context(), data.actor("cli"), alias, e, opts)
 		if err != nil && !res.Checked {
 			return manageErr(err)
 		}
@@ -550,7 +551,7 @@ func newConnRemoveCmd(data *dataFlag) *cobra.Command {
 		Args:  exactArgs(1, "the connection ALIAS"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withManager(cmd.Context(), data, func(m *manage.Manager) error {
-				if _, err := m.RemoveConnection(cmd.Context(), cliActor("cli"), args[0]); err != nil {
+				if _, err := m.RemoveConnection(cmd.Context(), data.actor("cli"), args[0]); err != nil {
 					return manageErr(err)
 				}
 				_, err := fmt.Fprintf(cmd.OutOrStdout(), "removed connection %s\n", args[0])

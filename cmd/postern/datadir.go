@@ -23,6 +23,7 @@ import (
 // environment.
 const (
 	envData          = "POSTERN_DATA"
+	envAdmin         = "POSTERN_ADMIN" // the admin the CLI acts as without --as
 	envMasterKeyFile = "POSTERN_MASTER_KEY_FILE"
 	envDatabaseURL   = "POSTERN_DATABASE_URL"
 	defaultDataDir   = "./postern-data"
@@ -35,6 +36,10 @@ type dataFlag struct {
 	dir      string
 	database string
 	cmd      *cobra.Command
+	// as is --as (or POSTERN_ADMIN) where addAsFlag registered it: the
+	// admin the command acts as. admin is that admin's name once
+	// withManager found it registered, "" without --as.
+	as, admin string
 	// log receives the warnings of opening the data directory (a file
 	// open to others, whose mode was fixed): serve's log when serve sets
 	// it, else warnings on the command's standard error.

@@ -33,6 +33,7 @@ destructive cannot be allow.
 		Args: exactArgs(2, "AGENT and ALIAS (or the subcommand list or revoke)"),
 	}
 	data := addDataFlag(cmd)
+	addAsFlag(cmd, data)
 	fl := cmd.Flags()
 	fl.StringVar(&read, "read", string(store.RuleAllow), "rule for read operations: allow, ask or deny")
 	fl.StringVar(&write, "write", string(store.RuleDeny), "rule for write operations: allow, ask or deny")
@@ -61,7 +62,7 @@ destructive cannot be allow.
 			} else if !errors.Is(err, store.ErrNotFound) {
 				return err
 			}
-			g, err := m.SetGrant(cmd.Context(), cliActor("cli"), agent, alias, ch)
+			g, err := m.SetGrant(cmd.Context(), data.actor("cli"), agent, alias, ch)
 			if err != nil {
 				return manageErr(err)
 			}
@@ -112,7 +113,7 @@ func newGrantRevokeCmd(data *dataFlag) *cobra.Command {
 		Args:  exactArgs(2, "AGENT and ALIAS"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			err := withManager(cmd.Context(), data, func(m *manage.Manager) error {
-				_, err := m.RevokeGrant(cmd.Context(), cliActor("cli"), args[0], args[1])
+				_, err := m.RevokeGrant(cmd.Context(), data.actor("cli"), args[0], args[1])
 				return err
 			})
 			if err != nil {

@@ -40,7 +40,7 @@ const defaultParallel = "4"
 
 // posternEnv are the variables that point postern at a data directory or
 // database; no test inherits them from the machine.
-var posternEnv = []string{envData, envMasterKeyFile, envDatabaseURL}
+var posternEnv = []string{envData, envMasterKeyFile, envDatabaseURL, envAdmin}
 
 func TestMain(m *testing.M) {
 	if os.Getenv(runAsPostern) == "1" {

@@ -3,8 +3,11 @@ package main
 import (
 	"context"
 	"errors"
+	"os"
+	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
 	"golang.org/x/crypto/ssh"
 
 	"github.com/postern/postern/internal/hostkeyscan"
@@ -15,16 +18,47 @@ import (
 	"github.com/postern/postern/store"
 )
 
-// cliActor is who the admin CLI's changes are audited as: the OS user
-// running it. The CLI asks for no password: whoever can read the data
-// directory (the database and the master key) can do anything anyway
-// (SECURITY.md), so the audit row says which account it was.
-func cliActor(via string) policy.Actor {
+// addAsFlag registers --as NAME on a group of configuration commands
+// (persistent, default POSTERN_ADMIN): the registered admin the command
+// acts as, whom the audit log names instead of the OS account. A
+// subcommand with an --as of its own (approvals approve, token add) keeps
+// its own, which means the same.
+func addAsFlag(cmd *cobra.Command, data *dataFlag) {
+	cmd.PersistentFlags().StringVar(&data.as, "as", os.Getenv(envAdmin),
+		"the registered admin acting (env "+envAdmin+"), named in the audit log; without it, the OS user as cli:NAME")
+}
+
+// actor is who the CLI's changes are audited as: the admin --as named, or
+// without --as the OS user running it, as cli:NAME. The CLI asks for no
+// password: whoever can read the data directory (the database and the
+// master key) can do anything anyway (SECURITY.md), so --as is what the
+// operator says of themself, and the audit row records it; a name that is
+// not a registered admin is refused (resolveAdmin), so that a typo does
+// not become an audit row's author.
+func (f *dataFlag) actor(via string) policy.Actor {
+	if f.admin != "" {
+		return policy.Actor{Name: f.admin, Via: via}
+	}
 	name := osUserName()
 	if name == "" {
 		name = "unknown"
 	}
 	return policy.Actor{Name: "cli:" + name, Via: via}
+}
+
+// resolveAdmin finds the admin --as names in s (resolveAs: the name as
+// the store matches it, a usage error when there is none or it is
+// disabled). Without --as it does nothing.
+func (f *dataFlag) resolveAdmin(ctx context.Context, s *store.Store) error {
+	if strings.TrimSpace(f.as) == "" {
+		return nil
+	}
+	by, err := resolveAs(ctx, s, f.as)
+	if err != nil {
+		return err
+	}
+	f.admin = by.Name
+	return nil
 }
 
 // withManager opens the store and a manager of admin changes over it for
@@ -35,6 +69,9 @@ func withManager(ctx context.Context, data *dataFlag, fn func(*manage.Manager) e
 		return storeErr(err)
 	}
 	defer s.Close()
+	if err := data.resolveAdmin(ctx, s); err != nil {
+		return err
+	}
 	cat, err := recipes.Load()
 	if err != nil {
 		return err

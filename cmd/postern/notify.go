@@ -26,6 +26,7 @@ func newNotifyCmd() *cobra.Command {
 		RunE:  groupRunE,
 	}
 	data := addDataFlag(cmd)
+	addAsFlag(cmd, data)
 	cmd.AddCommand(
 		newNotifyAddCmd(data),
 		newNotifyListCmd(data),
@@ -75,7 +76,7 @@ ignored.`,
 			var c *store.NotifyChannel
 			err = withManager(cmd.Context(), data, func(m *manage.Manager) error {
 				var err error
-				c, err = m.AddChannel(cmd.Context(), cliActor("cli"), nc)
+				c, err = m.AddChannel(cmd.Context(), data.actor("cli"), nc)
 				return err
 			})
 			if err != nil {
@@ -151,7 +152,7 @@ func newNotifyRemoveCmd(data *dataFlag) *cobra.Command {
 		Args:  exactArgs(1, "the channel NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withManager(cmd.Context(), data, func(m *manage.Manager) error {
-				c, err := m.RemoveChannel(cmd.Context(), cliActor("cli"), args[0])
+				c, err := m.RemoveChannel(cmd.Context(), data.actor("cli"), args[0])
 				if err != nil {
 					return manageErr(err)
 				}

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -20,6 +21,7 @@ func newTokenCmd() *cobra.Command {
 		RunE:  groupRunE,
 	}
 	data := addDataFlag(cmd)
+	addAsFlag(cmd, data)
 	cmd.AddCommand(
 		newTokenAddCmd(data),
 		newTokenAssignCmd(data),
@@ -62,8 +64,9 @@ Send it as
 			if err != nil {
 				return err
 			}
+			data.as = maker.Admin // the maker acts: the audit names them
 			return withManager(cmd.Context(), data, func(m *manage.Manager) error {
-				value, t, err := m.AddToken(cmd.Context(), cliActor("cli"), maker, name, admin, sc)
+				value, t, err := m.AddToken(cmd.Context(), data.actor("cli"), maker, name, admin, sc)
 				if err != nil {
 					return manageErr(err)
 				}
@@ -96,8 +99,9 @@ func newTokenAssignCmd(data *dataFlag) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			data.as = maker.Admin // the maker acts: the audit names them
 			return withManager(cmd.Context(), data, func(m *manage.Manager) error {
-				t, err := m.AssignToken(cmd.Context(), cliActor("cli"), maker, args[0], admin)
+				t, err := m.AssignToken(cmd.Context(), data.actor("cli"), maker, args[0], admin)
 				if err != nil {
 					return manageErr(err)
 				}
@@ -113,7 +117,7 @@ func newTokenAssignCmd(data *dataFlag) *cobra.Command {
 // addTokenAsFlags adds --as, the admin acting, whom the token belongs to, and
 // --admin, its older spelling.
 func addTokenAsFlags(cmd *cobra.Command, as, admin *string) {
-	cmd.Flags().StringVar(as, "as", "", "the registered admin acting, whom the token belongs to (required)")
+	cmd.Flags().StringVar(as, "as", os.Getenv(envAdmin), "the registered admin acting, whom the token belongs to (required; env "+envAdmin+")")
 	cmd.Flags().StringVar(admin, "admin", "", "the older spelling of --as; with --as it must name the same admin")
 }
 
@@ -156,7 +160,7 @@ func newTokenRemoveCmd(data *dataFlag) *cobra.Command {
 		Args:  exactArgs(1, "the token NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withManager(cmd.Context(), data, func(m *manage.Manager) error {
-				if _, err := m.RemoveToken(cmd.Context(), cliActor("cli"), args[0]); err != nil {
+				if _, err := m.RemoveToken(cmd.Context(), data.actor("cli"), args[0]); err != nil {
 					return manageErr(err)
 				}
 				_, err := fmt.Fprintf(cmd.OutOrStdout(), "removed token %s\n", args[0])
