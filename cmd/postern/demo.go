@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -22,6 +23,9 @@ import (
 	"golang.org/x/crypto/ssh/knownhosts"
 
 	"github.com/postern/postern/internal/demotarget"
+	"github.com/postern/postern/manage"
+	"github.com/postern/postern/policy"
+	"github.com/postern/postern/recipes"
 	"github.com/postern/postern/store"
 	"github.com/postern/postern/web"
 )
@@ -176,12 +180,24 @@ func runDemo(ctx context.Context, p demoParams) error {
 	}
 	defer closeStore(st, log)
 
+	// The demo's set-up is made as any admin's change, through manage,
+	// each with its audit row, by the OS account that ran the demo.
+	cat, err := recipes.Load()
+	if err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	m, err := newManager(st, cat, 0)
+	if err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	by := osActor("demo")
+
 	agentKeyPath := filepath.Join(p.Dir, demoAgentKeyFile)
 	agentKey, err := loadOrCreateKey(agentKeyPath, demoAgent+"@postern-demo", true)
 	if err != nil {
 		return fmt.Errorf("demo: agent key: %w", err)
 	}
-	if err := ensureDemoAgent(ctx, st, agentKey.PublicKey()); err != nil {
+	if err := ensureDemoAgent(ctx, m, by, agentKey.PublicKey()); err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
 
@@ -227,21 +243,19 @@ func runDemo(ctx context.Context, p demoParams) error {
 		}
 	}()
 
-	pin := []string{target.KnownHostsLine()}
-	if conn == nil {
-		_, err = st.CreateConnection(ctx, store.NewConnection{
-			Alias: demoAlias, Host: target.Host(), Port: target.Port(), User: currentUserName(),
-			PrivateKey: connKeyPEM, HostKeys: pin, Env: store.EnvDev,
-		})
-		clear(connKeyPEM)
-	} else {
-		// The demo target listens on a new port each run.
-		_, err = st.UpdateConnectionAddress(ctx, demoAlias, target.Host(), target.Port(), pin)
-	}
-	if err != nil {
+	if err := ensureDemoConnection(ctx, m, by, conn, connKeyPEM, target); err != nil {
 		return fmt.Errorf("demo: connection %s: %w", demoAlias, err)
 	}
-	if _, err := st.SetGrant(ctx, demoAgent, demoAlias, demoRules()); err != nil {
+	clear(connKeyPEM)
+	// The grant is made once: an admin's later change of its rules (or
+	// its revocation and a new grant) is theirs to keep, not the next
+	// run's to undo.
+	if _, err := st.GrantByNames(ctx, demoAgent, demoAlias); errors.Is(err, store.ErrNotFound) {
+		r := demoRules()
+		if _, err := m.SetGrant(ctx, by, demoAgent, demoAlias, manage.RulesChange{Read: &r.Read, Write: &r.Write, Destructive: &r.Destructive}); err != nil {
+			return fmt.Errorf("demo: %w", err)
+		}
+	} else if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
 
@@ -264,7 +278,7 @@ func runDemo(ctx context.Context, p demoParams) error {
 	var wp *webParams
 	// The admin decides on the page and with the CLI (--as admin), so it
 	// exists with or without the page; its password is shown only with it.
-	password, err := ensureDemoAdmin(ctx, st)
+	password, err := ensureDemoAdmin(ctx, m, by)
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
@@ -383,11 +397,11 @@ func currentUserName() string {
 
 // ensureDemoAgent registers demo-agent with key, or gives an existing
 // demo-agent the key (a deleted key file makes a new one) and enables it.
-func ensureDemoAgent(ctx context.Context, st *store.Store, key ssh.PublicKey) error {
+func ensureDemoAgent(ctx context.Context, m *manage.Manager, by policy.Actor, key ssh.PublicKey) error {
 	line := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(key))) + " " + demoAgent + "@postern-demo"
-	a, err := st.AgentByName(ctx, demoAgent)
+	a, err := m.Store().AgentByName(ctx, demoAgent)
 	if errors.Is(err, store.ErrNotFound) {
-		_, err = st.CreateAgent(ctx, demoAgent, line)
+		_, err = m.AddAgent(ctx, by, demoAgent, []string{line})
 		return err
 	}
 	if err != nil {
@@ -399,16 +413,42 @@ func ensureDemoAgent(ctx context.Context, st *store.Store, key ssh.PublicKey) er
 		has = has || k.Fingerprint == fp
 	}
 	if !has {
-		if _, err := st.AddAgentKey(ctx, demoAgent, line); err != nil {
+		if _, err := m.AddAgentKey(ctx, by, demoAgent, line); err != nil {
 			return err
 		}
 	}
 	if a.Disabled {
-		if _, err := st.SetAgentDisabled(ctx, demoAgent, false); err != nil {
+		if _, err := m.SetAgentDisabled(ctx, by, demoAgent, false); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// ensureDemoConnection creates the demo connection with keyPEM (conn nil:
+// the first run), or points it at the demo target's address, which is new
+// each run. The key check is not run: the demo target is started by this
+// process a moment before and accepts exactly that key.
+func ensureDemoConnection(ctx context.Context, m *manage.Manager, by policy.Actor, conn *store.Connection, keyPEM []byte, target *demotarget.Target) error {
+	pin := []string{target.KnownHostsLine()}
+	opts := manage.CheckOptions{NoCheck: true}
+	if conn == nil {
+		_, err := m.AddConnection(ctx, by, manage.ConnectionSpec{
+			Alias: demoAlias, Host: target.Host(), Port: target.Port(), User: currentUserName(),
+			PrivateKey: keyPEM, HostKeys: pin, Env: store.EnvDev,
+		}, opts)
+		return err
+	}
+	host, port := target.Host(), target.Port()
+	e := manage.ConnectionEdit{Host: &host, Port: &port}
+	if !slices.Equal(conn.HostKeys, pin) {
+		e.HostKeys = pin
+	}
+	if host == conn.Host && port == conn.Port && e.HostKeys == nil {
+		return nil
+	}
+	_, err := m.UpdateConnection(ctx, by, demoAlias, e, opts)
+	return err
 }
 
 // newEd25519Key makes a key pair and its unencrypted OpenSSH PEM file.
@@ -485,15 +525,15 @@ func writePublicKey(path string, key ssh.PublicKey, comment string) error {
 // ensureDemoAdmin gives the demo's admin a new generated password, creating
 // the admin on the first run, and returns the password to print. A new one
 // each run means no password outlives the run that showed it.
-func ensureDemoAdmin(ctx context.Context, st *store.Store) (string, error) {
+func ensureDemoAdmin(ctx context.Context, m *manage.Manager, by policy.Actor) (string, error) {
 	pw := newPassword()
 	hash, err := web.HashPassword(pw)
 	if err != nil {
 		return "", err
 	}
-	_, err = st.SetAdminPassword(ctx, demoAdmin, hash)
+	_, err = m.SetAdminPassword(ctx, by, demoAdmin, hash)
 	if errors.Is(err, store.ErrNotFound) {
-		_, err = st.CreateAdmin(ctx, demoAdmin, hash)
+		_, err = m.AddAdmin(ctx, by, demoAdmin, hash)
 	}
 	if err != nil {
 		return "", err

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -176,6 +177,25 @@ func TestDemoSetup(t *testing.T) {
 		t.Errorf("grants: got %+v; want demo-agent on demo allow/ask/ask", grants)
 	}
 	firstTargetPort := conns[0].Port
+	// The set-up is in the audit log as the OS account's changes, one row
+	// each, and the chain holds.
+	var setup []string
+	for _, row := range adminRows(c.auditRows()) {
+		if len(row.Deciders) != 1 || !strings.HasPrefix(row.Deciders[0], "cli:") {
+			t.Errorf("set-up row %q: deciders %v; want the OS account, cli:NAME", row.Operation, row.Deciders)
+		}
+		setup = append(setup, row.Operation)
+	}
+	for _, want := range []string{"agent add demo-agent", "conn add demo", "grant demo-agent demo", "admin add admin"} {
+		if !slices.ContainsFunc(setup, func(op string) bool { return strings.HasPrefix(op, want) }) {
+			t.Errorf("the audit log lacks the set-up's %q; its admin rows: %q", want, setup)
+		}
+	}
+	if out := c.ok("", "audit", "verify"); !strings.Contains(out, "intact") {
+		t.Errorf("audit verify after the set-up: %q; want intact", out)
+	}
+	// An admin's change of the demo's grant outlives the next run.
+	c.ok("", "grant", "demo-agent", "demo", "--write", "deny")
 
 	// The web page answers at the printed URL with the printed certificate,
 	// and the printed password logs the admin in.
@@ -222,6 +242,10 @@ func TestDemoSetup(t *testing.T) {
 	json.Unmarshal([]byte(c.ok("", "agent", "list", "-o", "json")), &agents)
 	if len(agents) != 1 || len(agents[0].Keys) != 1 || agents[0].Keys[0].Fingerprint != ssh.FingerprintSHA256(agentKey) {
 		t.Errorf("agents: got %+v; want demo-agent with its one key", agents)
+	}
+	json.Unmarshal([]byte(c.ok("", "grant", "list", "-o", "json")), &grants)
+	if len(grants) != 1 || grants[0].Write != "deny" {
+		t.Errorf("second run: grants %+v; want the admin's write=deny kept", grants)
 	}
 	if d2.adminPW == firstPW {
 		t.Error("second run: the admin password is the first run's; want a new one each run")

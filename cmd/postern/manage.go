@@ -39,6 +39,13 @@ func (f *dataFlag) actor(via string) policy.Actor {
 	if f.admin != "" {
 		return policy.Actor{Name: f.admin, Via: via}
 	}
+	return osActor(via)
+}
+
+// osActor is the OS account running postern as an actor, cli:NAME, for
+// changes that no registered admin makes (the CLI without --as, the
+// demo's set-up).
+func osActor(via string) policy.Actor {
 	name := osUserName()
 	if name == "" {
 		name = "unknown"
