@@ -105,8 +105,13 @@ func TestHandshakeDeadline(t *testing.T) {
 	}
 	for range n {
 		r := testwait.Recv(t, "the server to close a connection", results)
-		if r.err != nil || r.took < deadline || !strings.HasPrefix(string(r.read), "SSH-2.0-") {
-			t.Errorf("connection read %q and closed after %v: %v; want the server's banner, then closed by the server (EOF) after the handshake deadline, %v", r.read, r.took, r.err, deadline)
+		// The close is what this test is about. The banner comes first
+		// when the server ran before the deadline; a busy machine can
+		// keep it from running for the whole 200 ms (seen in CI under the
+		// race detector: closed after 641 ms having written nothing), and
+		// the deadline must close that connection as well.
+		if r.err != nil || r.took < deadline || (len(r.read) > 0 && !strings.HasPrefix(string(r.read), "SSH-2.0-")) {
+			t.Errorf("connection read %q and closed after %v: %v; want at most the server's banner, then closed by the server (EOF) after the handshake deadline, %v", r.read, r.took, r.err, deadline)
 		}
 	}
 }
