@@ -206,7 +206,7 @@ func (s *Server) apiServe(rt apiRoute, keys *keyLocks) http.HandlerFunc {
 			if need := rt.scope(); !tok.Scope.Allows(need) {
 				s.apiWriteError(w, r, &apiError{Status: http.StatusForbidden, Code: "insufficient_scope",
 					Message: "console token " + tok.Name + " has scope " + string(tok.Scope) + "; " + rt.Method + " " + rt.Path +
-						" needs " + string(need) + " (postern token add NAME --admin ADMIN --scope " + string(need) + ")"})
+						" needs " + string(need) + " (postern token add NAME --as ADMIN --scope " + string(need) + ")"})
 				return
 			}
 			c.token = tok

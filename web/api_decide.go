@@ -80,7 +80,7 @@ func apiWriteRoute(fn apiWriteFunc) apiHandler {
 			if c.token.AdminID == "" {
 				status, out := s.apiErrorAnswer(r, &apiError{Status: http.StatusForbidden, Code: "token_without_admin",
 					Message: "console token " + c.token.Name + " belongs to no admin and cannot change anything; " +
-						"an admin assigns it with: postern token assign " + c.token.Name + " --admin ADMIN"})
+						"an admin assigns it with: postern token assign " + c.token.Name + " --as ADMIN"})
 				return status, out, out
 			}
 			status, data, err := fn(s, r, c, body)
@@ -284,7 +284,7 @@ func (s *Server) decideAnswer(r *http.Request, c *apiCall, approve bool, body []
 		// nobody's, and two such tokens could pass the two-person rule.
 		return fail(&apiError{Status: http.StatusForbidden, Code: "token_without_admin",
 			Message: "console token " + c.token.Name + " belongs to no admin and cannot decide; " +
-				"an admin assigns it with: postern token assign " + c.token.Name + " --admin ADMIN"})
+				"an admin assigns it with: postern token assign " + c.token.Name + " --as ADMIN"})
 	}
 	by := policy.Decider{AdminID: c.token.AdminID, Name: c.token.AdminName}
 	var a policy.Approval

@@ -101,7 +101,7 @@ func apiNeedAdminToken(c *apiCall) error {
 	}
 	return &apiError{Status: http.StatusForbidden, Code: "token_without_admin",
 		Message: "console token " + c.token.Name + " belongs to no admin and cannot change notification channels; " +
-			"an admin assigns it with: postern token assign " + c.token.Name + " --admin ADMIN"}
+			"an admin assigns it with: postern token assign " + c.token.Name + " --as ADMIN"}
 }
 
 // apiAddNotification adds a channel.

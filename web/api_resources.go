@@ -387,7 +387,7 @@ func (s *Server) apiRevokeScope(w http.ResponseWriter, r *http.Request, c *apiCa
 	if c.token.AdminID == "" {
 		return &apiError{Status: http.StatusForbidden, Code: "token_without_admin",
 			Message: "console token " + c.token.Name + " belongs to no admin; " +
-				"an admin assigns it with: postern token assign " + c.token.Name + " --admin ADMIN"}
+				"an admin assigns it with: postern token assign " + c.token.Name + " --as ADMIN"}
 	}
 	a, err := s.cfg.Engine.RevokeScope(r.Context(), id, policy.Decider{AdminID: c.token.AdminID, Name: c.token.AdminName})
 	switch {

@@ -804,7 +804,7 @@ func TestAPITokenWithoutAdmin(t *testing.T) {
 	if code, _ := r.errCode(t); r.status != http.StatusForbidden || code != "token_without_admin" {
 		t.Fatalf("approve with an unowned token: %d %s; want 403 token_without_admin", r.status, code)
 	}
-	if msg := r.errMessage(t); !strings.Contains(msg, "postern token assign old --admin") {
+	if msg := r.errMessage(t); !strings.Contains(msg, "postern token assign old --as ADMIN") {
 		t.Errorf("message %q; want it to say how to assign the token", msg)
 	}
 	if got := as.get("/v1/approvals/" + a.ID).data(t)["status"]; got != "pending" {
