@@ -345,10 +345,10 @@ func (e *Engine) decide(ctx context.Context, d store.Decision, scope Scope) (App
 		e.log.Info().Str("approval", id).Str("admin", admin).Msg("first of two approvals recorded")
 		return a, nil
 	case store.DecideSameApprover:
-		return a, refusef(ErrSameApprover, "second approval must come from a different admin: %s already approved %s", admin, id)
+		return a, refusef(ErrSameApprover, "%s already approved %s", admin, id)
 	case store.DecideExpired:
 		e.notify(id)
-		return a, refusef(ErrExpired, "approval request expired: %s expired at %s", id, a.ExpiresAt.Format(time.RFC3339))
+		return a, refusef(ErrExpired, "%s expired at %s", id, a.ExpiresAt.Format(time.RFC3339))
 	}
 	return a, &AlreadyDecidedError{ID: id, Status: a.Status, Deciders: a.Deciders()}
 }
@@ -360,28 +360,28 @@ func (e *Engine) decide(ctx context.Context, d store.Decision, scope Scope) (App
 func (e *Engine) scopeFor(ctx context.Context, d *store.Decision, scope Scope) error {
 	if scope.Kind == "" || scope.Kind == store.ScopeRequest {
 		if scope.For != 0 {
-			return refusef(ErrScope, "approval scope not allowed: an approval of one request has no duration")
+			return refusef(ErrScope, "an approval of one request has no duration")
 		}
 		return nil
 	}
 	if !scope.Kind.Valid() {
-		return refusef(ErrScope, "approval scope not allowed: unknown scope %q; want request, operation or class", scope.Kind)
+		return refusef(ErrScope, "unknown scope %q; want request, operation or class", scope.Kind)
 	}
 	if !d.Approve {
-		return refusef(ErrScope, "approval scope not allowed: a denial has no scope")
+		return refusef(ErrScope, "a denial has no scope")
 	}
 	if scope.For <= 0 || scope.For > MaxScope {
-		return refusef(ErrScope, "approval scope not allowed: a %s scope lasts more than 0 and at most %v, not %v", scope.Kind, MaxScope, scope.For)
+		return refusef(ErrScope, "a %s scope lasts more than 0 and at most %v, not %v", scope.Kind, MaxScope, scope.For)
 	}
 	a, err := e.st.GetApproval(ctx, d.ID)
 	if err != nil {
 		return fmt.Errorf("policy: decide approval %s: %w", d.ID, err)
 	}
 	if a.ApprovalsNeeded != 1 || Class(a.Class) == Destructive && a.ConnectionEnv == store.EnvProduction {
-		return refusef(ErrScope, "approval scope not allowed: a destructive operation on a production connection is approved one operation at a time, by two admins")
+		return refusef(ErrScope, "a destructive operation on a production connection is approved one operation at a time, by two admins")
 	}
 	if a.TerminalLife > 0 {
-		return refusef(ErrScope, "approval scope not allowed: a session with a terminal is an interactive shell: it is approved one session at a time, never with a scope")
+		return refusef(ErrScope, "a session with a terminal is an interactive shell: it is approved one session at a time, never with a scope")
 	}
 	d.Scope, d.ScopeExpiresAt = scope.Kind, e.now().Add(scope.For)
 	return nil
@@ -405,13 +405,13 @@ func (e *Engine) RevokeScope(ctx context.Context, id string, by Decider) (Approv
 // that would be ambiguous in the audit log's comma-separated deciders.
 func checkAdmin(by Decider) error {
 	if by.AdminID == "" {
-		return refusef(ErrInvalidAdmin, "invalid admin name: a decision needs a registered admin")
+		return refusef(ErrInvalidAdmin, "a decision needs a registered admin")
 	}
 	if by.Name == "" {
-		return refusef(ErrInvalidAdmin, "invalid admin name: a decision needs the admin's name")
+		return refusef(ErrInvalidAdmin, "a decision needs the admin's name")
 	}
 	if strings.ContainsFunc(by.Name, func(r rune) bool { return r == ',' || r < ' ' || r == 0x7f }) {
-		return refusef(ErrInvalidAdmin, "invalid admin name: %q has a comma or control character", by.Name)
+		return refusef(ErrInvalidAdmin, "%q has a comma or control character", by.Name)
 	}
 	return nil
 }

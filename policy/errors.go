@@ -48,12 +48,19 @@ var (
 	ErrInvalidText = errors.New("policy: invalid text")
 )
 
-// refusef is a refusal worded for a person: "policy: " and the message for
-// the log, the message alone (a *usererr.Error wrapping sentinel) for the
-// doors. The message names only what the person gave or may see (an
-// approval's id, an admin's name), never a connection's address or a key.
+// refusef is a refusal worded for a person: the sentinel's own words (its
+// text without "policy: "), then the formatted detail. The error reads
+// "policy: " and those words for the log; the words alone are a
+// *usererr.Error wrapping sentinel, for the doors. The detail names only
+// what the person gave or may see (an approval's id, an admin's name),
+// never a connection's address or a key.
 func refusef(sentinel error, format string, args ...any) error {
-	return fmt.Errorf("policy: %w", usererr.Wrap(sentinel, fmt.Sprintf(format, args...)))
+	return refusal(sentinel, strings.TrimPrefix(sentinel.Error(), "policy: ")+": "+fmt.Sprintf(format, args...))
+}
+
+// refusal is refusef with the whole of a person's words given.
+func refusal(sentinel error, words string) error {
+	return fmt.Errorf("policy: %w", usererr.Wrap(sentinel, words))
 }
 
 // DeniedError says why an operation was denied. NoGrant is true when the

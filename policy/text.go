@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"fmt"
 	"strconv"
 	"unicode/utf8"
 )
@@ -36,7 +37,7 @@ const MaxDenyReason = 1000
 // are the caller's to trim.
 func CheckAdminText(field, s string, max int) error {
 	refuse := func(why string) error {
-		return refusef(ErrInvalidText, "%s: at most %d bytes on one line, without control characters; %s", field, max, why)
+		return refusal(ErrInvalidText, fmt.Sprintf("%s: at most %d bytes on one line, without control characters; %s", field, max, why))
 	}
 	if len(s) > max {
 		return refuse("it has " + strconv.Itoa(len(s)) + " bytes")

@@ -198,17 +198,17 @@ func ParseScope(kind, dur string) (Scope, error) {
 		k = store.ScopeRequest
 	}
 	if !k.Valid() {
-		return Scope{}, refusef(ErrScope, "approval scope not allowed: unknown scope %q; want request, operation or class", kind)
+		return Scope{}, refusef(ErrScope, "unknown scope %q; want request, operation or class", kind)
 	}
 	var d time.Duration
 	if dur = strings.TrimSpace(dur); dur != "" && dur != "0" {
 		var err error
 		if d, err = time.ParseDuration(dur); err != nil {
-			return Scope{}, refusef(ErrScope, "approval scope not allowed: duration %q: want a duration such as 30m or 2h", dur)
+			return Scope{}, refusef(ErrScope, "duration %q: want a duration such as 30m or 2h", dur)
 		}
 	}
 	if k != store.ScopeRequest && d == 0 {
-		return Scope{}, refusef(ErrScope, "approval scope not allowed: a %s scope needs a duration (at most %v)", k, MaxScope)
+		return Scope{}, refusef(ErrScope, "a %s scope needs a duration (at most %v)", k, MaxScope)
 	}
 	return Scope{Kind: k, For: d}, nil
 }
