@@ -90,6 +90,9 @@ func apiRouteTable() []apiRoute {
 		ok       = http.StatusOK
 		bad      = http.StatusBadRequest
 		notFound = http.StatusNotFound
+		// held is a change that waits for a second admin (manage's
+		// HeldError): 202 with the change request.
+		held = http.StatusAccepted
 	)
 	const (
 		approve = store.ScopeApprove
@@ -114,26 +117,26 @@ func apiRouteTable() []apiRoute {
 			handle:   apiWriteRoute((*Server).apiCreateConnection)},
 		{Method: "GET", Path: "/v1/connections/{id}", Statuses: apiAuthed(ok, notFound), handle: (*Server).apiGetConnection},
 		{Method: "PATCH", Path: "/v1/connections/{id}", Scope: admin,
-			Statuses: apiAuthed(apiWriteStatuses(ok, notFound)...),
+			Statuses: apiAuthed(apiWriteStatuses(ok, held, notFound)...),
 			handle:   apiWriteRoute((*Server).apiUpdateConnection)},
-		{Method: "DELETE", Path: "/v1/connections/{id}", Scope: admin, Statuses: apiAuthed(apiWriteStatuses(ok, notFound)...),
+		{Method: "DELETE", Path: "/v1/connections/{id}", Scope: admin, Statuses: apiAuthed(apiWriteStatuses(ok, held, notFound)...),
 			handle: apiWriteRoute((*Server).apiDeleteConnection)},
 		{Method: "POST", Path: "/v1/connections/{id}/pin", Scope: admin,
-			Statuses: apiAuthed(apiWriteStatuses(ok, notFound)...),
+			Statuses: apiAuthed(apiWriteStatuses(ok, held, notFound)...),
 			handle:   apiWriteRoute((*Server).apiPinConnection)},
 		{Method: "POST", Path: "/v1/connections/{id}/rotate-key", Scope: admin,
-			Statuses: apiAuthed(apiWriteStatuses(ok, notFound)...),
+			Statuses: apiAuthed(apiWriteStatuses(ok, held, notFound)...),
 			handle:   apiWriteRoute((*Server).apiRotateConnectionKey)},
 		{Method: "POST", Path: "/v1/connections/{id}/check", Scope: approve, Statuses: apiAuthed(ok, notFound, http.StatusForbidden),
 			handle: (*Server).apiCheckConnection},
 		{Method: "GET", Path: "/v1/grants", Statuses: apiAuthed(ok, bad), handle: (*Server).apiListGrants},
 		{Method: "POST", Path: "/v1/grants", Scope: admin,
-			Statuses: apiAuthed(apiWriteStatuses(ok, http.StatusCreated, notFound)...),
+			Statuses: apiAuthed(apiWriteStatuses(ok, http.StatusCreated, held, notFound)...),
 			handle:   apiWriteRoute((*Server).apiSetGrant)},
 		{Method: "DELETE", Path: "/v1/grants/{id}", Scope: admin, Statuses: apiAuthed(apiWriteStatuses(ok, notFound)...),
 			handle: apiWriteRoute((*Server).apiDeleteGrant)},
 		{Method: "GET", Path: "/v1/tokens", Statuses: apiAuthed(ok, bad), handle: (*Server).apiListTokens},
-		{Method: "POST", Path: "/v1/tokens", Scope: admin, Statuses: apiAuthed(apiWriteStatuses(http.StatusCreated)...),
+		{Method: "POST", Path: "/v1/tokens", Scope: admin, Statuses: apiAuthed(apiWriteStatuses(http.StatusCreated, held)...),
 			handle: apiWriteRoute((*Server).apiCreateToken)},
 		{Method: "GET", Path: "/v1/tokens/{id}", Statuses: apiAuthed(ok, notFound), handle: (*Server).apiGetToken},
 		{Method: "DELETE", Path: "/v1/tokens/{id}", Scope: admin, Statuses: apiAuthed(apiWriteStatuses(ok, notFound)...),
@@ -203,10 +206,8 @@ func (s *Server) apiServe(rt apiRoute, keys *keyLocks) http.HandlerFunc {
 			if !ok {
 				return
 			}
-			if need := rt.scope(); !tok.Scope.Allows(need) {
-				s.apiWriteError(w, r, &apiError{Status: http.StatusForbidden, Code: "insufficient_scope",
-					Message: "console token " + tok.Name + " has scope " + string(tok.Scope) + "; " + rt.Method + " " + rt.Path +
-						" needs " + string(need) + " (postern token add NAME --as ADMIN --scope " + string(need) + ")"})
+			if need := rt.scope(); !tokenScope(tok).Allows(need) {
+				s.apiWriteError(w, r, scopeRefusal(tok, rt, need))
 				return
 			}
 			c.token = tok
@@ -222,6 +223,37 @@ func (s *Server) apiServe(rt apiRoute, keys *keyLocks) http.HandlerFunc {
 			s.apiWriteError(w, r, err)
 		}
 	}
+}
+
+// tokenScope is what a token may do now: its scope, narrowed to its
+// admin's role as it stands at this call (ConsoleToken.Role), so that an
+// admin whose role was lowered, or who was disabled, loses the token's
+// power at once rather than when the token is revoked. A token that
+// belongs to no admin (made before tokens had owners) keeps its scope: it
+// may read, and every decision and change refuses it (token_without_admin).
+func tokenScope(tok *store.ConsoleToken) store.TokenScope {
+	if tok.AdminID == "" {
+		return tok.Scope
+	}
+	return tok.Role().Scope()
+}
+
+// scopeRefusal is the 403 of a token that may not use route rt:
+// insufficient_scope when the token's own scope is too narrow,
+// insufficient_role when the scope would do but its admin's role does not.
+func scopeRefusal(tok *store.ConsoleToken, rt apiRoute, need store.TokenScope) *apiError {
+	if tok.Scope.Allows(need) {
+		role := string(tok.AdminRole)
+		if role == "" {
+			role = "no role"
+		}
+		return &apiError{Status: http.StatusForbidden, Code: "insufficient_role",
+			Message: "console token " + tok.Name + " belongs to admin " + tok.AdminName + ", who has " + role + "; " +
+				rt.Method + " " + rt.Path + " needs the " + string(need.Role()) + " role"}
+	}
+	return &apiError{Status: http.StatusForbidden, Code: "insufficient_scope",
+		Message: "console token " + tok.Name + " has scope " + string(tok.Scope) + "; " + rt.Method + " " + rt.Path +
+			" needs " + string(need) + " (postern token add NAME --as ADMIN --scope " + string(need) + ")"}
 }
 
 // apiQueryErrText is url.ParseQuery's complaint without the package's prefix.

@@ -15,6 +15,7 @@ import (
 	"sync"
 
 	"github.com/postern/postern/internal/usererr"
+	"github.com/postern/postern/manage"
 	"github.com/postern/postern/model"
 	"github.com/postern/postern/policy"
 	"github.com/postern/postern/store"
@@ -84,15 +85,27 @@ func apiWriteRoute(fn apiWriteFunc) apiHandler {
 				return status, out, out
 			}
 			status, data, err := fn(s, r, c, body)
+			var held *manage.HeldError
+			if errors.As(err, &held) {
+				// Not made: it waits for a second admin. The answer is
+				// the request as the approvals queue shows it.
+				status, data, err = http.StatusAccepted, model.ChangeApprovalOf(held.Request, s.cfg.Now()), nil
+				s.cfg.Logger.Info().Str("change", held.Request.ID).Str("admin", c.token.AdminName).
+					Str("token", c.token.Name).Str("request_id", requestID(r.Context())).Msg("web: api change held")
+			}
 			if err != nil {
 				status, out := s.apiErrorAnswer(r, apiChangeError(err))
 				return status, out, out
 			}
 			out := apiJSON(apiDataBody{Data: data, RequestID: requestID(r.Context())})
 			kept := out
-			if nt, ok := data.(model.NewToken); ok {
-				// A new token's value is shown once and rests nowhere: a
-				// replay shows the token without it.
+			// A new token's value is shown once and rests nowhere: a
+			// replay shows the token without it.
+			switch nt := data.(type) {
+			case model.NewToken:
+				nt.Value = ""
+				kept = apiJSON(apiDataBody{Data: nt, RequestID: requestID(r.Context())})
+			case apiHeldToken:
 				nt.Value = ""
 				kept = apiJSON(apiDataBody{Data: nt, RequestID: requestID(r.Context())})
 			}
@@ -286,6 +299,13 @@ func (s *Server) decideAnswer(r *http.Request, c *apiCall, approve bool, body []
 			Message: "console token " + c.token.Name + " belongs to no admin and cannot decide; " +
 				"an admin assigns it with: postern token assign " + c.token.Name + " --as ADMIN"})
 	}
+	if store.IsChangeID(id) {
+		if scope.Kind != store.ScopeRequest || scope.For != 0 {
+			return fail(&apiError{Status: http.StatusBadRequest, Code: "invalid_body", Field: "scope",
+				Message: "scope: a change request is approved for itself only; leave scope out or give request"})
+		}
+		return s.decideChangeAnswer(r, c, id, approve, reason)
+	}
 	by := policy.Decider{AdminID: c.token.AdminID, Name: c.token.AdminName}
 	var a policy.Approval
 	if approve {
@@ -301,6 +321,51 @@ func (s *Server) decideAnswer(r *http.Request, c *apiCall, approve bool, body []
 	return http.StatusOK, apiJSON(apiDataBody{Data: model.ApprovalOf(a, s.cfg.Now()), RequestID: requestID(r.Context())})
 }
 
+// decideChangeAnswer approves or denies change request id (a change of
+// configuration that waits for a second admin) as the token's admin,
+// through manage, which refuses the admin who asked and makes an approved
+// change at once.
+func (s *Server) decideChangeAnswer(r *http.Request, c *apiCall, id string, approve bool, reason string) (int, []byte) {
+	ch, err := s.cfg.Manager.DecideChange(r.Context(), apiActor(r, c), id, approve, reason)
+	if err != nil && ch.Status != store.ChangeFailed {
+		return s.apiErrorAnswer(r, apiChangeDecideError(id, c.token.AdminName, err))
+	}
+	if err != nil {
+		// Approved, but what it changes could no longer be changed: the
+		// request is failed, with the reason.
+		return s.apiErrorAnswer(r, &apiError{Status: http.StatusUnprocessableEntity, Code: "change_failed",
+			Message: "change " + id + " was approved but could not be made: " + ch.Reason})
+	}
+	s.cfg.Logger.Info().Str("change", id).Str("admin", c.token.AdminName).Str("token", c.token.Name).
+		Str("status", ch.Status).Str("request_id", requestID(r.Context())).Msg("web: api change decision")
+	return http.StatusOK, apiJSON(apiDataBody{Data: model.ChangeApprovalOf(ch, s.cfg.Now()), RequestID: requestID(r.Context())})
+}
+
+// apiChangeDecideError maps manage's and the store's refusals of a change
+// decision to answers, as apiDecideError does for an operation's: the admin
+// who asked is refused as a second approval by the same admin is (409
+// same_approver), a request decided or expired is 409 already_decided, a
+// role below approver 403 insufficient_role.
+func apiChangeDecideError(id, decider string, err error) error {
+	msg, shown := userMessage(err)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return apiNotFound("change request", id)
+	case isRoleRefusal(err):
+		return &apiError{Status: http.StatusForbidden, Code: "insufficient_role", Message: msg}
+	case errors.Is(err, store.ErrSameRequester):
+		return &apiError{Status: http.StatusConflict, Code: "same_approver",
+			Message: decider + " asked for change " + id + "; a different admin must decide it (another token of the same admin does not count)"}
+	case errors.Is(err, store.ErrChangeDecided):
+		return &apiError{Status: http.StatusConflict, Code: "already_decided", Message: msg}
+	case errors.Is(err, policy.ErrInvalidText):
+		return &apiError{Status: http.StatusBadRequest, Code: "invalid_body", Field: "reason", Message: msg}
+	case shown:
+		return &apiError{Status: http.StatusBadRequest, Code: "invalid_body", Message: msg}
+	}
+	return err
+}
+
 // apiDecideError maps the engine's refusals to answers; anything else (the
 // database) stays an error for apiErrorAnswer's 503.
 //
@@ -312,6 +377,9 @@ func apiDecideError(id, decider string, err error) error {
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return apiNotFound("approval", id)
+	case isRoleRefusal(err):
+		return &apiError{Status: http.StatusForbidden, Code: "insufficient_role",
+			Message: usererr.Message(err, decider+" may not decide approvals")}
 	case errors.As(err, &done) && done.Status == store.ApprovalExpired, errors.Is(err, policy.ErrExpired):
 		return &apiError{Status: http.StatusConflict, Code: "approval_expired",
 			Message: "approval " + id + " expired before it was decided; the agent must ask again"}

@@ -432,7 +432,7 @@ func openAPITypes() map[string]reflect.Type {
 		"Recipe": t(model.Recipe{}), "RecipeCredentialField": t(recipes.CredentialField{}),
 		"NotificationChannel": t(model.Channel{}), "KeyCheck": t(model.KeyCheck{}),
 		"ConnectionResult": t(model.ConnectionResult{}), "Token": t(model.Token{}), "NewToken": t(model.NewToken{}),
-		"Admin": t(model.Admin{}), "NotificationTest": t(apiNotifyTest{}),
+		"Admin": t(model.Admin{}), "NotificationTest": t(apiNotifyTest{}), "HeldToken": t(apiHeldToken{}),
 		"Error":      t(apiErrorBody{}),
 		"DecideBody": t(apiDecideBody{}), "NotificationChannelBody": t(apiNotifyBody{}),
 		"NotificationChannelPatch": t(apiNotifyPatch{}), "AgentBody": t(apiAgentBody{}), "AgentPatch": t(apiAgentPatch{}),

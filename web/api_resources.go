@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/postern/postern/internal/usererr"
 	"github.com/postern/postern/model"
 	"github.com/postern/postern/policy"
 	"github.com/postern/postern/recipes"
@@ -42,6 +43,12 @@ func apiKindWords() []string {
 	return []string{string(policy.Exec), string(policy.SFTP), string(policy.Admin)}
 }
 
+// apiApprovalKindWords are the kinds of the approvals queue: an
+// operation's (exec, sftp) or a change of configuration (change).
+func apiApprovalKindWords() []string {
+	return []string{string(policy.Exec), string(policy.SFTP), model.KindChange}
+}
+
 func apiEnvWords() []string {
 	out := make([]string, 0, len(store.Envs))
 	for _, e := range store.Envs {
@@ -54,8 +61,11 @@ func apiRuleWords() []string {
 	return []string{string(store.RuleAllow), string(store.RuleAsk), string(store.RuleDeny)}
 }
 
+// apiStatusWords are the statuses of the approvals queue; failed is a
+// change request's only (approved, but it could not be made).
 func apiStatusWords() []string {
-	return []string{store.ApprovalPending, store.ApprovalApproved, store.ApprovalDenied, store.ApprovalExpired}
+	return []string{store.ApprovalPending, store.ApprovalApproved, store.ApprovalDenied, store.ApprovalExpired,
+		store.ChangeFailed}
 }
 
 func apiDecisionWords() []string {
@@ -325,10 +335,14 @@ func (s *Server) apiListGrants(w http.ResponseWriter, r *http.Request, c *apiCal
 func apiApprovalList() apiListSpec {
 	return apiListSpec{resource: "approvals",
 		filters: map[string]func(string) error{"status": apiEnumFilter(apiStatusWords()...), "agent": nil,
-			"connection": nil, "class": apiEnumFilter(apiClassWords()...), "kind": apiEnumFilter(apiKindWords()...),
+			"connection": nil, "class": apiEnumFilter(apiClassWords()...), "kind": apiEnumFilter(apiApprovalKindWords()...),
 			"env": apiEnumFilter(apiEnvWords()...)},
 		sorts: []string{"created_at", "expires_at", "modified_at"}, defSort: "created_at"}
 }
+
+// apiListApprovals lists the approvals queue: operations' approval
+// requests and changes of configuration that wait for a second admin
+// (kind change), every status unless the status filter says one.
 
 func (s *Server) apiListApprovals(w http.ResponseWriter, r *http.Request, c *apiCall) error {
 	p, err := parseAPIList(c.query, apiApprovalList())
@@ -339,10 +353,20 @@ func (s *Server) apiListApprovals(w http.ResponseWriter, r *http.Request, c *api
 	if err != nil {
 		return err
 	}
+	changes, err := s.cfg.Manager.Changes(r.Context(), true)
+	if err != nil {
+		return err
+	}
 	now := s.cfg.Now()
-	var views []model.Approval
+	all := make([]model.Approval, 0, len(list)+len(changes))
 	for _, a := range list {
-		v := model.ApprovalOf(a, now)
+		all = append(all, model.ApprovalOf(a, now))
+	}
+	for _, ch := range changes {
+		all = append(all, model.ChangeApprovalOf(ch, now))
+	}
+	var views []model.Approval
+	for _, v := range all {
 		if f, ok := p.filters["agent"]; ok && f != v.Agent && f != v.AgentID {
 			continue
 		}
@@ -369,6 +393,17 @@ func (s *Server) apiGetApproval(w http.ResponseWriter, r *http.Request, c *apiCa
 		return err
 	}
 	id := r.PathValue("id")
+	if store.IsChangeID(id) {
+		// The request's payload (what it would write) stays in the
+		// store: ChangeApprovalOf shows its summary, before and after.
+		ch, err := s.cfg.Store.ChangeRequest(r.Context(), id)
+		if errors.Is(err, store.ErrNotFound) {
+			return apiNotFound("change request", id)
+		} else if err != nil {
+			return err
+		}
+		return s.apiWriteData(w, r, model.ChangeApprovalOf(ch, s.cfg.Now()))
+	}
 	a, err := s.cfg.Store.GetApproval(r.Context(), id)
 	if errors.Is(err, store.ErrNotFound) {
 		return apiNotFound("approval", id)
@@ -393,6 +428,9 @@ func (s *Server) apiRevokeScope(w http.ResponseWriter, r *http.Request, c *apiCa
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return apiNotFound("approval", id)
+	case isRoleRefusal(err):
+		return &apiError{Status: http.StatusForbidden, Code: "insufficient_role",
+			Message: usererr.Message(err, c.token.AdminName+" may not revoke scopes")}
 	case errors.Is(err, store.ErrInvalid):
 		return &apiError{Status: http.StatusConflict, Code: "no_active_scope",
 			Message: "approval " + id + " has no active scope: it was approved for one request, or its scope ended or was revoked"}

@@ -103,7 +103,7 @@ func (as *apiSite) addScopedToken(name, adminID string, scope store.TokenScope) 
 // addAdmin registers an admin and returns its id.
 func (as *apiSite) addAdmin(name string) string {
 	as.t.Helper()
-	a, err := as.st.CreateAdmin(context.Background(), name, "$argon2id$unused")
+	a, err := as.st.CreateAdmin(context.Background(), name, "$argon2id$unused", store.RoleOwner)
 	if err != nil {
 		as.t.Fatalf("CreateAdmin: %v", err)
 	}
@@ -252,8 +252,8 @@ func checkEnvelope(r apiResp) (map[string]any, error) {
 		}
 		return m, nil
 	}
-	if r.status != http.StatusOK && r.status != http.StatusCreated {
-		return nil, fmt.Errorf("success status %d; the API answers 200, or 201 for a record it created", r.status)
+	if r.status != http.StatusOK && r.status != http.StatusCreated && r.status != http.StatusAccepted {
+		return nil, fmt.Errorf("success status %d; the API answers 200, 201 for a record it created, or 202 for a change that waits for a second admin", r.status)
 	}
 	switch {
 	case slices.Equal(keys, []string{"data", "request_id"}):
@@ -297,6 +297,9 @@ func checkRecord(rec map[string]any) error {
 	}
 	if tok, isNew := rec["token"].(map[string]any); isNew { // a token just made, with its value
 		return checkRecord(tok)
+	}
+	if ch, isHeld := rec["change"].(map[string]any); isHeld { // a token that waits for a second admin, with its value
+		return checkRecord(ch)
 	}
 	if _, isChain := rec["intact"]; isChain {
 		return nil

@@ -20,9 +20,12 @@ import (
 // and the page. The audit row names the token's admin, "via api" and the
 // token.
 
-// apiActor is who a change over the API is audited as.
+// apiActor is who a change over the API is audited as, and what it may
+// do: the token's admin, with the token's scope narrowed to that admin's
+// role (manage narrows it again to the role it reads at the change).
 func apiActor(r *http.Request, c *apiCall) policy.Actor {
-	return policy.Actor{Name: c.token.AdminName, Via: "api", Token: c.token.Name, Addr: clientAddr(r)}
+	return policy.Actor{Name: c.token.AdminName, AdminID: c.token.AdminID, Role: c.token.Role(), Via: "api",
+		Token: c.token.Name, Addr: clientAddr(r)}
 }
 
 // apiDecodeBody reads a change's JSON body into v: the media type checked,
@@ -39,8 +42,10 @@ func apiDecodeBody(r *http.Request, body []byte, v any) error {
 
 // apiChangeError maps what a change met to an answer: input the store or
 // manager refused is 400 (409 for a name taken, 404 for a record that is
-// not there), a change refused after its key check 422; anything else
-// stays an error for apiErrorAnswer's 503.
+// not there), a change refused after its key check 422, one the caller's
+// role does not allow 403 insufficient_role; anything else stays an error
+// for apiErrorAnswer's 503. A change held for a second admin is no error:
+// apiWriteRoute answers it 202 before it gets here.
 func apiChangeError(err error) error {
 	var ae *apiError
 	var ns *manage.NotStoredError
@@ -49,6 +54,9 @@ func apiChangeError(err error) error {
 	switch {
 	case errors.As(err, &ae):
 		return ae
+	case isRoleRefusal(err):
+		return &apiError{Status: http.StatusForbidden, Code: "insufficient_role",
+			Message: usererr.Message(err, "your role does not allow this")}
 	case errors.As(err, &refused):
 		return &apiError{Status: http.StatusForbidden, Code: refused.Code, Field: refused.Field,
 			Message: usererr.Message(refused, "the token is refused")}
@@ -431,16 +439,33 @@ func (s *Server) apiCreateToken(r *http.Request, c *apiCall, body []byte) (int, 
 	if err != nil {
 		return 0, nil, apiBadBody("scope", "want read, approve or admin")
 	}
-	// The new token is the calling token's admin's, and has at most the
-	// calling token's scope.
-	maker := manage.TokenMaker{Admin: c.token.AdminID, Scope: c.token.Scope}
+	// The new token is the calling token's admin's, and has at most what
+	// the calling token may do now (its scope within its admin's role).
+	maker := manage.TokenMaker{Admin: c.token.AdminID, Scope: tokenScope(c.token)}
 	value, t, err := s.cfg.Manager.AddToken(r.Context(), apiActor(r, c), maker, in.Name, in.Admin, scope)
+	var held *manage.HeldError
+	if errors.As(err, &held) {
+		// An approve or admin token waits for a second admin; its value
+		// is its maker's now, and opens nothing until then.
+		s.cfg.Logger.Info().Str("token", in.Name).Str("scope", string(scope)).Str("change", held.Request.ID).
+			Str("admin", c.token.AdminName).Str("request_id", requestID(r.Context())).Msg("web: api token held")
+		return http.StatusAccepted, apiHeldToken{Value: value, Change: model.ChangeApprovalOf(held.Request, s.cfg.Now())}, nil
+	}
 	if err != nil {
 		return 0, nil, err
 	}
 	s.cfg.Logger.Info().Str("token", t.Name).Str("scope", string(t.Scope)).Str("owner", t.AdminName).
 		Str("admin", c.token.AdminName).Str("request_id", requestID(r.Context())).Msg("web: api token added")
 	return http.StatusCreated, model.NewToken{Token: model.TokenOf(*t), Value: value}, nil
+}
+
+// apiHeldToken is the answer (202) to POST /v1/tokens for a token that
+// waits for a second admin: its value, shown this once as for any new
+// token, and the change request that a second admin approves before the
+// value opens anything.
+type apiHeldToken struct {
+	Value  string         `json:"value"`
+	Change model.Approval `json:"change"`
 }
 
 // tokenByRef reads the token the path's {id} names (its id or name).

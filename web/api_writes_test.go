@@ -218,7 +218,9 @@ func TestAPIConnectionWrites(t *testing.T) {
 	}
 
 	result = recipes.Result{Status: recipes.StatusOK}
-	r = as.call("PATCH", "/v1/connections/"+id, as.root, `{"port": 2200, "env": "production"}`)
+	// Not production: what follows (re-pin, rotate, remove) would wait
+	// for a second admin there (TestAPIDualControl covers that).
+	r = as.call("PATCH", "/v1/connections/"+id, as.root, `{"port": 2200, "env": "test"}`)
 	checkDocumented(t, doc, "PATCH", "/v1/connections/{id}", r)
 	d = r.data(t)
 	if r.status != 200 || d["connection"].(map[string]any)["port"] != 2200.0 || d["previous"].(map[string]any)["port"] != 22.0 ||

@@ -133,7 +133,7 @@ func (h *eventHub) watched() bool {
 }
 
 // pendingSignature hashes what the approvals page shows of each pending
-// request that can change: its id, status, first approver and modification
+// request (an operation's or a change's) that can change: its id, status, first approver and modification
 // time. A request that is decided or expires leaves the list, which changes
 // the hash too.
 func (h *eventHub) pendingSignature(ctx context.Context) ([]byte, error) {
@@ -141,9 +141,18 @@ func (h *eventHub) pendingSignature(ctx context.Context) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("web: %w", err)
 	}
+	// Changes of configuration that wait for a second admin are in the
+	// same queue, on the same page.
+	changes, err := h.store.ListChangeRequests(ctx, false)
+	if err != nil {
+		return nil, fmt.Errorf("web: %w", err)
+	}
 	d := sha256.New()
 	for _, a := range list {
 		fmt.Fprintf(d, "%s\x00%s\x00%s\x00%d\n", a.ID, a.Status, a.FirstApprover, a.ModifiedAt.UnixNano())
+	}
+	for _, c := range changes {
+		fmt.Fprintf(d, "%s\x00%s\x00%d\n", c.ID, c.Status, c.ModifiedAt.UnixNano())
 	}
 	return d.Sum(nil), nil
 }

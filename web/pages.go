@@ -11,13 +11,21 @@ import (
 	"unicode/utf8"
 
 	"github.com/postern/postern/internal/usererr"
+	"github.com/postern/postern/store"
 )
 
 // pageRoutes registers the admin pages. Every page and every form needs an
 // admin session (requireAdmin); forms are POSTs that carry the session's
 // CSRF token and answer with a 303 back to the page they came from, with the
-// result in a flash message, so that a reload never posts twice.
+// result in a flash message, so that a reload never posts twice. Every page
+// is shown to every role; every form needs one (needRole, roles.go): the
+// approver role for decisions, key checks, tokens and test messages, the
+// admin role for configuration. A viewer posts nothing but logout.
 func (s *Server) pageRoutes(mux *http.ServeMux) {
+	const (
+		approver = store.RoleApprover
+		admin    = store.RoleAdmin
+	)
 	mux.Handle("GET /static/", staticHandler())
 	mux.HandleFunc("GET /{$}", s.requireAdmin(func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/approvals", http.StatusSeeOther)
@@ -26,50 +34,52 @@ func (s *Server) pageRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /approvals", s.requireAdmin(s.approvalsPage))
 	mux.HandleFunc("GET /approvals/list", s.requireAdmin(s.approvalsFragment))
 	mux.HandleFunc("GET /approvals/{id}", s.requireAdmin(s.approvalPage))
-	mux.HandleFunc("POST /approvals/{id}/approve", s.requireAdmin(s.approveForm))
-	mux.HandleFunc("POST /approvals/{id}/deny", s.requireAdmin(s.denyForm))
+	mux.HandleFunc("POST /approvals/{id}/approve", s.requireAdmin(s.needRole(approver, s.approveForm)))
+	mux.HandleFunc("POST /approvals/{id}/deny", s.requireAdmin(s.needRole(approver, s.denyForm)))
 	mux.HandleFunc("GET /events", s.requireAdmin(s.eventStream))
 
 	mux.HandleFunc("GET /connections", s.requireAdmin(s.connectionsPage))
-	mux.HandleFunc("POST /connections", s.requireAdmin(s.addConnectionForm))
-	mux.HandleFunc("POST /connections/{alias}/check", s.requireAdmin(s.recheckForm))
-	mux.HandleFunc("POST /connections/{alias}/update", s.requireAdmin(s.editConnectionForm))
-	mux.HandleFunc("POST /connections/{alias}/pin", s.requireAdmin(s.pinConnectionForm))
-	mux.HandleFunc("POST /connections/{alias}/rotate-key", s.requireAdmin(s.rotateKeyForm))
-	mux.HandleFunc("POST /connections/{alias}/remove", s.requireAdmin(s.removeConnectionForm))
+	mux.HandleFunc("POST /connections", s.requireAdmin(s.needRole(admin, s.addConnectionForm)))
+	mux.HandleFunc("POST /connections/{alias}/check", s.requireAdmin(s.needRole(approver, s.recheckForm)))
+	mux.HandleFunc("POST /connections/{alias}/update", s.requireAdmin(s.needRole(admin, s.editConnectionForm)))
+	mux.HandleFunc("POST /connections/{alias}/pin", s.requireAdmin(s.needRole(admin, s.pinConnectionForm)))
+	mux.HandleFunc("POST /connections/{alias}/rotate-key", s.requireAdmin(s.needRole(admin, s.rotateKeyForm)))
+	mux.HandleFunc("POST /connections/{alias}/remove", s.requireAdmin(s.needRole(admin, s.removeConnectionForm)))
 	mux.HandleFunc("GET /agents", s.requireAdmin(s.agentsPage))
-	mux.HandleFunc("POST /agents", s.requireAdmin(s.addAgentForm))
-	mux.HandleFunc("POST /agents/{name}/keys", s.requireAdmin(s.addAgentKeyForm))
-	mux.HandleFunc("POST /agents/{name}/keys/remove", s.requireAdmin(s.removeAgentKeyForm))
-	mux.HandleFunc("POST /agents/{name}/disable", s.requireAdmin(s.agentDisableForm(true)))
-	mux.HandleFunc("POST /agents/{name}/enable", s.requireAdmin(s.agentDisableForm(false)))
-	mux.HandleFunc("POST /agents/{name}/remove", s.requireAdmin(s.removeAgentForm))
+	mux.HandleFunc("POST /agents", s.requireAdmin(s.needRole(admin, s.addAgentForm)))
+	mux.HandleFunc("POST /agents/{name}/keys", s.requireAdmin(s.needRole(admin, s.addAgentKeyForm)))
+	mux.HandleFunc("POST /agents/{name}/keys/remove", s.requireAdmin(s.needRole(admin, s.removeAgentKeyForm)))
+	mux.HandleFunc("POST /agents/{name}/disable", s.requireAdmin(s.needRole(admin, s.agentDisableForm(true))))
+	mux.HandleFunc("POST /agents/{name}/enable", s.requireAdmin(s.needRole(admin, s.agentDisableForm(false))))
+	mux.HandleFunc("POST /agents/{name}/remove", s.requireAdmin(s.needRole(admin, s.removeAgentForm)))
 	mux.HandleFunc("GET /tokens", s.requireAdmin(s.tokensPage))
-	mux.HandleFunc("POST /tokens", s.requireAdmin(s.addTokenForm))
-	mux.HandleFunc("POST /tokens/{name}/remove", s.requireAdmin(s.removeTokenForm))
+	mux.HandleFunc("POST /tokens", s.requireAdmin(s.needRole(approver, s.addTokenForm)))
+	mux.HandleFunc("POST /tokens/{name}/remove", s.requireAdmin(s.needRole(approver, s.removeTokenForm)))
 	mux.HandleFunc("GET /grants", s.requireAdmin(s.grantsPage))
-	mux.HandleFunc("POST /grants", s.requireAdmin(s.grantForm))
-	mux.HandleFunc("POST /grants/revoke", s.requireAdmin(s.revokeForm))
-	mux.HandleFunc("POST /scopes/{id}/revoke", s.requireAdmin(s.revokeScopeForm))
+	mux.HandleFunc("POST /grants", s.requireAdmin(s.needRole(admin, s.grantForm)))
+	mux.HandleFunc("POST /grants/revoke", s.requireAdmin(s.needRole(admin, s.revokeForm)))
+	mux.HandleFunc("POST /scopes/{id}/revoke", s.requireAdmin(s.needRole(approver, s.revokeScopeForm)))
 	mux.HandleFunc("GET /audit", s.requireAdmin(s.auditPage))
 	mux.HandleFunc("GET /recipes", s.requireAdmin(s.recipesPage))
 	mux.HandleFunc("GET /notifications", s.requireAdmin(s.notificationsPage))
-	mux.HandleFunc("POST /notifications", s.requireAdmin(s.addNotificationForm))
-	mux.HandleFunc("POST /notifications/{name}/remove", s.requireAdmin(s.removeNotificationForm))
-	mux.HandleFunc("POST /notifications/{name}/test", s.requireAdmin(s.testNotificationForm))
+	mux.HandleFunc("POST /notifications", s.requireAdmin(s.needRole(admin, s.addNotificationForm)))
+	mux.HandleFunc("POST /notifications/{name}/remove", s.requireAdmin(s.needRole(admin, s.removeNotificationForm)))
+	mux.HandleFunc("POST /notifications/{name}/test", s.requireAdmin(s.needRole(approver, s.testNotificationForm)))
 }
 
 // flash is the one-line result of a form post, shown at the top of the page
 // the post redirects to.
 type flash struct {
-	Kind string // "ok" or "error": the page styles them apart
+	Kind string // "ok", "notice" or "error": the page styles them apart
 	Text string
 }
 
-// Flash kinds.
+// Flash kinds. A notice is neither success nor failure: a change that was
+// not made but waits for a second admin.
 const (
-	flashOK    = "ok"
-	flashError = "error"
+	flashOK     = "ok"
+	flashNotice = "notice"
+	flashError  = "error"
 )
 
 // Query parameters that carry a flash across a redirect.
@@ -95,7 +105,7 @@ func flashFrom(r *http.Request) *flash {
 	q := r.URL.Query()
 	text, kind, sig := q.Get(flashParam), q.Get(flashKindParm), q.Get(flashSigParam)
 	sess := sessionFrom(r.Context())
-	if text == "" || sess == nil || (kind != flashOK && kind != flashError) {
+	if text == "" || sess == nil || (kind != flashOK && kind != flashNotice && kind != flashError) {
 		return nil
 	}
 	if !hmac.Equal([]byte(sig), []byte(flashSig(sess.CSRFToken, kind, text))) {

@@ -43,6 +43,9 @@ type approvalCard struct {
 	CSRF string
 	Next string    // where the decision forms return to
 	Now  time.Time // the server's clock, from which the countdown starts
+	// CanDecide: the logged-in admin's role decides approvals (a viewer's
+	// page shows no decision forms; the POST is refused all the same).
+	CanDecide bool
 }
 
 // approvalCards is the data of the live part of the approvals page: the
@@ -50,9 +53,79 @@ type approvalCard struct {
 // /approvals/list and swaps in after each change.
 type approvalCards struct {
 	Pending []approvalCard
+	// Changes are the changes of configuration that wait for a second
+	// admin (kind change), listed before the operations.
+	Changes []changeCard
 	// One is set on a single request's page: the request itself, shown as
-	// a pending article or, once decided, by its status.
-	One *approvalCard
+	// a pending article or, once decided, by its status. OneChange is the
+	// same for a change request.
+	One       *approvalCard
+	OneChange *changeCard
+}
+
+// OneID is the id of the single request a request's page shows, "" on
+// the list.
+func (l approvalCards) OneID() string {
+	switch {
+	case l.One != nil:
+		return l.One.ID
+	case l.OneChange != nil:
+		return l.OneChange.ID
+	}
+	return ""
+}
+
+// count is how many requests wait in the list.
+func (l approvalCards) count() int { return len(l.Pending) + len(l.Changes) }
+
+// changeCard is a change of configuration that waits for (or was decided
+// by) a second admin, as the page shows it. It copies what the card shows
+// rather than embedding store.ChangeRequest, so that the request's payload
+// (what it would write) cannot reach a template. Summary, Before, After
+// and the names are shown through visible: a name or summary may hold
+// characters meant to mislead.
+type changeCard struct {
+	ID          string
+	Kind        string // manage's kind: grant, conn-update, ...
+	Summary     string
+	Before      string
+	After       string
+	RequestedBy string
+	Agent       string
+	Connection  string
+	Status      string
+	DecidedBy   string
+	Reason      string
+	CreatedAt   time.Time
+	ExpiresAt   time.Time
+	DecidedAt   time.Time
+	Pending     bool
+	Remaining   int // whole seconds until expiry, when the page was made
+	// Mine: the logged-in admin asked for it, and cannot decide it.
+	Mine      bool
+	CanDecide bool
+	CSRF      string
+	Next      string
+	Now       time.Time
+}
+
+// newChangeCard prepares c for the page as seen by sess; csrf and next are
+// for its decision forms ("" on the decided list).
+func newChangeCard(c store.ChangeRequest, now time.Time, sess *store.AdminSession, next string) changeCard {
+	v := changeCard{ID: c.ID, Kind: c.Kind, Summary: c.Summary, Before: c.Before, After: c.After,
+		RequestedBy: c.RequestedBy, Agent: c.AgentName, Connection: c.ConnectionAlias, Status: c.Status,
+		DecidedBy: c.DecidedBy, Reason: c.Reason, CreatedAt: c.CreatedAt, ExpiresAt: c.ExpiresAt, DecidedAt: c.DecidedAt,
+		Next: next, Now: now}
+	if c.Status == store.ChangePending && !now.Before(c.ExpiresAt) {
+		v.Status = store.ChangeExpired
+	}
+	v.Pending = v.Status == store.ChangePending
+	v.Remaining = max(int(c.ExpiresAt.Sub(now).Round(time.Second)/time.Second), 0)
+	if sess != nil {
+		v.CSRF, v.CanDecide = sess.CSRFToken, canDecide(sess)
+		v.Mine = (c.RequestedByID != "" && c.RequestedByID == sess.AdminID) || strings.EqualFold(c.RequestedBy, sess.AdminName)
+	}
+	return v
 }
 
 // approvalsData is the approvals page.
@@ -60,8 +133,10 @@ type approvalsData struct {
 	Flash  *flash
 	List   approvalCards
 	Recent []approvalCard // decided requests, newest first
-	All    bool           // Recent is every decided request (up to maxDecided)
-	More   bool           // there are decided requests not in Recent
+	// RecentChanges are the decided change requests, newest first.
+	RecentChanges []changeCard
+	All           bool // Recent is every decided request (up to maxDecided)
+	More          bool // there are decided requests not in Recent
 	// Missing is set on the page of an unknown request.
 	Missing bool
 }
@@ -90,17 +165,27 @@ func newApprovalCard(a store.Approval, now time.Time, csrf, next string) approva
 	return v
 }
 
-// pendingList reads the pending requests into the live list's data.
+// pendingList reads the pending requests, operations' and changes', into
+// the live list's data.
 func (s *Server) pendingList(r *http.Request) (approvalCards, error) {
 	now := s.cfg.Now()
 	list, err := s.cfg.Engine.Approvals(r.Context(), false)
 	if err != nil {
 		return approvalCards{}, fmt.Errorf("web: approvals: %w", err)
 	}
-	csrf := sessionFrom(r.Context()).CSRFToken
+	changes, err := s.cfg.Manager.Changes(r.Context(), false)
+	if err != nil {
+		return approvalCards{}, fmt.Errorf("web: change requests: %w", err)
+	}
+	sess := sessionFrom(r.Context())
 	var out approvalCards
+	for _, c := range changes {
+		out.Changes = append(out.Changes, newChangeCard(c, now, sess, "/approvals"))
+	}
 	for _, a := range list {
-		out.Pending = append(out.Pending, newApprovalCard(a, now, csrf, "/approvals"))
+		v := newApprovalCard(a, now, sess.CSRFToken, "/approvals")
+		v.CanDecide = canDecide(sess)
+		out.Pending = append(out.Pending, v)
 	}
 	return out, nil
 }
@@ -108,6 +193,17 @@ func (s *Server) pendingList(r *http.Request) (approvalCards, error) {
 // oneList reads one request into the live list's data, for its own page.
 func (s *Server) oneList(r *http.Request, id string) (approvalCards, error) {
 	now := s.cfg.Now()
+	if store.IsChangeID(id) {
+		if _, err := s.cfg.Store.ExpireChangeRequests(r.Context()); err != nil {
+			return approvalCards{}, fmt.Errorf("web: change requests: %w", err)
+		}
+		c, err := s.cfg.Store.ChangeRequest(r.Context(), id)
+		if err != nil {
+			return approvalCards{}, fmt.Errorf("web: change request %s: %w", id, err)
+		}
+		v := newChangeCard(c, now, sessionFrom(r.Context()), "/approvals/"+c.ID)
+		return approvalCards{OneChange: &v}, nil
+	}
 	// Mark overdue requests expired first, so that the page tells the truth
 	// about a request nobody waited on (as Engine.Approvals does for lists).
 	if _, err := s.cfg.Store.ExpireApprovals(r.Context()); err != nil {
@@ -118,6 +214,7 @@ func (s *Server) oneList(r *http.Request, id string) (approvalCards, error) {
 		return approvalCards{}, fmt.Errorf("web: approval %s: %w", id, err)
 	}
 	v := newApprovalCard(a, now, sessionFrom(r.Context()).CSRFToken, "/approvals/"+a.ID)
+	v.CanDecide = canDecide(sessionFrom(r.Context()))
 	return approvalCards{One: &v}, nil
 }
 
@@ -145,10 +242,25 @@ func (s *Server) approvalsPage(w http.ResponseWriter, r *http.Request) {
 	for _, a := range recent {
 		d.Recent = append(d.Recent, newApprovalCard(a, now, "", ""))
 	}
+	changes, err := s.cfg.Manager.Changes(r.Context(), true)
+	if err != nil {
+		s.serverError(w, r, "listing change requests", err)
+		return
+	}
+	for _, c := range changes { // newest first
+		if c.Status == store.ChangePending {
+			continue
+		}
+		if len(d.RecentChanges) == limit {
+			d.More = true
+			break
+		}
+		d.RecentChanges = append(d.RecentChanges, newChangeCard(c, now, nil, ""))
+	}
 	// The title counts the pending requests, so that a tab in the
 	// background shows that something waits; approvals.js keeps it current.
 	title := "Approvals"
-	if n := len(list.Pending); n > 0 {
+	if n := list.count(); n > 0 {
 		title = "(" + strconv.Itoa(n) + ") " + title
 	}
 	s.render(w, r, http.StatusOK, "approvals.html", page(title, "approvals", "approvals.js", d))
@@ -167,7 +279,7 @@ func (s *Server) approvalPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := approvalsData{Flash: flashFrom(r), List: list}
-	s.render(w, r, http.StatusOK, "approvals.html", page("Approval "+list.One.ID, "approvals", "approvals.js", d))
+	s.render(w, r, http.StatusOK, "approvals.html", page("Approval "+list.OneID(), "approvals", "approvals.js", d))
 }
 
 // approvalsFragment answers /approvals/list (the pending requests) and
@@ -205,6 +317,10 @@ func (s *Server) denyForm(w http.ResponseWriter, r *http.Request) {
 // concurrent decisions win, and tells the admin what happened.
 func (s *Server) decideForm(w http.ResponseWriter, r *http.Request, approve bool) {
 	id := r.PathValue("id")
+	if store.IsChangeID(id) {
+		s.decideChangeForm(w, r, id, approve)
+		return
+	}
 	sess := sessionFrom(r.Context())
 	by := policy.Decider{AdminID: sess.AdminID, Name: sess.AdminName}
 	admin := by.Name
@@ -225,6 +341,10 @@ func (s *Server) decideForm(w http.ResponseWriter, r *http.Request, approve bool
 		}
 	} else {
 		a, err = s.cfg.Engine.Deny(r.Context(), id, by, note)
+	}
+	if isRoleRefusal(err) {
+		s.roleRefused(w, r, err)
+		return
 	}
 	kind, msg := decisionMessage(id, admin, a, err)
 	if kind == "" {
@@ -270,6 +390,57 @@ func decisionMessage(id, admin string, a store.Approval, err error) (kind, msg s
 		return flashError, "Your admin name cannot be recorded as a decider: " + usererr.Message(err, "it is not valid") + "."
 	case errors.Is(err, store.ErrNotFound):
 		return flashError, "There is no approval request " + id + "."
+	}
+	if msg, ok := userMessage(err); ok {
+		return flashError, "Your decision was not recorded: " + msg
+	}
+	return "", ""
+}
+
+// decideChangeForm records the logged-in admin's decision on change
+// request id through manage, which refuses the admin who asked for it and
+// makes an approved change at once, audited with both names.
+func (s *Server) decideChangeForm(w http.ResponseWriter, r *http.Request, id string, approve bool) {
+	admin := sessionFrom(r.Context()).AdminName
+	next := r.PostFormValue("next")
+	if next == "" {
+		next = "/approvals"
+	}
+	if sc := r.PostFormValue("scope"); approve && (sc != "" && sc != string(store.ScopeRequest) || r.PostFormValue("for") != "") {
+		s.redirectFlash(w, r, next, flashError, "Not approved: a change request is approved for itself only, with no scope.")
+		return
+	}
+	c, err := s.cfg.Manager.DecideChange(r.Context(), webActor(r), id, approve, r.PostFormValue("note"))
+	if isRoleRefusal(err) {
+		s.roleRefused(w, r, err)
+		return
+	}
+	kind, msg := changeDecisionMessage(id, admin, c, err)
+	if kind == "" {
+		s.serverError(w, r, "recording the decision", err)
+		return
+	}
+	s.cfg.Logger.Info().Str("change", id).Str("admin", admin).Bool("approve", approve).
+		Str("result", msg).Msg("web: change decision")
+	s.redirectFlash(w, r, next, kind, msg)
+}
+
+// changeDecisionMessage says what a decision on a change request did;
+// kind "" means err is not one to explain (a database failure).
+func changeDecisionMessage(id, admin string, c store.ChangeRequest, err error) (kind, msg string) {
+	switch {
+	case err == nil && c.Status == store.ChangeApproved:
+		return flashOK, "Approved change " + id + ": " + policy.VisibleLine(c.Summary) + " is made."
+	case err == nil:
+		return flashOK, "Denied change " + id + "; nothing was changed."
+	case c.Status == store.ChangeFailed:
+		return flashError, "Change " + id + " was approved but could not be made: " + policy.VisibleLine(c.Reason)
+	case errors.Is(err, store.ErrSameRequester):
+		return flashError, "You (" + admin + ") asked for change " + id + "; a different admin must decide it."
+	case errors.Is(err, store.ErrNotFound):
+		return flashError, "There is no change request " + id + "."
+	case errors.Is(err, policy.ErrInvalidText):
+		return flashError, "Not denied: the note is refused: " + usererr.Message(err, "it is not allowed") + "."
 	}
 	if msg, ok := userMessage(err); ok {
 		return flashError, "Your decision was not recorded: " + msg

@@ -110,9 +110,12 @@ func (s *Server) connectionsPage(w http.ResponseWriter, r *http.Request) {
 	s.render(w, r, http.StatusOK, "connections.html", page("Connections", "connections", "", d))
 }
 
-// webActor is who a change made on the page is audited as.
+// webActor is who a change made on the page is audited as, and what it
+// may do: the logged-in admin with the role the session read from the
+// store at this request (manage reads it again at the change).
 func webActor(r *http.Request) policy.Actor {
-	return policy.Actor{Name: sessionFrom(r.Context()).AdminName, Via: "web", Addr: clientAddr(r)}
+	sess := sessionFrom(r.Context())
+	return policy.Actor{Name: sess.AdminName, AdminID: sess.AdminID, Role: sess.AdminRole, Via: "web", Addr: clientAddr(r)}
 }
 
 // formLines is a textarea's non-empty lines, for pasted known_hosts lines
@@ -317,8 +320,19 @@ func pinFingerprints(c *store.Connection) []string {
 }
 
 // formStoreError answers a form whose change the store or manager refused
-// with its message, or a 500 for anything else.
+// with its message, or a 500 for anything else. A change held for a second
+// admin is no refusal: it is said in a notice (heldFlash); one the admin's
+// role does not allow is a 403, as needRole answers.
 func (s *Server) formStoreError(w http.ResponseWriter, r *http.Request, next, refused string, err error) {
+	var held *manage.HeldError
+	if errors.As(err, &held) {
+		s.heldFlash(w, r, next, held)
+		return
+	}
+	if isRoleRefusal(err) {
+		s.roleRefused(w, r, err)
+		return
+	}
 	if msg, ok := userMessage(err); ok {
 		s.redirectFlash(w, r, next, flashError, refused+": "+msg)
 		return

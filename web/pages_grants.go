@@ -82,11 +82,7 @@ func (s *Server) grantForm(w http.ResponseWriter, r *http.Request) {
 	g, err := s.cfg.Manager.SetGrant(r.Context(), webActor(r), agent, alias,
 		manage.RulesChange{Read: &read, Write: &write, Destructive: &destructive})
 	if err != nil {
-		if msg, ok := userMessage(err); ok {
-			s.redirectFlash(w, r, "/grants", flashError, "Grant of "+agent+" on "+alias+" not saved: "+msg)
-			return
-		}
-		s.serverError(w, r, "saving the grant", err)
+		s.formStoreError(w, r, "/grants", "Grant of "+agent+" on "+alias+" not saved", err)
 		return
 	}
 	admin := sessionFrom(r.Context()).AdminName
@@ -107,6 +103,9 @@ func (s *Server) revokeScopeForm(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, store.ErrNotFound):
 		s.redirectFlash(w, r, "/grants", flashError, "There is no approval "+id+".")
 		return
+	case isRoleRefusal(err):
+		s.roleRefused(w, r, err)
+		return
 	case errors.Is(err, store.ErrInvalid), errors.Is(err, policy.ErrInvalidAdmin):
 		s.redirectFlash(w, r, "/grants", flashError, "The scope of "+id+" was not revoked: it has no active scope.")
 		return
@@ -122,11 +121,7 @@ func (s *Server) revokeScopeForm(w http.ResponseWriter, r *http.Request) {
 func (s *Server) revokeForm(w http.ResponseWriter, r *http.Request) {
 	agent, alias := strings.TrimSpace(r.PostFormValue("agent")), strings.TrimSpace(r.PostFormValue("alias"))
 	if _, err := s.cfg.Manager.RevokeGrant(r.Context(), webActor(r), agent, alias); err != nil {
-		if msg, ok := userMessage(err); ok {
-			s.redirectFlash(w, r, "/grants", flashError, "Grant of "+agent+" on "+alias+" not revoked: "+msg)
-			return
-		}
-		s.serverError(w, r, "revoking the grant", err)
+		s.formStoreError(w, r, "/grants", "Grant of "+agent+" on "+alias+" not revoked", err)
 		return
 	}
 	s.cfg.Logger.Info().Str("admin", sessionFrom(r.Context()).AdminName).Str("agent", agent).

@@ -92,11 +92,7 @@ func (s *Server) addNotificationForm(w http.ResponseWriter, r *http.Request) {
 		ch, err = s.cfg.Manager.AddChannel(r.Context(), webActor(r), nc)
 	}
 	if err != nil {
-		if msg, ok := userMessage(err); ok {
-			s.redirectFlash(w, r, "/notifications", flashError, "Channel "+nc.Name+" not added: "+msg)
-			return
-		}
-		s.serverError(w, r, "adding the notification channel", err)
+		s.formStoreError(w, r, "/notifications", "Channel "+nc.Name+" not added", err)
 		return
 	}
 	s.cfg.Logger.Info().Str("admin", sessionFrom(r.Context()).AdminName).Str("channel", ch.Name).
@@ -112,11 +108,7 @@ func (s *Server) removeNotificationForm(w http.ResponseWriter, r *http.Request) 
 	name := r.PathValue("name")
 	ch, err := s.cfg.Manager.RemoveChannel(r.Context(), webActor(r), name)
 	if err != nil {
-		if msg, ok := userMessage(err); ok {
-			s.redirectFlash(w, r, "/notifications", flashError, "Channel "+name+" not removed: "+msg)
-			return
-		}
-		s.serverError(w, r, "removing the notification channel", err)
+		s.formStoreError(w, r, "/notifications", "Channel "+name+" not removed", err)
 		return
 	}
 	s.cfg.Logger.Info().Str("admin", sessionFrom(r.Context()).AdminName).Str("channel", ch.Name).

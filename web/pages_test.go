@@ -114,7 +114,7 @@ func (ps *pageSite) addConnection(alias string, env store.Env) (*store.Connectio
 // hash (see cheapHash).
 func (ps *pageSite) addAdmin(name string) {
 	ps.t.Helper()
-	if _, err := ps.st.CreateAdmin(context.Background(), name, cheapHash(pagePassword)); err != nil {
+	if _, err := ps.st.CreateAdmin(context.Background(), name, cheapHash(pagePassword), store.RoleOwner); err != nil {
 		ps.t.Fatalf("CreateAdmin(%s): %v", name, err)
 	}
 }
@@ -834,9 +834,11 @@ func TestGrantForms(t *testing.T) {
 		{"production destructive allow", "prod1", store.Rules{Read: "allow", Write: "ask", Destructive: "allow"},
 			"Grant of bot on prod1 not saved: Destructive=allow is not permitted on a production connection",
 			nil},
+		// A new grant on production waits for a second admin
+		// (TestPageDualControl has bob approve one).
 		{"new production grant", "prod1", store.Rules{Read: "allow", Write: "ask", Destructive: "ask"},
-			"Saved bot on prod1: read=allow, write=ask, destructive=ask.",
-			&store.Rules{Read: "allow", Write: "ask", Destructive: "ask"}},
+			"Not changed yet: grant bot prod1: read=allow write=ask destructive=ask (new) waits for a second admin",
+			nil},
 		{"unknown rule", "web1", store.Rules{Read: "allow", Write: "maybe", Destructive: "ask"},
 			"Grant of bot on web1 not saved: Write rule \"maybe\"",
 			&store.Rules{Read: "allow", Write: "allow", Destructive: "ask"}},
@@ -1009,6 +1011,10 @@ func TestEventHubAnnouncesOnlyApprovalChanges(t *testing.T) {
 	ps := newPageSite(t, nil)
 	prod, _ := ps.addConnection("prod1", store.EnvProduction)
 	ctx := context.Background()
+	// The store takes decisions from registered admins only.
+	ps.addAdmin("alice")
+	ps.addAdmin("bob")
+	aliceID, bobID := ps.adminID("alice"), ps.adminID("bob")
 	h := ps.srv.events
 	_, unsubscribe := h.subscribe()
 	defer unsubscribe()
@@ -1033,11 +1039,11 @@ func TestEventHubAnnouncesOnlyApprovalChanges(t *testing.T) {
 			return err
 		}, false},
 		{"first of two approvals", func() error {
-			_, err := ps.eng.Approve(ctx, two.ID, policy.Decider{AdminID: "adm_alice", Name: "alice"}, policy.Scope{})
+			_, err := ps.eng.Approve(ctx, two.ID, policy.Decider{AdminID: aliceID, Name: "alice"}, policy.Scope{})
 			return err
 		}, true},
 		{"denied", func() error {
-			_, err := ps.eng.Deny(ctx, two.ID, policy.Decider{AdminID: "adm_bob", Name: "bob"}, "")
+			_, err := ps.eng.Deny(ctx, two.ID, policy.Decider{AdminID: bobID, Name: "bob"}, "")
 			return err
 		}, true},
 		{"listing with nothing to expire", func() error { _, err := ps.eng.Approvals(ctx, false); return err }, false},

@@ -24,6 +24,15 @@ type tokensData struct {
 	// New is the token just made and its value, shown this once.
 	New      *store.ConsoleToken
 	NewValue string
+	// Held is a token just asked for that waits for a second admin: its
+	// value is shown this once too, and opens nothing until approved.
+	Held *heldTokenView
+}
+
+// heldTokenView is a token whose making waits for a second admin.
+type heldTokenView struct {
+	Name, Scope, Value, ChangeID string
+	Text                         string // heldText: what waits, and until when
 }
 
 func (s *Server) tokensData(r *http.Request) (tokensData, error) {
@@ -50,6 +59,20 @@ func (s *Server) addTokenForm(w http.ResponseWriter, r *http.Request) {
 	value, t, err := s.cfg.Manager.AddToken(r.Context(), webActor(r), manage.TokenMaker{Admin: sess.AdminID}, name,
 		strings.TrimSpace(r.PostFormValue("admin")), store.TokenScope(r.PostFormValue("scope")))
 	var refused *manage.TokenRefusedError
+	var held *manage.HeldError
+	if errors.As(err, &held) {
+		s.cfg.Logger.Info().Str("admin", sess.AdminName).Str("token", name).Str("change", held.Request.ID).
+			Msg("web: token held for a second admin")
+		d, err := s.tokensData(r)
+		if err != nil {
+			s.serverError(w, r, "listing tokens", err)
+			return
+		}
+		d.Held = &heldTokenView{Name: name, Scope: r.PostFormValue("scope"), Value: value, ChangeID: held.Request.ID,
+			Text: heldText(held)}
+		s.render(w, r, http.StatusOK, "tokens.html", page("Tokens", "tokens", "", d))
+		return
+	}
 	if errors.As(err, &refused) {
 		s.redirectFlash(w, r, "/tokens", flashError, "Token "+name+" not made: "+usererr.Message(refused, "the token is refused"))
 		return

@@ -52,9 +52,18 @@ func TestConnectionsPageReadSandbox(t *testing.T) {
 	if got := edit("read_sandbox", "off"); !strings.Contains(got, "say why the read sandbox is off") {
 		t.Errorf("off without a reason: flash %q; want the reason asked for", got)
 	}
-	if got := edit("read_sandbox", "off", "read_sandbox_reason", "fuse mounts hang bwrap"); !strings.Contains(got, "Changed connection prod") ||
-		!strings.Contains(got, "the read sandbox is off (fuse mounts hang bwrap)") {
-		t.Errorf("off with a reason: flash %q; want it changed, with the warning", got)
+	// Off loosens a production connection: it waits for a second admin.
+	got := edit("read_sandbox", "off", "read_sandbox_reason", "fuse mounts hang bwrap")
+	id := changeIDIn(got)
+	if id == "" || !strings.Contains(got, "waits for a second admin") {
+		t.Fatalf("off with a reason: flash %q; want it held for a second admin", got)
+	}
+	if c, _ := ps.st.ConnectionByAlias(ctx, "prod"); c.ReadSandbox == store.ReadSandboxOff {
+		t.Errorf("the read sandbox is off before a second admin approved")
+	}
+	bob := ps.admin("bob")
+	if got := bob.decide(id, true); !strings.Contains(got, "Approved change "+id) {
+		t.Fatalf("bob approving %s: flash %q; want it approved", id, got)
 	}
 	if c, _ := ps.st.ConnectionByAlias(ctx, "prod"); c.ReadSandbox != store.ReadSandboxOff || c.ReadSandboxReason != "fuse mounts hang bwrap" {
 		t.Errorf("stored %q (%q); want off with the reason", c.ReadSandbox, c.ReadSandboxReason)
@@ -97,17 +106,16 @@ func TestAPIReadSandbox(t *testing.T) {
 			t.Errorf("PATCH %s: %d %s; want 400 %s", tc.body, r.status, r.body, tc.code)
 		}
 	}
+	// Off loosens a production connection: 202, and bob's approval makes it.
 	r = as.call("PATCH", "/v1/connections/api", as.root, `{"read_sandbox": "off", "read_sandbox_reason": "breaks the app"}`)
 	checkDocumented(t, doc, "PATCH", "/v1/connections/{id}", r)
-	conn, _ = r.data(t)["connection"].(map[string]any)
-	rs, _ = conn["read_sandbox"].(map[string]any)
-	if r.status != 200 || rs["setting"] != "off" || rs["reason"] != "breaks the app" || !strings.Contains(rs["warning"].(string), "rely on the classifier alone") {
-		t.Errorf("PATCH off with a reason: %d %s", r.status, r.body)
-	}
+	id := as.heldChange(t, r)
+	as.approveChange(t, as.ops, id)
 	r = as.call("GET", "/v1/connections/api", as.ci, "")
 	checkDocumented(t, doc, "GET", "/v1/connections/{id}", r)
 	conn = r.data(t)
-	if rs, _ := conn["read_sandbox"].(map[string]any); rs["setting"] != "off" {
-		t.Errorf("GET: %s; want the read sandbox off", r.body)
+	rs, _ = conn["read_sandbox"].(map[string]any)
+	if rs["setting"] != "off" || rs["reason"] != "breaks the app" || !strings.Contains(fmt.Sprint(rs["warning"]), "rely on the classifier alone") {
+		t.Errorf("GET after approval: %s; want the read sandbox off with its reason and warning", r.body)
 	}
 }

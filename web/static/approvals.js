@@ -272,12 +272,17 @@
   }
 
   function showNotification(article, id) {
-    var op = escapeInvisible(textOf(article, 'pre.command .cmd'));
+    // A change of configuration (kind change) shows its summary and who
+    // asked; the card has no command.
+    var change = article.getAttribute('data-kind') === 'change';
+    var op = escapeInvisible(textOf(article, change ? '.change-summary' : 'pre.command .cmd'));
     if (op.length > 200) {
       op = op.slice(0, 200) + '…';
     }
-    var n = new window.Notification('Approval needed: ' + textOf(article, '.class') + ' on ' + nameOf(article, '.alias'), {
-      body: nameOf(article, '.agent') + ': ' + op,
+    var title = change ? 'Change waits for a second admin' :
+      'Approval needed: ' + textOf(article, '.class') + ' on ' + nameOf(article, '.alias');
+    var n = new window.Notification(title, {
+      body: (change ? 'asked by ' + textOf(article, '.requested-by') : nameOf(article, '.agent')) + ': ' + op,
       tag: 'postern-' + id
     });
     n.onclick = function () {
