@@ -61,7 +61,7 @@ func TestDisconnectedAgentRetriesApproved(t *testing.T) {
 	if n := h.auditCount(policy.Asked); n != 1 {
 		t.Fatalf("asked audit rows after the agent left = %d; want 1", n)
 	}
-	if _, err := h.eng.Approve(context.Background(), id, policy.Decider{AdminID: "adm_alice", Name: "alice"}, policy.Scope{}); err != nil {
+	if _, err := h.eng.Approve(context.Background(), id, h.alice, policy.Scope{}); err != nil {
 		t.Fatal(err)
 	}
 	got := h.ssh("", "127.0.0.1", "web", "touch "+file)
@@ -81,7 +81,7 @@ func TestDisconnectedAgentRetriesApproved(t *testing.T) {
 	if id2 == id {
 		t.Errorf("third run reused approval %s; want a new request", id)
 	}
-	h.eng.Deny(context.Background(), id2, policy.Decider{AdminID: "adm_alice", Name: "alice"}, "once is enough")
+	h.eng.Deny(context.Background(), id2, h.alice, "once is enough")
 	if r := <-third; r.code != ExitRefused {
 		t.Errorf("third run exit %d; want %d", r.code, ExitRefused)
 	}
@@ -98,7 +98,7 @@ func TestRestartWhilePending(t *testing.T) {
 	h.stop()
 	cmd.Wait() // the restart ends the waiting session
 	h.start()
-	if _, err := h.eng.Approve(context.Background(), id, policy.Decider{AdminID: "adm_alice", Name: "alice"}, policy.Scope{}); err != nil {
+	if _, err := h.eng.Approve(context.Background(), id, h.alice, policy.Scope{}); err != nil {
 		t.Fatalf("approve %s after restart: %v", id, err)
 	}
 	got := h.ssh("", "127.0.0.1", "web", "touch "+file)
@@ -245,7 +245,7 @@ func TestWaitingSessionDoesNotStallConnection(t *testing.T) {
 	if err != nil || string(out) != "still-serving\n" {
 		t.Fatalf("second session while the first waits: %q, %v; want still-serving", out, err)
 	}
-	if _, err := h.eng.Approve(context.Background(), id, policy.Decider{AdminID: "adm_alice", Name: "alice"}, policy.Scope{}); err != nil {
+	if _, err := h.eng.Approve(context.Background(), id, h.alice, policy.Scope{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := waiting.Wait(); err != nil {

@@ -30,21 +30,24 @@ import (
 // harness is a real sshd target, a store and policy engine, and a postern
 // bastion serving on loopback, driven by the real ssh client.
 type harness struct {
-	t        testing.TB
-	target   *testsshd.Server
-	st       *store.Store
-	eng      *policy.Engine
-	srv      *Server
-	addr     string
-	port     string
-	keyPath  string
-	signer   ssh.Signer
-	dir      string
-	lifetime time.Duration
-	config   func(*Config)
-	server   func(*Server)
-	served   chan error
-	events   *harnessEvents
+	t      testing.TB
+	target *testsshd.Server
+	st     *store.Store
+	eng    *policy.Engine
+	// alice and bob are registered approvers, who decide the tests'
+	// requests (the store refuses a decision by anyone else).
+	alice, bob policy.Decider
+	srv        *Server
+	addr       string
+	port       string
+	keyPath    string
+	signer     ssh.Signer
+	dir        string
+	lifetime   time.Duration
+	config     func(*Config)
+	server     func(*Server)
+	served     chan error
+	events     *harnessEvents
 	// database is the PostgreSQL URL the store runs on ("" for SQLite in
 	// dir); replicaAddrs, when set, are the addresses of every replica
 	// serving it, this one's first (addReplica).
@@ -173,6 +176,14 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var deciders []policy.Decider
+	for _, n := range []string{"alice", "bob"} {
+		a, err := st.CreateAdmin(ctx, n, "$argon2id$unused", store.RoleApprover)
+		if err != nil {
+			t.Fatal(err)
+		}
+		deciders = append(deciders, policy.Decider{AdminID: a.ID, Name: a.Name})
+	}
 	keyPath, signer := newAgentKey(t, dir, "agent")
 	if _, err := st.CreateAgent(ctx, "agent1", string(ssh.MarshalAuthorizedKey(signer.PublicKey()))); err != nil {
 		t.Fatal(err)
@@ -209,7 +220,7 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, target: tgt, st: st, keyPath: keyPath, signer: signer, dir: dir, lifetime: o.lifetime, config: o.config, server: o.server,
+	h := &harness{t: t, target: tgt, st: st, alice: deciders[0], bob: deciders[1], keyPath: keyPath, signer: signer, dir: dir, lifetime: o.lifetime, config: o.config, server: o.server,
 		events: newHarnessEvents(), database: o.database, maxConns: o.maxConns}
 	if h.lifetime == 0 {
 		// No approval expires under a test that does not set it: a busy
@@ -514,7 +525,7 @@ func TestAskApproveRuns(t *testing.T) {
 	done := make(chan sshResult, 1)
 	go func() { done <- h.ssh("", "127.0.0.1", "web", "touch "+file) }()
 	id := h.waitPending()
-	if _, err := h.eng.Approve(context.Background(), id, policy.Decider{AdminID: "adm_alice", Name: "alice"}, policy.Scope{}); err != nil {
+	if _, err := h.eng.Approve(context.Background(), id, h.alice, policy.Scope{}); err != nil {
 		t.Fatal(err)
 	}
 	got := <-done
@@ -542,7 +553,7 @@ func TestAskDenyKeepsTarget(t *testing.T) {
 	done := make(chan sshResult, 1)
 	go func() { done <- h.ssh("", "127.0.0.1", "web", "rm -f "+file) }()
 	id := h.waitPending()
-	if _, err := h.eng.Deny(context.Background(), id, policy.Decider{AdminID: "adm_bob", Name: "bob"}, "not today"); err != nil {
+	if _, err := h.eng.Deny(context.Background(), id, h.bob, "not today"); err != nil {
 		t.Fatal(err)
 	}
 	got := <-done

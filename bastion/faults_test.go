@@ -167,7 +167,7 @@ func TestTargetDownWhenApproved(t *testing.T) {
 	run := h.sshBackground("127.0.0.1", "web", "touch "+file)
 	id := h.waitPending()
 	h.target.Kill()
-	if _, err := h.eng.Approve(context.Background(), id, policy.Decider{AdminID: "adm_alice", Name: "alice"}, policy.Scope{}); err != nil {
+	if _, err := h.eng.Approve(context.Background(), id, h.alice, policy.Scope{}); err != nil {
 		t.Fatal(err)
 	}
 	code, stderr := run.wait(t)

@@ -77,7 +77,7 @@ func TestOpenAheadRefusedRunsNothing(t *testing.T) {
 				id := h.waitPending()
 				// No channel is held for the target while an admin decides.
 				h.waitPoolSessions(conn, 0)
-				if _, err := h.eng.Deny(ctx, id, policy.Decider{AdminID: "adm_alice", Name: "alice"}, "not now"); err != nil {
+				if _, err := h.eng.Deny(ctx, id, h.alice, "not now"); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -77,7 +77,7 @@ func TestPendingBoundRefusesAtOnce(t *testing.T) {
 	}
 
 	// A decision frees a place: the write is asked, and runs once approved.
-	alice := policy.Decider{AdminID: "adm_alice", Name: "alice"}
+	alice := h.alice
 	if _, err := h.eng.Deny(ctx, waiting[0].ID, alice, "not now"); err != nil {
 		t.Fatal(err)
 	}

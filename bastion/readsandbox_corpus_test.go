@@ -350,7 +350,9 @@ func batchResults(t *testing.T, c *ssh.Client, script string, n int) ([]sessionR
 		_, rest, ok := strings.Cut(stdout, status)
 		code, _, ok2 := strings.Cut(rest, "@@")
 		if !ok || !ok2 {
-			return nil, fmt.Errorf("batch: no status for row %d of %d; stdout ends %q", i, n, lastBytes(stdout))
+			row := between(stdout, begin, end)
+			return nil, fmt.Errorf("batch: no status for row %d of %d; its stdout (%d bytes) ends %q, its stderr %q; the batch's stdout ends %q",
+				i, n, len(row), lastBytes(row), lastBytes(between(stderr, begin, end)), lastBytes(stdout))
 		}
 		res[i].code, err = strconv.Atoi(code)
 		if err != nil {

@@ -49,7 +49,7 @@ func TestAgentReasonShownNotForwarded(t *testing.T) {
 	if a.AgentReason != reason || !strings.HasPrefix(a.SourceAddr, "127.0.0.1:") {
 		t.Errorf("approval reason %q, source %q; want %q from 127.0.0.1", a.AgentReason, a.SourceAddr, reason)
 	}
-	if _, err := h.eng.Deny(context.Background(), id, policy.Decider{AdminID: "adm_bob", Name: "bob"}, "no"); err != nil {
+	if _, err := h.eng.Deny(context.Background(), id, h.bob, "no"); err != nil {
 		t.Fatal(err)
 	}
 	<-done

@@ -134,7 +134,7 @@ func TestSFTPAskApprove(t *testing.T) {
 	done := make(chan sshResult, 1)
 	go func() { done <- h.sftpBatch("web", "mkdir "+remote+"/made\n") }()
 	id := h.waitPending()
-	if _, err := h.eng.Approve(context.Background(), id, policy.Decider{AdminID: "adm_alice", Name: "alice"}, policy.Scope{}); err != nil {
+	if _, err := h.eng.Approve(context.Background(), id, h.alice, policy.Scope{}); err != nil {
 		t.Fatal(err)
 	}
 	if got := <-done; got.code != 0 {
@@ -359,7 +359,7 @@ func TestSFTPApprovalText(t *testing.T) {
 	if len(list) != 1 || list[0].Operation != want {
 		t.Errorf("approvals: got %+v; want one for %q", list, want)
 	}
-	if _, err := h.eng.Approve(context.Background(), id, policy.Decider{AdminID: "adm_alice", Name: "alice"}, policy.Scope{}); err != nil {
+	if _, err := h.eng.Approve(context.Background(), id, h.alice, policy.Scope{}); err != nil {
 		t.Fatal(err)
 	}
 	if got := <-done; got.code != 0 || !strings.Contains(got.stderr, "replaces a file of 12 bytes") {
@@ -394,7 +394,7 @@ func TestSCPAsksOnce(t *testing.T) {
 		h.events.poke()
 	}()
 	id := h.waitPending()
-	if _, err := h.eng.Approve(context.Background(), id, policy.Decider{AdminID: "adm_alice", Name: "alice"}, policy.Scope{}); err != nil {
+	if _, err := h.eng.Approve(context.Background(), id, h.alice, policy.Scope{}); err != nil {
 		t.Fatal(err)
 	}
 	// A second ask would hold scp until the test's deadline: the wait ends

@@ -24,8 +24,8 @@ func TestTerminalOnProductionNeedsTwo(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{rules: destructiveAsk, env: store.EnvProduction})
 	ctx := context.Background()
-	alice := policy.Decider{AdminID: "adm_alice", Name: "alice"}
-	bob := policy.Decider{AdminID: "adm_bob", Name: "bob"}
+	alice := h.alice
+	bob := h.bob
 	done := make(chan sshResult, 1)
 	go func() { done <- h.ssh("", "-tt", "127.0.0.1", "web", "echo ran on a terminal") }()
 	id := h.waitPending()
@@ -88,7 +88,7 @@ func TestTerminalLifeEnds(t *testing.T) {
 	done := make(chan sshResult, 1)
 	go func() { done <- h.ssh("", "-tt", "127.0.0.1", "web", "echo started; exec sleep 600") }()
 	id := h.waitPending()
-	if _, err := h.eng.Approve(context.Background(), id, policy.Decider{AdminID: "adm_alice", Name: "alice"}, policy.Scope{}); err != nil {
+	if _, err := h.eng.Approve(context.Background(), id, h.alice, policy.Scope{}); err != nil {
 		t.Fatal(err)
 	}
 	got := <-done

@@ -2,6 +2,7 @@ package config
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -34,6 +35,9 @@ type Result struct {
 	Failed    int // changes refused (a key not proved, a name taken meanwhile)
 	Unchanged int // declared things that already were as declared
 	Kept      int // things the file does not name, kept without Prune
+	// Held are changes that loosen production (manage.HeldError): not
+	// made, each waiting for a second admin as a change request.
+	Held []string
 }
 
 // Apply makes the database hold what f declares. See the package doc.
@@ -68,7 +72,14 @@ func Apply(ctx context.Context, m *manage.Manager, f *File, opts Options) (*Resu
 		if note != "" {
 			say("    " + note)
 		}
-		if err != nil {
+		var held *manage.HeldError
+		switch {
+		case errors.As(err, &held):
+			res.Held = append(res.Held, held.Request.ID)
+			say("    WAITS for a second admin: change request " + held.Request.ID +
+				" (another admin approves it with: postern approvals approve " + held.Request.ID + ")")
+			continue
+		case err != nil:
 			res.Failed++
 			say("    FAILED: " + errText(err))
 			continue
@@ -82,8 +93,12 @@ func Apply(ctx context.Context, m *manage.Manager, f *File, opts Options) (*Resu
 	if opts.DryRun {
 		verb = "dry run, nothing changed"
 	}
-	fmt.Fprintf(opts.Out, "%s: %d to change, %d done, %d failed, %d unchanged, %d not in the file\n",
-		verb, res.Planned, res.Done, res.Failed, res.Unchanged, res.Kept)
+	waiting := ""
+	if len(res.Held) > 0 {
+		waiting = fmt.Sprintf(", %d waiting for a second admin (%s)", len(res.Held), strings.Join(res.Held, ", "))
+	}
+	fmt.Fprintf(opts.Out, "%s: %d to change, %d done, %d failed, %d unchanged, %d not in the file%s\n",
+		verb, res.Planned, res.Done, res.Failed, res.Unchanged, res.Kept, waiting)
 	return res, nil
 }
 

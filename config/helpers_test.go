@@ -13,6 +13,7 @@ import (
 
 	"github.com/postern/postern/internal/testkey"
 	"github.com/postern/postern/manage"
+	"github.com/postern/postern/policy"
 	"github.com/postern/postern/recipes"
 	"github.com/postern/postern/store"
 )
@@ -132,6 +133,10 @@ func (r *rig) apply(conf string, opts Options) (string, *Result, error) {
 	}
 	var out bytes.Buffer
 	opts.Out = &out
+	if opts.Actor.Name == "" {
+		// The CLI's OS user: an owner who is no registered admin.
+		opts.Actor = policy.Actor{Name: "cli:test", Via: "apply", Role: store.RoleOwner}
+	}
 	res, err := Apply(context.Background(), r.m, f, opts)
 	return out.String(), res, err
 }

@@ -241,13 +241,15 @@ connection = "web"
 destructive = "ask"`,
 			want: []string{readsWeb, readsOpsURL, readsOpsSecret, "~ grant bot web: read=allow write=deny destructive=ask (was read=allow write=ask destructive=deny)",
 				"dry run, nothing changed: 1 to change, 0 done, 0 failed, 3 unchanged, 0 not in the file"}},
-		{name: "grant checked against the env the file gives its connection", seed: connWeb + `env = "production"`,
+		// (From production, the environment change would wait for a
+		// second admin: TestApplyHoldsLoosening.)
+		{name: "grant checked against the env the file gives its connection", seed: connWeb + `env = "staging"`,
 			file: agentBot + connWeb + `
 [[grant]]
 agent = "bot"
 connection = "web"
 destructive = "allow"`,
-			want: []string{readsWeb, "+ agent bot: keys {a1.fp}", "~ connection web: env production -> dev",
+			want: []string{readsWeb, "+ agent bot: keys {a1.fp}", "~ connection web: env staging -> dev",
 				"+ grant bot web: read=allow write=deny destructive=allow",
 				"dry run, nothing changed: 3 to change, 0 done, 0 failed, 0 unchanged, 0 not in the file"}},
 
@@ -613,7 +615,7 @@ user = "redis"
 host_keys = ["{h2}"]
 key_file = "c2.key"
 allow_unverified = true
-`, Options{Actor: policy.Actor{Name: "alice"}})
+`, Options{Actor: policy.Actor{Name: "alice", Role: store.RoleOwner}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -671,11 +673,11 @@ func TestPruneGrantGoneMeanwhile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := makePlan(context.Background(), r.m, f, Options{Prune: true})
+	p, err := makePlan(context.Background(), r.m, f, Options{Prune: true, Actor: policy.Actor{Name: "alice", Role: store.RoleOwner}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.m.RemoveAgent(context.Background(), policy.Actor{Name: "bob"}, "bot"); err != nil {
+	if _, err := r.m.RemoveAgent(context.Background(), policy.Actor{Name: "bob", Role: store.RoleOwner}, "bot"); err != nil {
 		t.Fatal(err)
 	}
 	if len(p.changes) == 0 || p.changes[0].line != "- grant bot web" {

@@ -12,6 +12,9 @@ import (
 // at least one). The first key creates the agent; each further one is added
 // in its own audited step.
 func (m *Manager) AddAgent(ctx context.Context, by policy.Actor, name string, keys []string) (*store.Agent, error) {
+	if err := m.configure(ctx, by); err != nil {
+		return nil, err
+	}
 	if len(keys) == 0 {
 		return nil, store.Invalidf("agent %s: give at least one public key", name)
 	}
@@ -38,6 +41,9 @@ func (m *Manager) AddAgent(ctx context.Context, by policy.Actor, name string, ke
 
 // AddAgentKey gives an existing agent another public key.
 func (m *Manager) AddAgentKey(ctx context.Context, by policy.Actor, name, key string) (*store.Agent, error) {
+	if err := m.configure(ctx, by); err != nil {
+		return nil, err
+	}
 	_, fp, err := store.ParseAuthorizedKey(key)
 	if err != nil {
 		return nil, err
@@ -57,6 +63,9 @@ func (m *Manager) AddAgentKey(ctx context.Context, by policy.Actor, name, key st
 
 // RemoveAgentKey removes one key, by its SHA256 fingerprint, from an agent.
 func (m *Manager) RemoveAgentKey(ctx context.Context, by policy.Actor, name, fingerprint string) (*store.Agent, error) {
+	if err := m.configure(ctx, by); err != nil {
+		return nil, err
+	}
 	cur, err := m.st.AgentByName(ctx, name)
 	if err != nil {
 		return nil, err
@@ -73,6 +82,9 @@ func (m *Manager) RemoveAgentKey(ctx context.Context, by policy.Actor, name, fin
 // SetAgentKeys makes the agent's keys exactly keys: the ones missing are
 // added, then the ones not listed removed (so that the agent always has one).
 func (m *Manager) SetAgentKeys(ctx context.Context, by policy.Actor, name string, keys []string) (*store.Agent, error) {
+	if err := m.configure(ctx, by); err != nil {
+		return nil, err
+	}
 	cur, err := m.st.AgentByName(ctx, name)
 	if err != nil {
 		return nil, err
@@ -117,6 +129,9 @@ func (m *Manager) SetAgentKeys(ctx context.Context, by policy.Actor, name string
 
 // SetAgentDisabled disables or re-enables an agent.
 func (m *Manager) SetAgentDisabled(ctx context.Context, by policy.Actor, name string, disabled bool) (*store.Agent, error) {
+	if err := m.configure(ctx, by); err != nil {
+		return nil, err
+	}
 	cur, err := m.st.AgentByName(ctx, name)
 	if err != nil {
 		return nil, err
@@ -135,6 +150,9 @@ func (m *Manager) SetAgentDisabled(ctx context.Context, by policy.Actor, name st
 
 // RemoveAgent deletes an agent with its keys and grants.
 func (m *Manager) RemoveAgent(ctx context.Context, by policy.Actor, name string) (*store.Agent, error) {
+	if err := m.configure(ctx, by); err != nil {
+		return nil, err
+	}
 	cur, err := m.st.AgentByName(ctx, name)
 	if err != nil {
 		return nil, err

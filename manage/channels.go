@@ -11,6 +11,9 @@ import (
 // AddChannel adds a notification channel; its URL and secret are sealed
 // and named in the audit row only as scheme://host/… and "secret set".
 func (m *Manager) AddChannel(ctx context.Context, by policy.Actor, nc store.NewNotifyChannel) (*store.NotifyChannel, error) {
+	if err := m.configure(ctx, by); err != nil {
+		return nil, err
+	}
 	shown, err := store.ParseNotifyURL(nc.URL)
 	if err != nil {
 		return nil, err
@@ -26,6 +29,9 @@ func (m *Manager) AddChannel(ctx context.Context, by policy.Actor, nc store.NewN
 
 // UpdateChannel changes a notification channel.
 func (m *Manager) UpdateChannel(ctx context.Context, by policy.Actor, ref string, ch store.NotifyChannelChange) (*store.NotifyChannel, error) {
+	if err := m.configure(ctx, by); err != nil {
+		return nil, err
+	}
 	cur, err := m.st.NotifyChannel(ctx, ref)
 	if err != nil {
 		return nil, err
@@ -66,6 +72,9 @@ func (m *Manager) UpdateChannel(ctx context.Context, by policy.Actor, ref string
 
 // RemoveChannel deletes a notification channel with its queued messages.
 func (m *Manager) RemoveChannel(ctx context.Context, by policy.Actor, ref string) (*store.NotifyChannel, error) {
+	if err := m.configure(ctx, by); err != nil {
+		return nil, err
+	}
 	cur, err := m.st.NotifyChannel(ctx, ref)
 	if err != nil {
 		return nil, err

@@ -174,6 +174,9 @@ func (c *candidate) addr() string { return net.JoinHostPort(c.host, strconv.Itoa
 // package's rules. A refusal after the check is a *NotStoredError, with the
 // result filled in.
 func (m *Manager) AddConnection(ctx context.Context, by policy.Actor, spec ConnectionSpec, opts CheckOptions) (ConnectionResult, error) {
+	if err := m.configure(ctx, by); err != nil {
+		return ConnectionResult{}, err
+	}
 	var res ConnectionResult
 	if err := store.ValidateName("connection", spec.Alias); err != nil {
 		return res, err
@@ -264,6 +267,9 @@ func (m *Manager) AddConnection(ctx context.Context, by policy.Actor, spec Conne
 // the connection as changed, and is stored according to the package's
 // rules; a change of the environment alone is stored without dialing.
 func (m *Manager) UpdateConnection(ctx context.Context, by policy.Actor, alias string, e ConnectionEdit, opts CheckOptions) (ConnectionResult, error) {
+	if err := m.configure(ctx, by); err != nil {
+		return ConnectionResult{}, err
+	}
 	var res ConnectionResult
 	cur, err := m.st.ConnectionByAlias(ctx, alias)
 	if err != nil {
@@ -386,6 +392,12 @@ func (m *Manager) UpdateConnection(ctx context.Context, by policy.Actor, alias s
 		ch.HostKeys = c.pins
 	}
 	what := "conn update " + alias + ": " + strings.Join(changes, ", ")
+	if cur.Env == store.EnvProduction && !tightensOnly(cur, e, dialed) {
+		after := applyEdit(*cur, ch)
+		return res, m.hold(ctx, by, store.ChangeRequest{Kind: changeConnUpdate, Summary: what,
+			Before: connText(cur), After: connText(&after), ConnectionID: cur.ID, ConnectionAlias: cur.Alias},
+			heldChange{ConnUpdate: &ch})
+	}
 	actx, p := audited(ctx, policy.Change{Actor: by, ConnectionID: cur.ID, ConnectionAlias: cur.Alias,
 		What: what, Result: resultText(res)})
 	conn, err := m.st.UpdateConnection(actx, alias, ch)
@@ -438,11 +450,18 @@ func (m *Manager) CheckConnection(ctx context.Context, alias string, timeout tim
 
 // RemoveConnection deletes a connection with its sealed key and grants.
 func (m *Manager) RemoveConnection(ctx context.Context, by policy.Actor, alias string) (*store.Connection, error) {
+	if err := m.configure(ctx, by); err != nil {
+		return nil, err
+	}
 	cur, err := m.st.ConnectionByAlias(ctx, alias)
 	if err != nil {
 		return nil, err
 	}
 	what := fmt.Sprintf("conn remove %s: %s@%s, host key %s", alias, cur.User, cur.Addr(), pinsText(cur.HostKeys))
+	if cur.Env == store.EnvProduction {
+		return nil, m.hold(ctx, by, store.ChangeRequest{Kind: changeConnRemove, Summary: what, Before: connText(cur),
+			After: "removed, with its grants", ConnectionID: cur.ID, ConnectionAlias: cur.Alias}, heldChange{ConnRemove: true})
+	}
 	actx, p := audited(ctx, policy.Change{Actor: by, ConnectionID: cur.ID, ConnectionAlias: cur.Alias, What: what})
 	if err := m.st.RemoveConnection(actx, alias); err != nil {
 		return nil, err
@@ -641,4 +660,52 @@ func (res ConnectionResult) Model() model.ConnectionResult {
 		out.Previous = &v
 	}
 	return out
+}
+
+// tightensOnly reports whether edit e of production connection cur only
+// tightens it: nothing the key check depends on changes (dialed is false),
+// the environment stays production, and the read sandbox, if changed,
+// becomes required. Anything else waits for a second admin.
+func tightensOnly(cur *store.Connection, e ConnectionEdit, dialed bool) bool {
+	if dialed || e.Recipe != nil && *e.Recipe != cur.Recipe {
+		return false
+	}
+	if e.Env != nil && *e.Env != store.EnvProduction {
+		return false
+	}
+	return e.ReadSandbox == nil || *e.ReadSandbox == store.ReadSandboxRequire
+}
+
+// applyEdit is c with the fields ch sets, for the after side of a change
+// request's card.
+func applyEdit(c store.Connection, ch store.ConnectionChange) store.Connection {
+	for _, f := range []struct {
+		to   *string
+		from *string
+	}{{&c.Host, ch.Host}, {&c.User, ch.User}, {&c.Recipe, ch.Recipe}} {
+		if f.from != nil {
+			*f.to = *f.from
+		}
+	}
+	if ch.Port != nil {
+		c.Port = *ch.Port
+	}
+	if ch.Env != nil {
+		c.Env = *ch.Env
+	}
+	if ch.HostKeys != nil {
+		c.HostKeys = ch.HostKeys
+	}
+	if ch.ReadSandbox != nil {
+		c.ReadSandbox, c.ReadSandboxReason = *ch.ReadSandbox, ch.ReadSandboxReason
+	}
+	return c
+}
+
+// connText is a connection on one line, as a change request shows its
+// before and after.
+func connText(c *store.Connection) string {
+	t := fmt.Sprintf("%s@%s env=%s recipe=%s read-sandbox=%s host key %s", c.User, c.Addr(), c.Env, orNone(c.Recipe),
+		readSandboxText(c.ReadSandbox, c.ReadSandboxReason), pinsText(c.HostKeys))
+	return t
 }

@@ -16,14 +16,20 @@ type RulesChange struct {
 }
 
 // SetGrant creates the grant of agent on alias, or changes its rules.
+//
+// On a production connection a new grant, or rules that let through
+// anything the old ones did not, wait for a second admin (*HeldError).
 func (m *Manager) SetGrant(ctx context.Context, by policy.Actor, agent, alias string, ch RulesChange) (*store.Grant, error) {
+	if err := m.configure(ctx, by); err != nil {
+		return nil, err
+	}
 	// The rules are checked by the store (store.ValidateGrant), against
 	// the connection's environment, in the transaction that writes them.
-	rules, was := store.DefaultRules(), "new"
+	rules, was, isNew := store.DefaultRules(), "new", true
 	cur, err := m.st.GrantByNames(ctx, agent, alias)
 	switch {
 	case err == nil:
-		rules, was = cur.Rules, "was "+RulesText(cur.Rules)
+		rules, was, isNew = cur.Rules, "was "+RulesText(cur.Rules), false
 	case !errors.Is(err, store.ErrNotFound):
 		return nil, err
 	}
@@ -44,8 +50,21 @@ func (m *Manager) SetGrant(ctx context.Context, by policy.Actor, agent, alias st
 	if err != nil {
 		return nil, err
 	}
+	what := fmt.Sprintf("grant %s %s: %s (%s)", agent, alias, RulesText(rules), was)
+	if c.Env == store.EnvProduction && (isNew || loosens(cur.Rules, rules)) {
+		if err := store.ValidateGrant(c.Env, rules); err != nil {
+			return nil, err
+		}
+		before := "no grant"
+		if !isNew {
+			before = RulesText(cur.Rules)
+		}
+		return nil, m.hold(ctx, by, store.ChangeRequest{Kind: changeGrant, Summary: what, Before: before,
+			After: RulesText(rules), AgentID: a.ID, AgentName: a.Name, ConnectionID: c.ID, ConnectionAlias: c.Alias},
+			heldChange{Grant: &heldGrant{Agent: a.Name, Alias: c.Alias, Rules: rules, Was: was}})
+	}
 	actx, p := audited(ctx, policy.Change{Actor: by, AgentID: a.ID, AgentName: a.Name, ConnectionID: c.ID,
-		ConnectionAlias: c.Alias, What: fmt.Sprintf("grant %s %s: %s (%s)", agent, alias, RulesText(rules), was)})
+		ConnectionAlias: c.Alias, What: what})
 	g, err := m.st.SetGrant(actx, agent, alias, rules)
 	if err != nil {
 		return nil, err
@@ -55,6 +74,9 @@ func (m *Manager) SetGrant(ctx context.Context, by policy.Actor, agent, alias st
 
 // RevokeGrant takes a connection away from an agent.
 func (m *Manager) RevokeGrant(ctx context.Context, by policy.Actor, agent, alias string) (*store.Grant, error) {
+	if err := m.configure(ctx, by); err != nil {
+		return nil, err
+	}
 	cur, err := m.st.GrantByNames(ctx, agent, alias)
 	if err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"golang.org/x/crypto/ssh"
 
@@ -28,6 +29,9 @@ type Config struct {
 	// nothing unless it gives a Prober too, since probing the real target
 	// of a fake check would dial what the fake did not.
 	Prober SandboxProber
+	// ChangeLifetime is how long a change that waits for a second admin
+	// waits (DefaultChangeLifetime if zero).
+	ChangeLifetime time.Duration
 }
 
 // KeyChecker proves a connection's key; recipes.Checker is the real one,
@@ -44,6 +48,8 @@ type Manager struct {
 	scan func(ctx context.Context, addr string) (ssh.PublicKey, error)
 	// prober finds a target's read sandbox (sandbox.go).
 	prober SandboxProber
+	// changeLife is how long a change request waits (changes.go).
+	changeLife time.Duration
 }
 
 // New checks cfg and builds a Manager.
@@ -51,7 +57,11 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.Store == nil || cfg.Catalog == nil {
 		return nil, errors.New("manage: Config needs Store and Catalog")
 	}
-	m := &Manager{st: cfg.Store, cat: cfg.Catalog, chk: cfg.Checker, scan: cfg.ScanHostKey, prober: cfg.Prober}
+	m := &Manager{st: cfg.Store, cat: cfg.Catalog, chk: cfg.Checker, scan: cfg.ScanHostKey, prober: cfg.Prober,
+		changeLife: cfg.ChangeLifetime}
+	if m.changeLife <= 0 {
+		m.changeLife = DefaultChangeLifetime
+	}
 	switch {
 	case m.prober == nil && cfg.Checker != nil:
 		m.prober = noProber{}

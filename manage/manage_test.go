@@ -35,7 +35,38 @@ func (f *fakeChecker) Check(_ context.Context, t recipes.Target, _ ssh.Signer, _
 	return f.result
 }
 
-var alice = policy.Actor{Name: "alice", Via: "test"}
+var alice = policy.Actor{Name: "alice", Via: "test", Role: store.RoleOwner}
+
+// registered makes the named admins in st directly, as fixtures (the
+// first an owner, the rest of role), and returns each as an actor of the
+// test door.
+func registered(t *testing.T, st *store.Store, role store.Role, names ...string) []policy.Actor {
+	t.Helper()
+	var out []policy.Actor
+	for _, n := range names {
+		a, err := st.CreateAdmin(context.Background(), n, "$argon2id$x", role)
+		if err != nil {
+			t.Fatalf("CreateAdmin(%s): %v", n, err)
+		}
+		out = append(out, policy.Actor{Name: a.Name, AdminID: a.ID, Via: "test", Role: store.RoleOwner})
+	}
+	return out
+}
+
+// approveHeld wants err to be a change waiting for a second admin, has
+// second approve it, and returns the request as decided.
+func approveHeld(t *testing.T, m *Manager, second policy.Actor, err error) store.ChangeRequest {
+	t.Helper()
+	var held *HeldError
+	if !errors.As(err, &held) {
+		t.Fatalf("got %v; want a change that waits for a second admin", err)
+	}
+	c, err := m.DecideChange(context.Background(), second, held.Request.ID, true, "")
+	if err != nil || c.Status != store.ChangeApproved {
+		t.Fatalf("DecideChange(%s) by %s = %s, %v; want approved", held.Request.ID, second.Name, c.Status, err)
+	}
+	return c
+}
 
 // testPG is the PostgreSQL server of the test binary, started by the first
 // test that runs on it (testpg.ForEachDB's postgres subtests) and stopped
@@ -204,10 +235,19 @@ func TestUpdateConnectionChecks(t *testing.T) {
 	}
 	chk.result = recipes.Result{Status: recipes.StatusOK}
 	newKeyPEM, newPub := newKey(t)
+	// Re-keying a production connection waits for a second admin; the
+	// key check ran when it was asked.
 	res, err = m.UpdateConnection(ctx, alice, "web", ConnectionEdit{PrivateKey: newKeyPEM}, CheckOptions{})
-	if err != nil || !res.Stored || string(res.PreviousPublicKey.Marshal()) != string(pub.Marshal()) ||
+	if res.Stored || !res.Checked || string(res.PreviousPublicKey.Marshal()) != string(pub.Marshal()) ||
 		string(res.PublicKey.Marshal()) != string(newPub.Marshal()) {
 		t.Fatalf("re-key: %+v, %v", res, err)
+	}
+	if got, _ := st.ConnectionPublicKey(ctx, res.Conn.ID); string(got.Marshal()) != string(pub.Marshal()) {
+		t.Fatal("the re-key of a production connection was made before a second admin approved it")
+	}
+	approveHeld(t, m, registered(t, st, store.RoleApprover, "bob")[0], err)
+	if got, _ := st.ConnectionPublicKey(ctx, res.Conn.ID); string(got.Marshal()) != string(newPub.Marshal()) {
+		t.Fatal("the approved re-key was not made")
 	}
 	if _, err := m.UpdateConnection(ctx, alice, "web", ConnectionEdit{}, CheckOptions{}); !errors.Is(err, store.ErrInvalid) {
 		t.Errorf("an empty edit: %v; want ErrInvalid (nothing to change)", err)
@@ -217,9 +257,12 @@ func TestUpdateConnectionChecks(t *testing.T) {
 		t.Errorf("accept-new with no answer: %v; want a HostKeyScanError", err)
 	}
 	ops := adminOps(t, st)
-	if len(ops) != 3 || !strings.Contains(ops[1].Operation, "env dev -> production") ||
-		!strings.Contains(ops[2].Operation, "key "+ssh.FingerprintSHA256(pub)+" -> "+ssh.FingerprintSHA256(newPub)) {
-		t.Errorf("admin rows: %+v; want add, the env change and the re-key", ops)
+	rekey := "key " + ssh.FingerprintSHA256(pub) + " -> " + ssh.FingerprintSHA256(newPub)
+	if len(ops) != 5 || !strings.Contains(ops[1].Operation, "env dev -> production") ||
+		ops[2].Decision != "requested" || !strings.Contains(ops[2].Operation, rekey) ||
+		ops[3].Decision != "approved" || !strings.Contains(ops[4].Operation, rekey) ||
+		strings.Join(ops[4].Deciders, ",") != "alice,bob" {
+		t.Errorf("admin rows: %+v; want add, the env change, the re-key asked, approved and made by alice and bob", ops)
 	}
 }
 
@@ -229,14 +272,21 @@ func TestUpdateConnectionChecks(t *testing.T) {
 func TestTokensAndGrantsAudited(t *testing.T) {
 	m, st, _ := newTestManager(t)
 	ctx := context.Background()
-	if _, err := m.AddAdmin(ctx, alice, "alice", "$argon2id$x"); err != nil {
+	if _, err := m.AddAdmin(ctx, alice, "alice", "$argon2id$x", store.RoleOwner); err != nil {
 		t.Fatal(err)
 	}
-	value, tok, err := m.AddToken(ctx, alice, TokenMaker{Admin: "alice"}, "ci", "ALICE", store.ScopeAdmin)
+	// An admin token waits for a second admin; its value is the maker's
+	// now and opens nothing until then.
+	value, _, err := m.AddToken(ctx, alice, TokenMaker{Admin: "alice"}, "ci", "ALICE", store.ScopeAdmin)
+	sum := sha256.Sum256([]byte(value))
+	if _, err := st.ConsoleTokenByHash(ctx, hex.EncodeToString(sum[:])); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the token before approval: %v; want not found", err)
+	}
+	approveHeld(t, m, registered(t, st, store.RoleApprover, "bob")[0], err)
+	tok, err := st.ConsoleTokenByName(ctx, "ci")
 	if err != nil {
 		t.Fatal(err)
 	}
-	sum := sha256.Sum256([]byte(value))
 	if !strings.HasPrefix(value, TokenPrefix) || tok.TokenSHA256 != hex.EncodeToString(sum[:]) || tok.Scope != store.ScopeAdmin ||
 		tok.AdminName != "alice" {
 		t.Errorf("token %+v for value %q", tok, value)
@@ -267,7 +317,8 @@ func TestTokensAndGrantsAudited(t *testing.T) {
 		}
 		ops = append(ops, r.Operation)
 	}
-	want := []string{"admin add alice", "token add ci: of admin alice, scope admin", "conn add web:", "agent add bot:",
+	want := []string{"admin add alice", "token add ci: of admin alice, scope admin", "change chg_",
+		"token add ci: of admin alice, scope admin (change chg_", "conn add web:", "agent add bot:",
 		"grant bot web: read=allow write=ask destructive=deny (new)", "grant revoke bot web: was read=allow write=ask destructive=deny",
 		"token remove ci: of admin alice, scope admin"}
 	if len(ops) != len(want) {
@@ -286,11 +337,7 @@ func TestTokensAndGrantsAudited(t *testing.T) {
 func TestTokenOnlyForItsMaker(t *testing.T) {
 	m, st, _ := newTestManager(t)
 	ctx := context.Background()
-	for _, n := range []string{"alice", "bob"} {
-		if _, err := m.AddAdmin(ctx, alice, n, "$argon2id$x"); err != nil {
-			t.Fatal(err)
-		}
-	}
+	registered(t, st, store.RoleOwner, "alice", "bob")
 	bob, err := st.ResolveAdmin(ctx, "bob")
 	if err != nil {
 		t.Fatal(err)
@@ -307,8 +354,10 @@ func TestTokenOnlyForItsMaker(t *testing.T) {
 		{"for another admin by id", TokenMaker{Admin: "alice"}, bob.ID, store.ScopeApprove, "token_for_other_admin", ""},
 		{"for another admin, another case", TokenMaker{Admin: "alice", Scope: store.ScopeAdmin}, "BOB", store.ScopeRead, "token_for_other_admin", ""},
 		{"wider than the making token", TokenMaker{Admin: "alice", Scope: store.ScopeApprove}, "", store.ScopeAdmin, "scope_too_wide", ""},
-		{"for oneself, named", TokenMaker{Admin: "alice", Scope: store.ScopeAdmin}, "ALICE", store.ScopeApprove, "", "alice"},
-		{"for oneself, unnamed", TokenMaker{Admin: bob.ID, Scope: store.ScopeApprove}, "", store.ScopeApprove, "", "bob"},
+		// (A read token is made at once; wider ones wait for a second
+		// admin: TestDualControl.)
+		{"for oneself, named", TokenMaker{Admin: "alice", Scope: store.ScopeAdmin}, "ALICE", store.ScopeRead, "", "alice"},
+		{"for oneself, unnamed", TokenMaker{Admin: bob.ID, Scope: store.ScopeApprove}, "", store.ScopeRead, "", "bob"},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

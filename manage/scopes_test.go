@@ -24,6 +24,7 @@ func TestRuleDenyEndsScopes(t *testing.T) {
 	testpg.ForEachDB(t, func(t *testing.T) {
 		m, st, _ := newTestManager(t)
 		ctx := context.Background()
+		carol := registered(t, st, store.RoleApprover, "carol")[0]
 		key, _ := newKey(t)
 		res, err := m.AddConnection(ctx, alice, ConnectionSpec{Alias: "web", Host: "h", User: "u", PrivateKey: key,
 			HostKeys: []string{hostKeyLine(t)}}, CheckOptions{})
@@ -52,7 +53,7 @@ func TestRuleDenyEndsScopes(t *testing.T) {
 				t.Fatal(err)
 			}
 			a, _, err := st.DecideApproval(ctx, store.Decision{ID: r.ID, Approve: true,
-				By: store.Decider{AdminID: "adm_alice", Name: "alice"}, Scope: scope, ScopeExpiresAt: time.Now().Add(time.Hour)})
+				By: store.Decider{AdminID: carol.AdminID, Name: carol.Name}, Scope: scope, ScopeExpiresAt: time.Now().Add(time.Hour)})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -76,14 +76,34 @@ func (m *Manager) AddToken(ctx context.Context, by policy.Actor, maker TokenMake
 	if err != nil {
 		return "", nil, err
 	}
+	if !owner.Role.Scope().Allows(scope) {
+		return "", nil, &TokenRefusedError{Code: "scope_too_wide", Field: "scope",
+			msg: "admin " + owner.Name + " has the " + string(owner.Role) + " role and cannot hold a token of scope " +
+				string(scope) + ": a token carries at most its admin's role"}
+	}
 	if maker.Scope != "" && !maker.Scope.Allows(scope) {
 		return "", nil, &TokenRefusedError{Code: "scope_too_wide", Field: "scope",
 			msg: "a token of scope " + string(maker.Scope) + " cannot make a token of scope " + string(scope) +
 				": a token has at most the powers of the token that makes it"}
 	}
+	if err := m.requireRole(ctx, by, scope.Role(), "make a token of scope "+string(scope)); err != nil {
+		return "", nil, err
+	}
+	if _, err := m.st.ConsoleTokenByName(ctx, name); err == nil {
+		return "", nil, &store.ConflictError{Kind: "token", Value: name}
+	}
 	value, sha := NewTokenValue()
-	actx, p := audited(ctx, policy.Change{Actor: by,
-		What: "token add " + name + ": of admin " + owner.Name + ", scope " + string(scope)})
+	what := "token add " + name + ": of admin " + owner.Name + ", scope " + string(scope)
+	if scope != store.ScopeRead {
+		// The value is the maker's alone, now: the second admin approves
+		// the token's existence, never sees it, and an unapproved value
+		// opens nothing (only its hash waits, sealed).
+		err := m.hold(ctx, by, store.ChangeRequest{Kind: changeTokenAdd, Summary: what, Before: "no token " + name,
+			After: "token " + name + " of " + owner.Name + ", scope " + string(scope)},
+			heldChange{Token: &heldToken{Name: name, SHA256: sha, AdminID: owner.ID, AdminName: owner.Name, Scope: scope}})
+		return value, nil, err
+	}
+	actx, p := audited(ctx, policy.Change{Actor: by, What: what})
 	t, err := m.st.CreateConsoleToken(actx, name, sha, owner.ID, scope)
 	if err != nil {
 		return "", nil, err
@@ -104,6 +124,14 @@ func (m *Manager) AssignToken(ctx context.Context, by policy.Actor, maker TokenM
 	if err != nil {
 		return nil, err
 	}
+	if !owner.Role.Scope().Allows(cur.Scope) {
+		return nil, &TokenRefusedError{Code: "scope_too_wide", Field: "scope",
+			msg: "token " + name + " has scope " + string(cur.Scope) + ", more than admin " + owner.Name +
+				"'s " + string(owner.Role) + " role: a token carries at most its admin's role"}
+	}
+	if err := m.requireRole(ctx, by, cur.Scope.Role(), "take a token of scope "+string(cur.Scope)); err != nil {
+		return nil, err
+	}
 	if cur.AdminID != "" && cur.AdminID != owner.ID {
 		return nil, &TokenRefusedError{Code: "token_for_other_admin", Field: "admin",
 			msg: "token " + name + " belongs to admin " + cur.AdminName + " and cannot be given to " + owner.Name +
@@ -118,9 +146,19 @@ func (m *Manager) AssignToken(ctx context.Context, by policy.Actor, maker TokenM
 }
 
 // RemoveToken revokes a console token: its bearer is refused at once.
+//
+// Any admin may revoke their own tokens; another admin's takes the admin
+// role.
 func (m *Manager) RemoveToken(ctx context.Context, by policy.Actor, name string) (*store.ConsoleToken, error) {
 	cur, err := m.st.ConsoleTokenByName(ctx, name)
 	if err != nil {
+		return nil, err
+	}
+	need := store.RoleAdmin
+	if by.AdminID != "" && cur.AdminID == by.AdminID {
+		need = store.RoleViewer
+	}
+	if err := m.requireRole(ctx, by, need, "revoke another admin's token"); err != nil {
 		return nil, err
 	}
 	actx, p := audited(ctx, policy.Change{Actor: by,
@@ -167,10 +205,44 @@ func (m *Manager) resolveAdmin(ctx context.Context, name string) (*store.Admin, 
 	return a, err
 }
 
-// AddAdmin adds an admin with an already hashed password.
-func (m *Manager) AddAdmin(ctx context.Context, by policy.Actor, name, passwordHash string) (*store.Admin, error) {
-	actx, p := audited(ctx, policy.Change{Actor: by, What: "admin add " + name})
-	a, err := m.st.CreateAdmin(actx, name, passwordHash)
+// AddAdmin adds an admin of role ("" for store.DefaultRole) with an
+// already hashed password; by must be an owner. An admin or owner waits
+// for a second admin (*HeldError), except the installation's first admin,
+// made at once and an owner unless role says otherwise: there is nobody
+// yet to ask.
+func (m *Manager) AddAdmin(ctx context.Context, by policy.Actor, name, passwordHash string, role store.Role) (*store.Admin, error) {
+	if err := m.requireRole(ctx, by, store.RoleOwner, "add an admin"); err != nil {
+		return nil, err
+	}
+	existing, err := m.st.ListAdmins(ctx)
+	if err != nil {
+		return nil, err
+	}
+	first := len(existing) == 0
+	if first && role == "" {
+		role = store.RoleOwner
+	}
+	role, err = store.ParseRole(string(role))
+	if err != nil {
+		return nil, err
+	}
+	if err := store.ValidateName("admin", name); err != nil {
+		return nil, err
+	}
+	if passwordHash == "" {
+		return nil, store.Invalidf("admin %s: empty password hash", name)
+	}
+	what := "admin add " + name + ": role " + string(role)
+	if role.AtLeast(store.RoleAdmin) && !first {
+		if _, err := m.st.ResolveAdmin(ctx, name); err == nil {
+			return nil, &store.ConflictError{Kind: "admin", Value: name}
+		}
+		return nil, m.hold(ctx, by, store.ChangeRequest{Kind: changeAdminAdd, Summary: what, Before: "no admin " + name,
+			After: "admin " + name + ", role " + string(role)},
+			heldChange{Admin: &heldAdmin{Name: name, PasswordHash: passwordHash, Role: role}})
+	}
+	actx, p := audited(ctx, policy.Change{Actor: by, What: what})
+	a, err := m.st.CreateAdmin(actx, name, passwordHash, role)
 	if err != nil {
 		return nil, err
 	}
@@ -180,10 +252,46 @@ func (m *Manager) AddAdmin(ctx context.Context, by policy.Actor, name, passwordH
 // SetAdminPassword replaces an admin's password hash and ends the admin's
 // sessions.
 func (m *Manager) SetAdminPassword(ctx context.Context, by policy.Actor, name, passwordHash string) (*store.Admin, error) {
+	if err := m.requireRole(ctx, by, store.RoleOwner, "set an admin's password"); err != nil {
+		return nil, err
+	}
 	actx, p := audited(ctx, policy.Change{Actor: by, What: "admin passwd " + name})
 	a, err := m.st.SetAdminPassword(actx, name, passwordHash)
 	if err != nil {
 		return nil, err
 	}
 	return a, checkAudited(p, "admin passwd")
+}
+
+// SetAdminRole changes an admin's role; by must be an owner. Lowering a
+// role applies at once; raising one waits for a second admin
+// (*HeldError), so that no owner alone makes another owner, or an admin.
+func (m *Manager) SetAdminRole(ctx context.Context, by policy.Actor, name string, role store.Role) (*store.Admin, error) {
+	if err := m.requireRole(ctx, by, store.RoleOwner, "change an admin's role"); err != nil {
+		return nil, err
+	}
+	if role == "" {
+		return nil, store.Invalidf("admin %s: give a role: viewer, approver, admin or owner", name)
+	}
+	if _, err := store.ParseRole(string(role)); err != nil {
+		return nil, err
+	}
+	cur, err := m.st.ResolveAdmin(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	if cur.Role == role {
+		return nil, store.Invalidf("admin %s already has the %s role", cur.Name, role)
+	}
+	what := "admin role " + cur.Name + ": " + string(cur.Role) + " -> " + string(role)
+	if role.AtLeast(cur.Role) {
+		return nil, m.hold(ctx, by, store.ChangeRequest{Kind: changeAdminRole, Summary: what,
+			Before: string(cur.Role), After: string(role)}, heldChange{Admin: &heldAdmin{Name: cur.Name, Role: role}})
+	}
+	actx, p := audited(ctx, policy.Change{Actor: by, What: what})
+	a, err := m.st.SetAdminRole(actx, cur.Name, role)
+	if err != nil {
+		return nil, err
+	}
+	return a, checkAudited(p, "admin role")
 }

@@ -245,6 +245,38 @@ type Approval struct {
 	ScopeRevokedBy      string   `json:"scope_revoked_by"`
 	CreatedAt           Time     `json:"created_at"`
 	ModifiedAt          Time     `json:"modified_at"`
+	// A request of kind change (a change of configuration that waits for
+	// a second admin, ChangeApprovalOf) has what it changes from and to,
+	// and who asked; Operation is the change in words.
+	Before      string `json:"before,omitempty"`
+	After       string `json:"after,omitempty"`
+	RequestedBy string `json:"requested_by,omitempty"`
+}
+
+// KindChange is the kind of a request in the approvals queue that is a
+// change of configuration waiting for a second admin, not an operation.
+const KindChange = "change"
+
+// ChangeApprovalOf is the change request c as an entry of the approvals
+// queue: kind change, one approval needed (the second admin's; the one
+// who asked was the first person), its summary as the operation.
+func ChangeApprovalOf(c store.ChangeRequest, now time.Time) Approval {
+	status := c.Status
+	if status == store.ChangePending && !now.Before(c.ExpiresAt) {
+		status = store.ChangeExpired
+	}
+	ext := policy.ExtentOf(c.Summary)
+	approvers := []string{}
+	if c.Status == store.ChangeApproved || c.Status == store.ChangeFailed {
+		approvers = append(approvers, c.DecidedBy)
+	}
+	return Approval{ID: c.ID, Status: status, Agent: c.AgentName, AgentID: c.AgentID, Connection: c.ConnectionAlias,
+		ConnectionID: c.ConnectionID, Kind: KindChange, Operation: c.Summary, OperationSHA256: "",
+		OperationLines: ext.Lines, OperationBytes: ext.Bytes, Reasons: c.Kind, SourceAddr: "",
+		ApprovalsNeeded: 1, Approvers: approvers, DecidedBy: c.DecidedBy, DecidedAt: Time(c.DecidedAt),
+		Reason: c.Reason, ExpiresAt: Time(c.ExpiresAt), Scope: string(store.ScopeRequest),
+		CreatedAt: Time(c.CreatedAt), ModifiedAt: Time(c.ModifiedAt),
+		Before: c.Before, After: c.After, RequestedBy: c.RequestedBy}
 }
 
 // ApprovalOf is a as an Approval. A request still pending past its expiry
@@ -370,6 +402,7 @@ type NewToken struct {
 type Admin struct {
 	ID         string `json:"id"`
 	Name       string `json:"name"`
+	Role       string `json:"role"`
 	Disabled   bool   `json:"disabled"`
 	CreatedAt  Time   `json:"created_at"`
 	ModifiedAt Time   `json:"modified_at"`
@@ -377,7 +410,8 @@ type Admin struct {
 
 // AdminOf is a as an Admin.
 func AdminOf(a store.Admin) Admin {
-	return Admin{ID: a.ID, Name: a.Name, Disabled: a.Disabled, CreatedAt: Time(a.CreatedAt), ModifiedAt: Time(a.ModifiedAt)}
+	return Admin{ID: a.ID, Name: a.Name, Role: string(a.Role), Disabled: a.Disabled, CreatedAt: Time(a.CreatedAt),
+		ModifiedAt: Time(a.ModifiedAt)}
 }
 
 // Channel is a notification channel. It has no field that could hold the

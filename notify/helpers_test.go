@@ -164,6 +164,8 @@ type rig struct {
 	agent *store.Agent
 	conn  *store.Connection
 	logs  *logBuffer
+	// alice is the registered approver who decides the rig's requests.
+	alice store.Decider
 }
 
 func testMasterKey() []byte {
@@ -188,6 +190,11 @@ func newRig(t *testing.T) *rig {
 	}
 	t.Cleanup(func() { st.Close() })
 	r := &rig{t: t, clock: clock, st: st, path: path, logs: &logBuffer{}}
+	alice, err := st.CreateAdmin(ctx, "alice", "$argon2id$unused", store.RoleApprover)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.alice = store.Decider{AdminID: alice.ID, Name: alice.Name}
 	if r.agent, err = st.CreateAgent(ctx, "bot", testkey.New(t, "").Authorized); err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +243,7 @@ func (r *rig) ask(text string, lifetime time.Duration) store.Approval {
 // decide records alice's decision of request id.
 func (r *rig) decide(id string, approve bool, reason string) (store.Approval, store.DecideOutcome, error) {
 	return r.st.DecideApproval(context.Background(), store.Decision{ID: id, Approve: approve,
-		By: store.Decider{AdminID: "adm_alice", Name: "alice"}, Reason: reason})
+		By: r.alice, Reason: reason})
 }
 
 // dispatcher makes a dispatcher over st (the rig's store if nil) with the

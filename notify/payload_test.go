@@ -209,7 +209,7 @@ func TestReasonAndScopeInPayload(t *testing.T) {
 		}
 		end := r.clock.Now().Add(30 * time.Minute)
 		if _, _, err := r.st.DecideApproval(ctx, store.Decision{ID: a.ID, Approve: true,
-			By: store.Decider{AdminID: "adm_alice", Name: "alice"}, Scope: store.ScopeClass, ScopeExpiresAt: end}); err != nil {
+			By: r.alice, Scope: store.ScopeClass, ScopeExpiresAt: end}); err != nil {
 			t.Fatal(err)
 		}
 		r.deliverDue(r.dispatcher(nil, nil))

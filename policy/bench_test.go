@@ -80,7 +80,7 @@ func (db benchDB) open(b *testing.B, opts Options) *benchEnv {
 		if _, err := st.SetGrant(ctx, "bot", "web", Rules{Read: Allow, Write: Ask, Destructive: Deny}); err != nil {
 			b.Fatal(err)
 		}
-		if _, err := st.CreateAdmin(ctx, "alice", "$argon2id$unused"); err != nil {
+		if _, err := st.CreateAdmin(ctx, "alice", "$argon2id$unused", store.RoleOwner); err != nil {
 			b.Fatal(err)
 		}
 	}

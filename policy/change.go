@@ -37,6 +37,10 @@ const Admin Kind = "admin"
 // Changed is the outcome of an admin's change: it was made.
 const Changed Outcome = "changed"
 
+// Requested is the outcome of an admin's change that waits for a second
+// admin: it was asked for, not made.
+const Requested Outcome = "requested"
+
 // Actor is who made a change and by which door.
 type Actor struct {
 	// Name is an admin's name, or "cli:" and the OS user for the admin CLI.
@@ -47,6 +51,14 @@ type Actor struct {
 	Token string
 	// Addr is the web or API client's address.
 	Addr string
+	// AdminID is the registered admin's id; "" for the CLI's OS user.
+	AdminID string
+	// Role is the most the door lets the actor do: a token's scope as a
+	// role, a session's or --as admin's role, store.RoleOwner for the
+	// server's CLI without --as (whoever holds the data directory). The
+	// admin's role in the store, read at the change, bounds it again; ""
+	// allows nothing.
+	Role store.Role
 }
 
 // Change is one admin change to audit.
@@ -57,6 +69,12 @@ type Change struct {
 	What string
 	// Result is what the key check the change ran found, "" if none ran.
 	Result string
+	// Outcome is Changed unless the row records a change asked for
+	// (Requested) or a second admin's denial of one (Denied).
+	Outcome Outcome
+	// Approver is the second admin whose approval made a change that
+	// waited (the row's deciders are Actor and Approver).
+	Approver string
 	// The agent and connection the change is about, if any; a change that
 	// creates one is filled in by the store when it knows the new id.
 	AgentID, AgentName, ConnectionID, ConnectionAlias string
@@ -72,16 +90,25 @@ func ChangeAudit(c Change) *store.PendingAudit {
 	if c.Result != "" {
 		reason += "; key check: " + VisibleLine(c.Result)
 	}
-	name := strings.NewReplacer(",", "_", "\n", " ").Replace(c.Actor.Name)
+	clean := strings.NewReplacer(",", "_", "\n", " ").Replace
+	name := clean(c.Actor.Name)
 	if name == "" {
 		name = "unknown"
+	}
+	deciders := []string{name}
+	if c.Approver != "" {
+		deciders = append(deciders, clean(c.Approver))
+	}
+	outcome := c.Outcome
+	if outcome == "" {
+		outcome = Changed
 	}
 	return &store.PendingAudit{
 		Row: store.AuditRow{
 			AgentID: c.AgentID, AgentName: c.AgentName,
 			ConnectionID: c.ConnectionID, ConnectionAlias: c.ConnectionAlias,
-			Kind: string(Admin), Decision: string(Changed), Reason: reason,
-			Deciders: []string{name}, Operation: VisibleLine(c.What), SourceAddr: c.Actor.Addr,
+			Kind: string(Admin), Decision: string(outcome), Reason: reason,
+			Deciders: deciders, Operation: VisibleLine(c.What), SourceAddr: c.Actor.Addr,
 			ChainVersion: chainCurrent,
 		},
 		Chain: ChainHash,

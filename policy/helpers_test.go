@@ -116,7 +116,7 @@ func newTestEnv(t *testing.T, now func() time.Time, opts Options) *testEnv {
 	// The admins the tests decide as (admin(name)), registered so that the
 	// CLI's --as finds them.
 	for _, name := range []string{"alice", "bob", "carol"} {
-		if _, err := te.st.CreateAdmin(context.Background(), name, "$argon2id$unused"); err != nil {
+		if _, err := te.st.CreateAdmin(context.Background(), name, "$argon2id$unused", store.RoleOwner); err != nil {
 			t.Fatalf("CreateAdmin(%s): %v", name, err)
 		}
 	}

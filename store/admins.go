@@ -22,6 +22,7 @@ type Admin struct {
 	ID           string
 	Name         string
 	PasswordHash string
+	Role         Role
 	Disabled     bool
 	CreatedAt    time.Time
 	ModifiedAt   time.Time
@@ -34,6 +35,7 @@ type AdminSession struct {
 	TokenSHA256 string
 	AdminID     string
 	AdminName   string
+	AdminRole   Role
 	CSRFToken   string
 	CreatedAt   time.Time
 	ExpiresAt   time.Time
@@ -48,6 +50,7 @@ type ConsoleToken struct {
 	Name        string
 	AdminID     string
 	AdminName   string // "" when AdminID is
+	AdminRole   Role   // the admin's role now; "" when AdminID is ""
 	Scope       TokenScope
 	TokenSHA256 string
 	CreatedAt   time.Time
@@ -64,9 +67,14 @@ type IdempotentResponse struct {
 	CreatedAt     time.Time
 }
 
-// CreateAdmin adds an admin account with an already hashed password.
-func (s *Store) CreateAdmin(ctx context.Context, name, passwordHash string) (*Admin, error) {
+// CreateAdmin adds an admin account of role ("" for DefaultRole) with an
+// already hashed password.
+func (s *Store) CreateAdmin(ctx context.Context, name, passwordHash string, role Role) (*Admin, error) {
 	if err := ValidateName("admin", name); err != nil {
+		return nil, err
+	}
+	role, err := ParseRole(string(role))
+	if err != nil {
 		return nil, err
 	}
 	if passwordHash == "" {
@@ -74,7 +82,7 @@ func (s *Store) CreateAdmin(ctx context.Context, name, passwordHash string) (*Ad
 	}
 	now := formatTime(s.nowUTC())
 	id := newID(prefixAdmin)
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		// Names are one identity whatever their case: "alice" and "ALICE"
 		// must never be two admins for the two-person rule.
 		var taken string
@@ -84,8 +92,8 @@ func (s *Store) CreateAdmin(ctx context.Context, name, passwordHash string) (*Ad
 		} else if !errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("store: add admin %s: %w", name, err)
 		}
-		_, err = tx.ExecContext(ctx, `INSERT INTO admins (id, name, password_hash, disabled, created_at, modified_at)
-			VALUES (?, ?, ?, 0, ?, ?)`, id, name, passwordHash, now, now)
+		_, err = tx.ExecContext(ctx, `INSERT INTO admins (id, name, password_hash, disabled, created_at, modified_at, role)
+			VALUES (?, ?, ?, 0, ?, ?, ?)`, id, name, passwordHash, now, now, string(role))
 		if err != nil {
 			if isUniqueViolation(err) {
 				return &ConflictError{Kind: "admin", Value: name}
@@ -156,14 +164,15 @@ func (s *Store) SetAdminPassword(ctx context.Context, name, passwordHash string)
 	return s.AdminByName(ctx, name)
 }
 
-const adminColumns = `id, name, password_hash, disabled, created_at, modified_at`
+const adminColumns = `id, name, password_hash, disabled, created_at, modified_at, role`
 
 func scanAdmin(r rowScanner) (*Admin, error) {
 	var a Admin
-	var created, modified string
-	if err := r.Scan(&a.ID, &a.Name, &a.PasswordHash, &a.Disabled, &created, &modified); err != nil {
+	var created, modified, role string
+	if err := r.Scan(&a.ID, &a.Name, &a.PasswordHash, &a.Disabled, &created, &modified, &role); err != nil {
 		return nil, err
 	}
+	a.Role = Role(role)
 	var err error
 	if a.CreatedAt, err = parseTime(created); err != nil {
 		return nil, err
@@ -214,10 +223,10 @@ func (s *Store) AdminSessionByToken(ctx context.Context, tokenSHA256 string) (*A
 	var ss AdminSession
 	var created, expires string
 	err := s.db.QueryRowContext(ctx, `
-		SELECT s.id, s.token_sha256, s.admin_id, a.name, s.csrf_token, s.created_at, s.expires_at
+		SELECT s.id, s.token_sha256, s.admin_id, a.name, a.role, s.csrf_token, s.created_at, s.expires_at
 		FROM admin_sessions s JOIN admins a ON a.id = s.admin_id
 		WHERE s.token_sha256 = ? AND s.expires_at > ? AND a.disabled = 0`,
-		tokenSHA256, formatTime(s.nowUTC())).Scan(&ss.ID, &ss.TokenSHA256, &ss.AdminID, &ss.AdminName,
+		tokenSHA256, formatTime(s.nowUTC())).Scan(&ss.ID, &ss.TokenSHA256, &ss.AdminID, &ss.AdminName, &ss.AdminRole,
 		&ss.CSRFToken, &created, &expires)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("store: admin session %w", ErrNotFound)
@@ -413,16 +422,17 @@ func (s *Store) ListConsoleTokens(ctx context.Context) ([]ConsoleToken, error) {
 }
 
 const tokenColumns = `t.id, t.name, t.token_sha256, t.created_at, t.modified_at, t.last_used_at,
-	COALESCE(t.admin_id, ''), COALESCE(a.name, ''), t.scope`
+	COALESCE(t.admin_id, ''), COALESCE(a.name, ''), t.scope, COALESCE(a.role, '')`
 
 const tokenFrom = ` FROM console_tokens t LEFT JOIN admins a ON a.id = t.admin_id`
 
 func scanToken(r rowScanner) (*ConsoleToken, error) {
 	var t ConsoleToken
-	var created, modified, used, scope string
-	if err := r.Scan(&t.ID, &t.Name, &t.TokenSHA256, &created, &modified, &used, &t.AdminID, &t.AdminName, &scope); err != nil {
+	var created, modified, used, scope, role string
+	if err := r.Scan(&t.ID, &t.Name, &t.TokenSHA256, &created, &modified, &used, &t.AdminID, &t.AdminName, &scope, &role); err != nil {
 		return nil, err
 	}
+	t.AdminRole = Role(role)
 	t.Scope = TokenScope(scope)
 	var err error
 	if t.CreatedAt, err = parseTime(created); err != nil {

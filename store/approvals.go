@@ -431,6 +431,9 @@ func (s *Store) DecideApproval(ctx context.Context, d Decision) (Approval, Decid
 	var outcome DecideOutcome
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		now := s.nowUTC()
+		if err := checkDecider(ctx, tx, d.By, "decide approval "+d.ID); err != nil {
+			return err
+		}
 		a, err := getApproval(ctx, tx, d.ID)
 		if err != nil {
 			return err
@@ -589,6 +592,9 @@ func (s *Store) RevokeScope(ctx context.Context, id string, by Decider) (Approva
 	var out Approval
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		now := s.nowUTC()
+		if err := checkDecider(ctx, tx, by, "revoke the scope of "+id); err != nil {
+			return err
+		}
 		a, err := getApproval(ctx, tx, id)
 		if err != nil {
 			return err

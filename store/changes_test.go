@@ -201,7 +201,7 @@ func TestTokenScopes(t *testing.T) {
 	forEachDB(t, func(t *testing.T) {
 		s, _, _ := openTestStore(t)
 		ctx := context.Background()
-		a, err := s.CreateAdmin(ctx, "alice", "$argon2id$x")
+		a, err := s.CreateAdmin(ctx, "alice", "$argon2id$x", RoleOwner)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -26,6 +26,9 @@ var (
 	ErrNoMasterKey = errors.New("no master key")
 	// ErrWrongMasterKey: the master key does not open what it sealed.
 	ErrWrongMasterKey = errors.New("master key does not match")
+	// ErrForbidden: the admin's role does not allow the decision (a
+	// viewer, a disabled or removed admin).
+	ErrForbidden = errors.New("not allowed")
 )
 
 // ConflictError reports a uniqueness conflict: the kind of record and the

@@ -153,3 +153,18 @@ func mustCreateConnection(t *testing.T, s *Store, alias string, env Env) (*Conne
 	}
 	return c, kp
 }
+
+// openDecidingStore is openTestStore with the admins the approval tests
+// decide as, adm_alice and adm_bob (approvers): the store refuses a
+// decision by an id that is no admin's (checkDecider).
+func openDecidingStore(t *testing.T) (*Store, *fakeclock.Clock, string) {
+	t.Helper()
+	s, clock, ref := openTestStore(t)
+	for _, a := range []string{"alice", "bob"} {
+		if _, err := s.db.Exec(`INSERT INTO admins (id, name, password_hash, disabled, created_at, modified_at, role)
+			VALUES (?, ?, '$argon2id$unused', 0, '', '', 'approver')`, "adm_"+a, a); err != nil {
+			t.Fatalf("seed admin %s: %v", a, err)
+		}
+	}
+	return s, clock, ref
+}

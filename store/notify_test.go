@@ -42,7 +42,7 @@ func askApproval(t *testing.T, s *Store, agent *Agent, conn *Connection, text st
 func TestNotifyChannels(t *testing.T) {
 	forEachDB(t, func(t *testing.T) {
 		ctx := context.Background()
-		s, _, path := openTestStore(t)
+		s, _, path := openDecidingStore(t)
 		secret := []byte("hmac-secret-Zq7-do-not-show")
 		c := mustCreateChannel(t, s, NewNotifyChannel{Name: "ops", URL: notifyURL, Secret: secret, OnPending: true})
 		if c.Format != NotifyJSON || c.URLShown != "https://hooks.example.com/…" || !c.HasSecret ||
@@ -99,7 +99,7 @@ func TestNotifyChannels(t *testing.T) {
 
 func TestNotifyChannelBadInput(t *testing.T) {
 	forEachDB(t, func(t *testing.T) {
-		s, _, _ := openTestStore(t)
+		s, _, _ := openDecidingStore(t)
 		tests := []struct {
 			name string
 			nc   NewNotifyChannel
@@ -165,7 +165,7 @@ func TestParseNotifyEvents(t *testing.T) {
 func TestApprovalsQueueNotifications(t *testing.T) {
 	forEachDB(t, func(t *testing.T) {
 		ctx := context.Background()
-		s, clock, _ := openTestStore(t)
+		s, clock, _ := openDecidingStore(t)
 		agent, _ := mustCreateAgent(t, s, "bot")
 		conn, _ := mustCreateConnection(t, s, "web", EnvProduction)
 		mustCreateChannel(t, s, NewNotifyChannel{Name: "both", URL: notifyURL, OnPending: true, OnDecided: true})
@@ -251,7 +251,7 @@ func outboxOf(t *testing.T, s *Store, approvalID string) []string {
 func TestClaimNotifications(t *testing.T) {
 	forEachDB(t, func(t *testing.T) {
 		ctx := context.Background()
-		s, clock, path := openTestStore(t)
+		s, clock, path := openDecidingStore(t)
 		other, err := openRef(ctx, path, Options{Now: clock.Now, MasterKey: testMasterKey()})
 		if err != nil {
 			t.Fatal(err)
@@ -349,7 +349,7 @@ func TestClaimNotifications(t *testing.T) {
 func TestExpireAndPruneNotifications(t *testing.T) {
 	forEachDB(t, func(t *testing.T) {
 		ctx := context.Background()
-		s, clock, _ := openTestStore(t)
+		s, clock, _ := openDecidingStore(t)
 		agent, _ := mustCreateAgent(t, s, "bot")
 		conn, _ := mustCreateConnection(t, s, "web", EnvDev)
 		mustCreateChannel(t, s, NewNotifyChannel{Name: "ops", URL: notifyURL, OnPending: true})

@@ -80,7 +80,7 @@ func boundSummaries(t *testing.T, s *Store) []Notification {
 // agent is still let in.
 func TestPendingBoundConcurrent(t *testing.T) {
 	forEachDB(t, func(t *testing.T) {
-		s, _, _ := openTestStore(t)
+		s, _, _ := openDecidingStore(t)
 		bot, _ := mustCreateAgent(t, s, "bot")
 		other, _ := mustCreateAgent(t, s, "other")
 		conn, _ := mustCreateConnection(t, s, "web", EnvDev)
@@ -131,7 +131,7 @@ func TestPendingBoundConcurrent(t *testing.T) {
 // requests of every agent on it, and leaves other connections alone.
 func TestPendingBoundPerConnection(t *testing.T) {
 	forEachDB(t, func(t *testing.T) {
-		s, _, _ := openTestStore(t)
+		s, _, _ := openDecidingStore(t)
 		web, _ := mustCreateConnection(t, s, "web", EnvDev)
 		db, _ := mustCreateConnection(t, s, "db", EnvDev)
 		limits := PendingLimits{PerAgent: 10, PerConnection: 3}
@@ -159,7 +159,7 @@ func TestPendingBoundPerConnection(t *testing.T) {
 func TestPendingBoundFreesPlaces(t *testing.T) {
 	forEachDB(t, func(t *testing.T) {
 		ctx := context.Background()
-		s, clock, _ := openTestStore(t)
+		s, clock, _ := openDecidingStore(t)
 		bot, _ := mustCreateAgent(t, s, "bot")
 		conn, _ := mustCreateConnection(t, s, "web", EnvDev)
 		limits := PendingLimits{PerAgent: 2}
@@ -212,7 +212,7 @@ func TestPendingBoundFreesPlaces(t *testing.T) {
 func TestPendingBoundSummaryPerEpisode(t *testing.T) {
 	forEachDB(t, func(t *testing.T) {
 		ctx := context.Background()
-		s, clock, ref := openTestStore(t)
+		s, clock, ref := openDecidingStore(t)
 		replica, err := openRef(ctx, ref, Options{Now: clock.Now, MasterKey: testMasterKey()})
 		if err != nil {
 			t.Fatal(err)
@@ -307,7 +307,7 @@ func TestPendingBoundSummaryPerEpisode(t *testing.T) {
 // read or written.
 func TestPendingBoundInvalid(t *testing.T) {
 	forEachDB(t, func(t *testing.T) {
-		s, _, _ := openTestStore(t)
+		s, _, _ := openDecidingStore(t)
 		bot, _ := mustCreateAgent(t, s, "bot")
 		conn, _ := mustCreateConnection(t, s, "web", EnvDev)
 		for _, l := range []PendingLimits{{PerAgent: -1}, {PerConnection: -1}} {

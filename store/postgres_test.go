@@ -331,7 +331,7 @@ func TestPostgresNotifications(t *testing.T) {
 	if v3 == v1 {
 		t.Errorf("after a new request: DataVersion still %d", v3)
 	}
-	admin, err := b.CreateAdmin(ctx, "alice", "$argon2id$unused")
+	admin, err := b.CreateAdmin(ctx, "alice", "$argon2id$unused", RoleOwner)
 	if err != nil {
 		t.Fatal(err)
 	}

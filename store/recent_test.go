@@ -11,7 +11,7 @@ import (
 
 func TestRecentDecidedApprovals(t *testing.T) {
 	forEachDB(t, func(t *testing.T) {
-		s, clk, _ := openTestStore(t)
+		s, clk, _ := openDecidingStore(t)
 		ctx := context.Background()
 		agent, _ := mustCreateAgent(t, s, "bot")
 		conn, _ := mustCreateConnection(t, s, "web", "dev")

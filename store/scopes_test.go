@@ -31,7 +31,7 @@ var alice = Decider{AdminID: "adm_alice", Name: "alice"}
 
 func TestApprovalScopes(t *testing.T) {
 	forEachDB(t, func(t *testing.T) {
-		s, clk, _ := openTestStore(t)
+		s, clk, _ := openDecidingStore(t)
 		ctx := context.Background()
 		agent, _ := mustCreateAgent(t, s, "bot")
 		other, _ := mustCreateAgent(t, s, "other")
@@ -116,7 +116,7 @@ func TestApprovalScopes(t *testing.T) {
 
 func TestDecisionRefusals(t *testing.T) {
 	forEachDB(t, func(t *testing.T) {
-		s, clk, _ := openTestStore(t)
+		s, clk, _ := openDecidingStore(t)
 		ctx := context.Background()
 		agent, _ := mustCreateAgent(t, s, "bot")
 		conn, _ := mustCreateConnection(t, s, "db", "production")
@@ -151,7 +151,7 @@ func TestDecisionRefusals(t *testing.T) {
 // another admin id, whatever the names say.
 func TestTwoPersonRuleComparesIdentity(t *testing.T) {
 	forEachDB(t, func(t *testing.T) {
-		s, _, _ := openTestStore(t)
+		s, _, _ := openDecidingStore(t)
 		ctx := context.Background()
 		agent, _ := mustCreateAgent(t, s, "bot")
 		conn, _ := mustCreateConnection(t, s, "db", "production")
@@ -180,7 +180,7 @@ func TestTwoPersonRuleComparesIdentity(t *testing.T) {
 // and a grant given again is not elevated by a scope of the one before.
 func TestScopesFollowTheRule(t *testing.T) {
 	forEachDB(t, func(t *testing.T) {
-		s, clk, _ := openTestStore(t)
+		s, clk, _ := openDecidingStore(t)
 		ctx := context.Background()
 		agent, _ := mustCreateAgent(t, s, "bot")
 		conn, _ := mustCreateConnection(t, s, "web", "dev")

@@ -26,14 +26,14 @@ func TestAdmins(t *testing.T) {
 	forEachDB(t, func(t *testing.T) {
 		s, _, _ := openTestStore(t)
 		ctx := context.Background()
-		bob, err := s.CreateAdmin(ctx, "bob", "$argon2id$bob")
+		bob, err := s.CreateAdmin(ctx, "bob", "$argon2id$bob", RoleOwner)
 		if err != nil {
 			t.Fatalf("CreateAdmin(bob): %v", err)
 		}
 		if bob.ID == "" || !strings.HasPrefix(bob.ID, "adm_") || bob.Disabled || bob.PasswordHash != "$argon2id$bob" {
 			t.Errorf("admin = %+v; want an adm_ id, enabled, the hash as given", bob)
 		}
-		if _, err := s.CreateAdmin(ctx, "alice", "$argon2id$alice"); err != nil {
+		if _, err := s.CreateAdmin(ctx, "alice", "$argon2id$alice", RoleOwner); err != nil {
 			t.Fatal(err)
 		}
 
@@ -49,7 +49,7 @@ func TestAdmins(t *testing.T) {
 		}
 		for _, tt := range refusals {
 			t.Run(tt.name, func(t *testing.T) {
-				if _, err := s.CreateAdmin(ctx, tt.admin, tt.hash); !errors.Is(err, tt.want) {
+				if _, err := s.CreateAdmin(ctx, tt.admin, tt.hash, RoleOwner); !errors.Is(err, tt.want) {
 					t.Errorf("CreateAdmin(%q, %q) = %v; want %v", tt.admin, tt.hash, err, tt.want)
 				}
 			})
@@ -88,7 +88,7 @@ func TestResolveAdminAmbiguous(t *testing.T) {
 	forEachDB(t, func(t *testing.T) {
 		s, _, _ := openTestStore(t)
 		ctx := context.Background()
-		if _, err := s.CreateAdmin(ctx, "carol", "$argon2id$c"); err != nil {
+		if _, err := s.CreateAdmin(ctx, "carol", "$argon2id$c", RoleOwner); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := s.db.ExecContext(ctx, `INSERT INTO admins (id, name, password_hash, created_at, modified_at)
@@ -110,7 +110,7 @@ func TestSetAdminPasswordEndsSessions(t *testing.T) {
 	forEachDB(t, func(t *testing.T) {
 		s, clock, _ := openTestStore(t)
 		ctx := context.Background()
-		bob, err := s.CreateAdmin(ctx, "bob", "$argon2id$old")
+		bob, err := s.CreateAdmin(ctx, "bob", "$argon2id$old", RoleOwner)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -141,7 +141,7 @@ func TestAdminSessions(t *testing.T) {
 	forEachDB(t, func(t *testing.T) {
 		s, clock, _ := openTestStore(t)
 		ctx := context.Background()
-		bob, err := s.CreateAdmin(ctx, "bob", "$argon2id$bob")
+		bob, err := s.CreateAdmin(ctx, "bob", "$argon2id$bob", RoleOwner)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -218,7 +218,7 @@ func TestConsoleTokens(t *testing.T) {
 	forEachDB(t, func(t *testing.T) {
 		s, clock, _ := openTestStore(t)
 		ctx := context.Background()
-		alice, err := s.CreateAdmin(ctx, "alice", "$argon2id$a")
+		alice, err := s.CreateAdmin(ctx, "alice", "$argon2id$a", RoleOwner)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -386,7 +386,7 @@ func TestDeleteExpiredWebRecords(t *testing.T) {
 	forEachDB(t, func(t *testing.T) {
 		s, clock, _ := openTestStore(t)
 		ctx := context.Background()
-		bob, err := s.CreateAdmin(ctx, "bob", "$argon2id$bob")
+		bob, err := s.CreateAdmin(ctx, "bob", "$argon2id$bob", RoleOwner)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -34,30 +35,38 @@ func newAdminCmd() *cobra.Command {
 		newAdminAddCmd(data),
 		newAdminListCmd(data),
 		newAdminPasswdCmd(data),
+		newAdminRoleCmd(data),
 	)
 	return cmd
 }
 
 func newAdminAddCmd(data *dataFlag) *cobra.Command {
-	var passwordFile string
+	var passwordFile, role string
 	cmd := &cobra.Command{
-		Use:   "add NAME [--password-file FILE]",
+		Use:   "add NAME [--role ROLE] [--password-file FILE]",
 		Short: "Add an admin for the web page",
 		Long: `add creates an admin account for the web page. The password is the first line
 of FILE (- reads stdin), at least ` + fmt.Sprint(web.MinPasswordLength) + ` characters; without --password-file a
 strong password is generated and printed once. postern keeps only its
-argon2id hash.`,
+argon2id hash.
+
+--role is viewer (sees everything, decides nothing), approver (also decides
+approvals and re-checks keys; the default), admin (also changes
+configuration) or owner (also manages admins). The installation's first
+admin is an owner and is made at once; after it, an admin or owner waits
+for a second admin's approval (postern approvals list).`,
 		Args: exactArgs(1, "the admin NAME"),
 	}
 	addPasswordFileFlag(cmd, &passwordFile)
+	cmd.Flags().StringVar(&role, "role", "", "viewer, approver, admin or owner (default approver; the first admin: owner)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		name := args[0]
 		if err := store.ValidateName("admin", name); err != nil {
 			return storeErr(err)
 		}
 		return storePassword(cmd, data, passwordFile, func(ctx context.Context, m *manage.Manager, hash string) (*store.Admin, error) {
-			return m.AddAdmin(ctx, data.actor("cli"), name, hash)
-		}, func(a *store.Admin) string { return fmt.Sprintf("added admin %s (%s)", a.Name, a.ID) })
+			return m.AddAdmin(ctx, data.actor("cli"), name, hash, store.Role(role))
+		}, func(a *store.Admin) string { return fmt.Sprintf("added admin %s (%s), role %s", a.Name, a.ID, a.Role) })
 	}
 	return cmd
 }
@@ -102,10 +111,16 @@ func storePassword(cmd *cobra.Command, data *dataFlag, passwordFile string,
 		a, err = save(cmd.Context(), m, hash)
 		return err
 	})
+	w := cmd.OutOrStdout()
+	var held *manage.HeldError
+	if errors.As(err, &held) && generated {
+		// The admin exists once a second admin approves, with this
+		// password, which is shown now or never.
+		printGeneratedPassword(w, cmd.Flags().Arg(0), pw)
+	}
 	if err != nil {
 		return manageErr(err)
 	}
-	w := cmd.OutOrStdout()
 	fmt.Fprintln(w, done(a))
 	if generated {
 		printGeneratedPassword(w, a.Name, pw)
@@ -119,15 +134,36 @@ func newAdminListCmd(data *dataFlag) *cobra.Command {
 		read:   (*store.Store).ListAdmins,
 		json:   func(a store.Admin) any { return model.AdminOf(a) },
 		empty:  "no admins; add one with: postern admin add NAME",
-		header: []string{"NAME", "ID", "STATUS", "CREATED", "PASSWORD SET"},
+		header: []string{"NAME", "ID", "ROLE", "STATUS", "CREATED", "MODIFIED"},
 		rows: func(a store.Admin) [][]string {
 			status := "enabled"
 			if a.Disabled {
 				status = "disabled"
 			}
-			return [][]string{{a.Name, a.ID, status, timeText(a.CreatedAt), timeText(a.ModifiedAt)}}
+			return [][]string{{a.Name, a.ID, string(a.Role), status, timeText(a.CreatedAt), timeText(a.ModifiedAt)}}
 		},
 	})
+}
+
+func newAdminRoleCmd(data *dataFlag) *cobra.Command {
+	return &cobra.Command{
+		Use:   "role NAME ROLE",
+		Short: "Change an admin's role (raising one waits for a second admin)",
+		Long: `role sets an admin's role: viewer, approver, admin or owner. Lowering a role
+applies at once, and counts at once for the admin's open sessions and
+tokens; raising one waits for a second admin's approval.`,
+		Args: exactArgs(2, "the admin NAME and a ROLE"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withManager(cmd.Context(), data, func(m *manage.Manager) error {
+				a, err := m.SetAdminRole(cmd.Context(), data.actor("cli"), args[0], store.Role(args[1]))
+				if err != nil {
+					return manageErr(err)
+				}
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "admin %s now has the %s role\n", a.Name, a.Role)
+				return err
+			})
+		},
+	}
 }
 
 func addPasswordFileFlag(cmd *cobra.Command, path *string) {

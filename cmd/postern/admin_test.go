@@ -238,7 +238,13 @@ func TestGrantCommands(t *testing.T) {
 	if !strings.Contains(out, "read=ask write=ask destructive=allow") {
 		t.Errorf("partial update: %q", out)
 	}
-	c.ok("", "grant", "bot", "production-web", "--destructive", "ask")
+	// A new grant on production waits for a second admin.
+	if out := c.ok("", "grant", "bot", "production-web", "--destructive", "ask"); !strings.Contains(out, "waits for a second admin: change request chg_") {
+		t.Errorf("grant on production: %q; want it to wait for a second admin", out)
+	}
+	if ids := c.approveChanges(); len(ids) != 1 {
+		t.Errorf("changes waiting after the production grant: %v; want the one", ids)
+	}
 	var grants []model.Grant
 	if err := json.Unmarshal([]byte(c.ok("", "grant", "list", "-o", "json")), &grants); err != nil {
 		t.Fatal(err)

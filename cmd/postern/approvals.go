@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/postern/postern/manage"
 	"github.com/postern/postern/model"
 	"github.com/postern/postern/policy"
 	"github.com/postern/postern/store"
@@ -108,15 +109,31 @@ func newApprovalsListCmd(data *dataFlag) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		return withEngine(cmd.Context(), data, func(_ *store.Store, eng *policy.Engine) error {
+		return withEngine(cmd.Context(), data, func(st *store.Store, eng *policy.Engine) error {
 			list, err := eng.Approvals(cmd.Context(), all)
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				return writeJSON(cmd.OutOrStdout(), approvalsJSON(list, time.Now()))
+			changes, err := st.ListChangeRequests(cmd.Context(), all)
+			if err != nil {
+				return storeErr(err)
 			}
-			return printApprovals(cmd.OutOrStdout(), list, time.Now())
+			now := time.Now()
+			if asJSON {
+				out := approvalsJSON(list, now)
+				for _, c := range changes {
+					out = append(out, model.ChangeApprovalOf(c, now))
+				}
+				return writeJSON(cmd.OutOrStdout(), out)
+			}
+			if len(changes) > 0 && len(list) == 0 {
+				return printChanges(cmd.OutOrStdout(), changes, now)
+			}
+			if err := printApprovals(cmd.OutOrStdout(), list, now); err != nil || len(changes) == 0 {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout())
+			return printChanges(cmd.OutOrStdout(), changes, now)
 		})
 	}
 	return cmd
@@ -165,6 +182,49 @@ func printApprovals(w io.Writer, list []policy.Approval, now time.Time) error {
 	return tw.Flush()
 }
 
+// printChanges lists the changes of configuration that wait for (or were
+// decided by) a second admin: the other half of the approvals queue.
+func printChanges(w io.Writer, list []store.ChangeRequest, now time.Time) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CHANGE\tSTATUS\tASKED BY\tDECIDED BY\tEXPIRES\tCHANGE\tBEFORE\tAFTER")
+	for _, c := range list {
+		expires := "-"
+		if c.Status == store.ChangePending {
+			expires = "in " + c.ExpiresAt.Sub(now).Round(time.Second).String()
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.ID, c.Status, policy.VisibleLine(c.RequestedBy),
+			orDash(policy.VisibleLine(c.DecidedBy)), expires, policy.VisibleLine(c.Summary),
+			policy.VisibleLine(c.Before), policy.VisibleLine(c.After))
+	}
+	return tw.Flush()
+}
+
+// decideChange approves or denies the change request id as the admin
+// --as names: a change of configuration waiting for a second admin.
+func decideChange(cmd *cobra.Command, data *dataFlag, id, as string, approve bool, reason string, scope policy.Scope) error {
+	if scope.Kind != "" && scope.Kind != store.ScopeRequest {
+		return usagef("a change request is approved once; it has no --scope")
+	}
+	return withManager(cmd.Context(), data, func(m *manage.Manager) error {
+		by, err := resolveAs(cmd.Context(), m.Store(), as)
+		if err != nil {
+			return err
+		}
+		actor := policy.Actor{Name: by.Name, AdminID: by.AdminID, Via: "cli", Role: store.RoleOwner}
+		c, err := m.DecideChange(cmd.Context(), actor, id, approve, reason)
+		if err != nil {
+			return decideErr(manageErr(err))
+		}
+		verb := "denied"
+		if approve {
+			verb = "approved and made"
+		}
+		_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s change %s (asked by %s): %s\n", verb, c.ID,
+			policy.VisibleLine(c.RequestedBy), policy.VisibleLine(c.Summary))
+		return err
+	})
+}
+
 // newApprovalsDecideCmd builds `approvals approve ID` (approve true) or
 // `approvals deny ID`.
 func newApprovalsDecideCmd(data *dataFlag, approve bool, defaultAdmin string) *cobra.Command {
@@ -196,6 +256,9 @@ scoped: one operation, two different admins, every time.`,
 		scope, err := policy.ParseScope(scopeKind, scopeFor)
 		if err != nil {
 			return usageError{userError{err}}
+		}
+		if store.IsChangeID(id) {
+			return decideChange(cmd, data, id, as, approve, reason, scope)
 		}
 		return withEngine(cmd.Context(), data, func(st *store.Store, eng *policy.Engine) error {
 			by, err := resolveAs(cmd.Context(), st, as)

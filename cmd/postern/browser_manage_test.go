@@ -93,11 +93,14 @@ func TestBrowserManage(t *testing.T) {
 
 	t.Run("edit the connection", func(t *testing.T) {
 		open(t, "/connections", "#conn-gen")
-		step(t, bctx, "open Edit and choose production",
+		// (Staging: on production the re-pin and the rotation below
+		// would wait for a second admin, TestDualControlThroughThePage's
+		// subject.)
+		step(t, bctx, "open Edit and choose staging",
 			chromedp.Click(chromedp.CSS(`#conn-gen details.edit summary`)),
-			chromedp.SetValue(chromedp.CSS(`#conn-gen form.edit-connection select[name=env]`), "production"))
+			chromedp.SetValue(chromedp.CSS(`#conn-gen form.edit-connection select[name=env]`), "staging"))
 		if f := submit(t, "save", `#conn-gen form.edit-connection button.save`); !strings.HasPrefix(f, "Changed connection gen") ||
-			!strings.Contains(f, "production") {
+			!strings.Contains(f, "staging") {
 			t.Errorf("flash %q", f)
 		}
 	})
@@ -158,7 +161,14 @@ func TestBrowserManage(t *testing.T) {
 		if !strings.HasPrefix(token, "pst_") || strings.Contains(eval[string](t, bctx, `location.href`), token) {
 			t.Fatalf("token %q shown at %s; want a pst_ token, not in the URL", token, eval[string](t, bctx, `location.href`))
 		}
+		// An admin token waits for a second admin: refused until then.
 		wc := newWebClient(t, r.base, r.tlsFP)
+		if status, _ := apiCall(ctx, wc, token, http.MethodGet, "/v1/agents", ""); status != http.StatusUnauthorized {
+			t.Errorf("the token before a second admin approved it: %d; want 401", status)
+		}
+		if ids := r.cli.approveChanges(); len(ids) != 1 {
+			t.Fatalf("changes waiting after the token was made: %v; want the one", ids)
+		}
 		status, body := apiCall(ctx, wc, token, http.MethodPost, "/v1/grants", `{"agent": "claude", "connection": "gen", "write": "ask"}`)
 		if status != http.StatusCreated {
 			t.Errorf("the new admin token granting: %d %s; want 201", status, body)
@@ -178,13 +188,16 @@ func TestBrowserManage(t *testing.T) {
 	var web []string
 	for _, row := range adminRows(r.cli.auditRows()) {
 		if strings.HasPrefix(row.Reason, "via web") {
-			if row.Deciders[0] != r.admin || row.SourceAddr == "" {
+			// The token's row once approved is both admins', made when
+			// the second approved (with the CLI: no address).
+			made := len(row.Deciders) == 2 && row.Deciders[1] == secondAdmin
+			if row.Deciders[0] != r.admin || (row.SourceAddr == "") != made {
 				t.Errorf("audit row %d %q: by %v from %q; want %s from an address", row.Seq, row.Operation, row.Deciders, row.SourceAddr, r.admin)
 			}
 			web = append(web, strings.SplitN(row.Operation, ":", 2)[0])
 		}
 	}
-	want := "agent add claude|conn add gen|conn update gen|conn update gen|conn update gen|conn remove target|token add automation|token remove automation"
+	want := "agent add claude|conn add gen|conn update gen|conn update gen|conn update gen|conn remove target|token add automation|token add automation|token remove automation"
 	if got := strings.Join(web, "|"); got != want {
 		t.Errorf("the page's audited changes:\n%s\nwant\n%s", got, want)
 	}

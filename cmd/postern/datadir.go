@@ -39,7 +39,7 @@ type dataFlag struct {
 	// as is --as (or POSTERN_ADMIN) where addAsFlag registered it: the
 	// admin the command acts as. admin is that admin's name once
 	// withManager found it registered, "" without --as.
-	as, admin string
+	as, admin, adminID string
 	// log receives the warnings of opening the data directory (a file
 	// open to others, whose mode was fixed): serve's log when serve sets
 	// it, else warnings on the command's standard error.

@@ -533,7 +533,7 @@ func ensureDemoAdmin(ctx context.Context, m *manage.Manager, by policy.Actor) (s
 	}
 	_, err = m.SetAdminPassword(ctx, by, demoAdmin, hash)
 	if errors.Is(err, store.ErrNotFound) {
-		_, err = m.AddAdmin(ctx, by, demoAdmin, hash)
+		_, err = m.AddAdmin(ctx, by, demoAdmin, hash, store.RoleOwner)
 	}
 	if err != nil {
 		return "", err

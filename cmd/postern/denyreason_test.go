@@ -141,6 +141,7 @@ func TestDenyReasonSameOnEveryDoor(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, rigConfig{grant: []string{"--write", "ask"}, admins: []string{"alice"}})
 	token := tokenFromOutput(t, r.cli.ok("", "token", "add", "ci", "--admin", "alice"))
+	r.cli.approveChanges()
 	srv := r.serve()
 	ctx := testwait.Context(t)
 	wc := srv.web(t)

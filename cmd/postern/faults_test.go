@@ -35,6 +35,7 @@ func TestKilledWithPendingRequests(t *testing.T) {
 	r := newRig(t, rigConfig{grant: []string{"--write", "ask", "--destructive", "ask"}, admins: []string{"ops-admin"}})
 	c, agent, scratch := r.cli, r.agent, r.scratch
 	token := tokenFromOutput(t, c.ok("", "token", "add", "ops", "--admin", "ops-admin"))
+	c.approveChanges()
 	ctx := testwait.Context(t)
 	p := r.serve("--approval-ttl", outlast(t))
 

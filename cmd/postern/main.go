@@ -4,6 +4,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -26,6 +27,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	if err := root.Execute(); err != nil {
+		var held heldNotice
+		if errors.As(err, &held) {
+			fmt.Fprintln(stdout, held.Error())
+			return 0
+		}
 		var ue usageError
 		if asUsageError(err, &ue) {
 			fmt.Fprintln(stderr, "postern:", ue.Error())

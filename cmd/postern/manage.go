@@ -37,7 +37,9 @@ func addAsFlag(cmd *cobra.Command, data *dataFlag) {
 // not become an audit row's author.
 func (f *dataFlag) actor(via string) policy.Actor {
 	if f.admin != "" {
-		return policy.Actor{Name: f.admin, Via: via}
+		// The CLI vouches for no more than owner; the admin's role in
+		// the store bounds it (manage reads it at the change).
+		return policy.Actor{Name: f.admin, AdminID: f.adminID, Via: via, Role: store.RoleOwner}
 	}
 	return osActor(via)
 }
@@ -50,7 +52,11 @@ func osActor(via string) policy.Actor {
 	if name == "" {
 		name = "unknown"
 	}
-	return policy.Actor{Name: "cli:" + name, Via: via}
+	// Whoever runs the CLI on the server without --as holds the data
+	// directory, database and master key, and could do anything anyway
+	// (SECURITY.md): an owner, but no registered admin, so what loosens
+	// production still waits for one.
+	return policy.Actor{Name: "cli:" + name, Via: via, Role: store.RoleOwner}
 }
 
 // resolveAdmin finds the admin --as names in s (resolveAs: the name as
@@ -64,7 +70,7 @@ func (f *dataFlag) resolveAdmin(ctx context.Context, s *store.Store) error {
 	if err != nil {
 		return err
 	}
-	f.admin = by.Name
+	f.admin, f.adminID = by.Name, by.AdminID
 	return nil
 }
 
@@ -125,8 +131,17 @@ func manageErr(err error) error {
 		return errNotStored{ns}
 	}
 	var refused *manage.TokenRefusedError
-	if errors.As(err, &refused) {
+	var role *manage.RoleError
+	var held *manage.HeldError
+	switch {
+	case errors.As(err, &refused):
 		return usageError{userError{refused}}
+	case errors.As(err, &role):
+		return usageError{userError{role}}
+	case errors.As(err, &held):
+		return heldNotice{held}
+	case errors.Is(err, store.ErrForbidden):
+		return usageError{userError{err}}
 	}
 	return storeErr(err)
 }
@@ -144,3 +159,10 @@ func (e errNotStored) Error() string {
 }
 
 func (e errNotStored) Unwrap() error { return e.e }
+
+// heldNotice is a change that was not made but waits for a second admin:
+// not a failure, so run prints it on standard output and exits 0.
+type heldNotice struct{ e *manage.HeldError }
+
+func (h heldNotice) Error() string { return usererr.Message(h.e, h.e.Error()) }
+func (h heldNotice) Unwrap() error { return h.e }

@@ -57,9 +57,17 @@ func TestConnReadSandbox(t *testing.T) {
 	if r := c.run("", "conn", "update", "prod", "--read-sandbox", "sometimes"); r.code != 2 {
 		t.Errorf("update to an unknown setting: exit %d; want 2", r.code)
 	}
+	// Turning the sandbox off on production loosens it: it waits for a
+	// second admin, and then lists with the reason in its warning.
 	if r := c.run("", "conn", "update", "prod", "--read-sandbox", "off", "--read-sandbox-reason", "its fuse mounts hang bwrap"); r.code != 0 ||
-		!strings.Contains(r.stderr, "the read sandbox is off (its fuse mounts hang bwrap)") {
-		t.Errorf("update off: exit %d, stdout %q, stderr %q; want stored, and the warning with the reason", r.code, r.stdout, r.stderr)
+		!strings.Contains(r.stdout, "read sandbox auto -> off (its fuse mounts hang bwrap) waits for a second admin") {
+		t.Errorf("update off: exit %d, stdout %q, stderr %q; want it to wait for a second admin", r.code, r.stdout, r.stderr)
+	}
+	if ids := c.approveChanges(); len(ids) != 1 {
+		t.Errorf("changes waiting after update off: %v; want the one", ids)
+	}
+	if list := c.run("", "conn", "list"); !strings.Contains(list.stderr, "the read sandbox is off (its fuse mounts hang bwrap)") {
+		t.Errorf("conn list after update off: stderr %q; want the warning with the reason", list.stderr)
 	}
 	if r := c.run("", "conn", "update", "web", "--read-sandbox", "require"); r.code != 0 || !strings.Contains(r.stdout, "read sandbox probe: bwrap") ||
 		!strings.Contains(r.stdout, "reads run: bwrap (require)") {

@@ -296,6 +296,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 		t.Fatalf("token add --scope admin: got exit %d; want 0\nstderr: %s", adminOut.code, adminOut.stderr)
 	}
 	adminToken := tokenFromOutput(t, adminOut.stdout)
+	c.approveChanges() // both tokens waited for a second admin
 	h.secrets = append(h.secrets, textSecrets("admin token", adminToken)...)
 
 	// A notification channel's URL (its path is a token) and secret.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/postern/postern/internal/usererr"
 	"github.com/postern/postern/manage"
 	"github.com/postern/postern/model"
 	"github.com/postern/postern/store"
@@ -67,10 +68,19 @@ Send it as
 			data.as = maker.Admin // the maker acts: the audit names them
 			return withManager(cmd.Context(), data, func(m *manage.Manager) error {
 				value, t, err := m.AddToken(cmd.Context(), data.actor("cli"), maker, name, admin, sc)
+				w := cmd.OutOrStdout()
+				var held *manage.HeldError
+				if errors.As(err, &held) {
+					// The token works once a second admin approves; its
+					// value exists only in this answer.
+					fmt.Fprintln(w, usererr.Message(held, held.Error()))
+					fmt.Fprintln(w, value)
+					_, err = fmt.Fprintf(w, "This token is shown only now, and is refused until the change is approved.\n")
+					return err
+				}
 				if err != nil {
 					return manageErr(err)
 				}
-				w := cmd.OutOrStdout()
 				fmt.Fprintf(w, "added token %s (%s) of admin %s, scope %s\n", t.Name, t.ID, t.AdminName, t.Scope)
 				fmt.Fprintln(w, value)
 				_, err = fmt.Fprintf(w, "This token is shown only now: postern keeps only its SHA-256. Send it as the header: Authorization: Bearer TOKEN\n")

@@ -23,6 +23,7 @@ func TestTokenCommandsOnlyForTheMaker(t *testing.T) {
 	}
 	c.ok("", "token", "add", "bobs", "--as", "bob")
 	c.ok("", "token", "add", "alices", "--admin", "alice") // --admin alone: alice acting
+	c.approveChanges()                                     // approve tokens wait for a second admin
 	tests := []struct {
 		name string
 		args []string
@@ -75,6 +76,7 @@ func TestServeNoTokenForAnotherAdmin(t *testing.T) {
 		"--user", "u", "--key-file", k.priv, "--host-key", hostLine(t, "127.0.0.1"))
 	c.ok("", "agent", "add", "bot", "--key", writeKeyFiles(t, "bot", "").pub)
 	c.ok("", "grant", "bot", "prod", "--destructive", "ask")
+	c.approveChanges() // alice's admin token and the production grant
 
 	// The request as the bastion stores it for `rm -rf /srv/data`.
 	st := openStore(t, c.data)

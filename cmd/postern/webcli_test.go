@@ -217,14 +217,23 @@ func TestTokenCommands(t *testing.T) {
 	t.Parallel()
 	c := newCLI(t)
 	c.ok("", "admin", "add", "alice", "--password-file", writePasswordFile(t, "a good long password"))
+	// An approve token (the default scope) waits for a second admin; its
+	// value is shown now, and only now.
 	out := c.ok("", "token", "add", "ci", "--admin", "alice")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 3 || !strings.HasPrefix(lines[0], "added token ci (") || !strings.HasPrefix(lines[1], "pst_") ||
-		!strings.Contains(lines[2], "shown only now") {
-		t.Fatalf("token add: got %d lines; want the added line, the token (pst_...) and the shown-only-now note", len(lines))
+	if len(lines) != 3 || !strings.HasPrefix(lines[0], "token add ci: of admin alice, scope approve waits for a second admin: change request chg_") ||
+		!strings.HasPrefix(lines[1], "pst_") || !strings.Contains(lines[2], "shown only now") {
+		t.Fatalf("token add: got %q; want the waiting line, the token (pst_...) and the shown-only-now note", lines)
 	}
 	token := lines[1]
-	c.ok("", "token", "add", "deploy", "--admin", "ALICE")
+	if got := c.approveChanges(); len(got) != 1 {
+		t.Fatalf("changes waiting after token add: %v; want the one", got)
+	}
+	// A read token is made at once.
+	out = c.ok("", "token", "add", "deploy", "--admin", "ALICE", "--scope", "read")
+	if lines := strings.Split(strings.TrimSpace(out), "\n"); len(lines) != 3 || !strings.HasPrefix(lines[0], "added token deploy (") {
+		t.Errorf("token add --scope read: got %q; want the added line first", lines)
+	}
 
 	s := openStore(t, c.data)
 	toks, err := s.ListConsoleTokens(context.Background())
@@ -272,7 +281,7 @@ func TestWebCommandsBadInput(t *testing.T) {
 	c := newCLI(t)
 	const secret = "sh0rt-Secre" // one short of web.MinPasswordLength
 	c.ok("", "admin", "add", "alice", "--password-file", writePasswordFile(t, "a good long password"))
-	c.ok("", "token", "add", "ci", "--admin", "alice")
+	c.ok("", "token", "add", "ci", "--admin", "alice", "--scope", "read")
 	empty := filepath.Join(t.TempDir(), "empty")
 	os.WriteFile(empty, []byte("\nsecond\n"), 0o600)
 	tests := []struct {

@@ -63,6 +63,7 @@ func TestServeWeb(t *testing.T) {
 	const pw = "a long admin password"
 	c.ok("", "admin", "add", "alice", "--password-file", writePasswordFile(t, pw))
 	token := strings.Split(c.ok("", "token", "add", "ci", "--admin", "alice"), "\n")[1]
+	c.approveChanges()
 	// A target that takes the connection and never says a word: its key
 	// check ends at --key-check-timeout, which the test means to trip.
 	silent, err := net.Listen("tcp", "127.0.0.1:0")
