@@ -68,6 +68,7 @@ const (
 // implements it.
 type Store interface {
 	GetApproval(ctx context.Context, id string) (store.Approval, error)
+	ChangeToNotify(ctx context.Context, id string) (store.ChangeRequest, error)
 	NotifyChannel(ctx context.Context, ref string) (*store.NotifyChannel, error)
 	NotifyChannelTarget(ctx context.Context, id string) (store.NotifyTarget, error)
 	RecordNotifyResult(ctx context.Context, channelID, errText string) error
@@ -309,8 +310,13 @@ func (d *Dispatcher) expire(ctx context.Context) error {
 
 // logFor is the logger of one notification's lines.
 func (d *Dispatcher) logFor(n store.Notification) *zerolog.Logger {
-	l := d.cfg.Logger.With().Str("notification", n.ID).Str("channel", n.Channel).
-		Str("approval", n.ApprovalID).Str("event", string(n.Event)).Int("attempt", n.Attempts).Logger()
+	c := d.cfg.Logger.With().Str("notification", n.ID).Str("channel", n.Channel)
+	if n.ChangeID != "" {
+		c = c.Str("change", n.ChangeID)
+	} else {
+		c = c.Str("approval", n.ApprovalID)
+	}
+	l := c.Str("event", string(n.Event)).Int("attempt", n.Attempts).Logger()
 	return &l
 }
 
@@ -364,15 +370,14 @@ func notifyOutcome(out store.NotifyOutcome, a attempt) string {
 // attempt reads what n needs, sends it, and says what became of it.
 func (d *Dispatcher) attempt(ctx context.Context, n store.Notification) (store.NotifyOutcome, attempt) {
 	now := d.cfg.Now()
-	a, err := d.cfg.Store.GetApproval(ctx, n.ApprovalID)
+	p, skip, err := d.payloadOf(ctx, n, now)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return store.NotifyOutcome{State: store.NotificationCancelled, Error: "the request was removed"}, attempt{}
 	case err != nil:
 		return d.retry(n, now, attempt{err: "postern could not read the request: " + err.Error(), retry: true})
-	case n.Event == store.NotifyPending && a.Status != store.ApprovalPending:
-		return store.NotifyOutcome{State: store.NotificationCancelled,
-			Error: "the request was " + a.Status + " before it could be announced"}, attempt{}
+	case skip != "":
+		return store.NotifyOutcome{State: store.NotificationCancelled, Error: skip}, attempt{}
 	}
 	target, err := d.cfg.Store.NotifyChannelTarget(ctx, n.ChannelID)
 	switch {
@@ -382,16 +387,41 @@ func (d *Dispatcher) attempt(ctx context.Context, n store.Notification) (store.N
 		return d.retry(n, now, attempt{err: "postern could not open the channel: " + err.Error(), retry: true})
 	}
 	defer clear(target.Secret)
-	p := newPayload(a, string(n.Event), n.ID, d.cfg.BaseURL, now)
-	if n.Event == store.NotifyBound {
-		p = boundSummary(p, n.BoundScope, n.BoundWaiting)
-	}
 	m, err := render(target.Format, p, target.Secret)
 	if err != nil {
 		return store.NotifyOutcome{State: store.NotificationFailed, Error: err.Error()}, attempt{}
 	}
 	res := post(ctx, d.client, target, m, d.cfg.Timeout, now)
 	return d.retry(n, now, res)
+}
+
+// payloadOf reads the request n is about, an operation's or a change's,
+// as it stands now and describes it. skip says why n is not to be sent: a
+// pending event whose request was decided (or, for a change, expired)
+// before it could be announced, which the decided event follows.
+func (d *Dispatcher) payloadOf(ctx context.Context, n store.Notification, now time.Time) (p Payload, skip string, err error) {
+	if n.ChangeID != "" {
+		c, err := d.cfg.Store.ChangeToNotify(ctx, n.ChangeID)
+		switch {
+		case err != nil:
+			return Payload{}, "", err
+		case n.Event == store.NotifyPending && c.Status != store.ChangePending:
+			return Payload{}, "the change request was " + c.Status + " before it could be announced", nil
+		}
+		return newChangePayload(c, string(n.Event), n.ID, d.cfg.BaseURL, now), "", nil
+	}
+	a, err := d.cfg.Store.GetApproval(ctx, n.ApprovalID)
+	switch {
+	case err != nil:
+		return Payload{}, "", err
+	case n.Event == store.NotifyPending && a.Status != store.ApprovalPending:
+		return Payload{}, "the request was " + a.Status + " before it could be announced", nil
+	}
+	p = newPayload(a, string(n.Event), n.ID, d.cfg.BaseURL, now)
+	if n.Event == store.NotifyBound {
+		p = boundSummary(p, n.BoundScope, n.BoundWaiting)
+	}
+	return p, "", nil
 }
 
 // retry turns an attempt into the outcome to record: delivered, given back
@@ -410,10 +440,12 @@ func (d *Dispatcher) retry(n store.Notification, now time.Time, a attempt) (stor
 	at := now.Add(max(d.cfg.Jitter(d.Backoff(n.Attempts)), a.retryAfter))
 	if !at.Before(n.GiveUpAt) {
 		why := "the request expires"
-		switch n.Event {
-		case store.NotifyDecided:
+		switch {
+		case n.ChangeID != "" && n.Event == store.NotifyPending:
+			why = "the change request expires"
+		case n.Event == store.NotifyDecided:
 			why = "the retry window of a decision (" + store.NotifyDecidedWindow.String() + ") ends"
-		case store.NotifyBound:
+		case n.Event == store.NotifyBound:
 			why = "the waiting requests expire"
 		}
 		return store.NotifyOutcome{State: store.NotificationFailed, Status: a.status,

@@ -190,16 +190,16 @@ func newRig(t *testing.T) *rig {
 	}
 	t.Cleanup(func() { st.Close() })
 	r := &rig{t: t, clock: clock, st: st, path: path, logs: &logBuffer{}}
-	alice, err := st.CreateAdmin(ctx, "alice", "$argon2id$unused", store.RoleApprover)
+	alice, err := st.CreateAdmin(ctx, store.Unaudited(), "alice", "$argon2id$unused", store.RoleApprover)
 	if err != nil {
 		t.Fatal(err)
 	}
 	r.alice = store.Decider{AdminID: alice.ID, Name: alice.Name}
-	if r.agent, err = st.CreateAgent(ctx, "bot", testkey.New(t, "").Authorized); err != nil {
+	if r.agent, err = st.CreateAgent(ctx, store.Unaudited(), "bot", testkey.New(t, "").Authorized); err != nil {
 		t.Fatal(err)
 	}
 	key, host := testkey.New(t, ""), testkey.New(t, "")
-	if r.conn, err = st.CreateConnection(ctx, store.NewConnection{Alias: "web", Host: "127.0.0.1", Port: 2022,
+	if r.conn, err = st.CreateConnection(ctx, store.Unaudited(), store.NewConnection{Alias: "web", Host: "127.0.0.1", Port: 2022,
 		User: "deploy", PrivateKey: key.PrivatePEM, HostKeys: []string{"127.0.0.1 " + host.Authorized},
 		Env: store.EnvProduction}); err != nil {
 		t.Fatal(err)
@@ -221,7 +221,7 @@ func (r *rig) secondStore() *store.Store {
 // channel adds a channel.
 func (r *rig) channel(nc store.NewNotifyChannel) *store.NotifyChannel {
 	r.t.Helper()
-	c, err := r.st.CreateNotifyChannel(context.Background(), nc)
+	c, err := r.st.CreateNotifyChannel(context.Background(), store.Unaudited(), nc)
 	if err != nil {
 		r.t.Fatalf("CreateNotifyChannel(%s): %v", nc.Name, err)
 	}

@@ -17,22 +17,31 @@ import (
 // page's Test button): it names no real request.
 const EventTest = "test"
 
+// KindChange is the Kind of a payload about a change request: a
+// configuration change that waits for, or was decided by, a second admin
+// (model.KindChange, the same word on the approvals card).
+const KindChange = "change"
+
 // Payload is the body of a json channel's message, documented field by
 // field in docs/notifications.md. Text that came from the agent or an
-// admin (operation, reasons, agent_reason, note) went through
-// policy.Visible: invisible and direction-changing code points arrive as
-// <U+XXXX> escapes.
+// admin (operation, reasons, agent_reason, note, a change's fields) went
+// through policy.Visible: invisible and direction-changing code points
+// arrive as <U+XXXX> escapes.
 type Payload struct {
-	Event           string   `json:"event"`    // pending, decided, bound or test
-	Delivery        string   `json:"delivery"` // the same on every retry of one notification
-	SentAt          string   `json:"sent_at"`  // this attempt, RFC 3339 UTC
-	ApprovalID      string   `json:"approval_id"`
-	Status          string   `json:"status"` // pending, approved, denied or expired
-	Agent           string   `json:"agent"`
-	Alias           string   `json:"alias"`
-	Env             string   `json:"env"` // "" when the connection was removed
-	Class           string   `json:"class"`
-	Kind            string   `json:"kind"` // exec or sftp
+	Event      string `json:"event"`    // pending, decided, bound or test
+	Delivery   string `json:"delivery"` // the same on every retry of one notification
+	SentAt     string `json:"sent_at"`  // this attempt, RFC 3339 UTC
+	ApprovalID string `json:"approval_id"`
+	// Status is pending, approved, denied or expired; a change can also
+	// be failed (approved, and then its write failed).
+	Status string `json:"status"`
+	Agent  string `json:"agent"`
+	Alias  string `json:"alias"`
+	Env    string `json:"env"` // "" when the connection was removed, and for a change
+	Class  string `json:"class"`
+	Kind   string `json:"kind"` // exec, sftp or change
+	// Operation is the command or SFTP operation; for a change, the
+	// change in words (its summary).
 	Operation       string   `json:"operation"`
 	Reasons         string   `json:"reasons"`
 	AgentReason     string   `json:"agent_reason"` // POSTERN_REASON, "" if the agent gave none
@@ -55,6 +64,23 @@ type Payload struct {
 	// of those, without its operation: the summary is about the queue.
 	Bound   string `json:"bound,omitempty"`
 	Waiting int    `json:"waiting,omitempty"`
+	// Change is set when Kind is KindChange, and absent otherwise.
+	Change *ChangeFacts `json:"change,omitempty"`
+}
+
+// ChangeFacts is what a notification about a change request tells besides
+// its summary: what the second admin is asked to let happen. Every field
+// went through policy.VisibleLine, so none holds a line break.
+type ChangeFacts struct {
+	// What is the kind of change: grant, conn-update, conn-remove,
+	// admin-add, admin-role or token-add.
+	What   string `json:"what"`
+	Before string `json:"before"`
+	After  string `json:"after"`
+	// RequestedBy is the admin who asked (cli:USER for the server's CLI
+	// without --as); RequestedVia the door: cli, web, api or apply.
+	RequestedBy  string `json:"requested_by"`
+	RequestedVia string `json:"requested_via"`
 }
 
 // rfc3339 is a time in a payload.
@@ -90,6 +116,33 @@ func newPayload(a store.Approval, event, delivery, base string, sentAt time.Time
 			t := rfc3339(a.ScopeExpiresAt)
 			p.ScopeExpiresAt = &t
 		}
+	}
+	return p
+}
+
+// newChangePayload describes event about change request c, as delivery
+// sent at sentAt; base is the web page's URL ("" for none). The link is
+// c's card in the approvals queue. A change has one decider and needs one
+// approval: the second admin's.
+func newChangePayload(c store.ChangeRequest, event, delivery, base string, sentAt time.Time) Payload {
+	p := Payload{
+		Event: event, Delivery: delivery, SentAt: rfc3339(sentAt), ApprovalID: c.ID, Status: c.Status,
+		Agent: policy.VisibleLine(c.AgentName), Alias: policy.VisibleLine(c.ConnectionAlias), Kind: KindChange,
+		Operation: policy.VisibleLine(c.Summary), ApprovalsNeeded: 1, DecidedBy: []string{},
+		Note: policy.VisibleLine(c.Reason), CreatedAt: rfc3339(c.CreatedAt), ExpiresAt: rfc3339(c.ExpiresAt),
+		Change: &ChangeFacts{What: policy.VisibleLine(c.Kind), Before: policy.VisibleLine(c.Before),
+			After: policy.VisibleLine(c.After), RequestedBy: policy.VisibleLine(c.RequestedBy),
+			RequestedVia: policy.VisibleLine(c.RequestedVia)},
+	}
+	if c.DecidedBy != "" {
+		p.DecidedBy = []string{policy.VisibleLine(c.DecidedBy)}
+	}
+	if base != "" {
+		p.Link = strings.TrimSuffix(base, "/") + "/approvals/" + c.ID
+	}
+	if !c.DecidedAt.IsZero() {
+		t := rfc3339(c.DecidedAt)
+		p.DecidedAt = &t
 	}
 	return p
 }
@@ -130,6 +183,10 @@ const (
 	// ntfyOperationMax leaves room in an ntfy body for the facts around
 	// the operation.
 	ntfyOperationMax = 3000
+	// changePartMax bounds each of a change's summary, before and after
+	// in the chat formats, so that all three and the facts fit one Slack
+	// text or ntfy body.
+	changePartMax = 1000
 )
 
 // render writes p in format; secret is the channel's (nil for none).
@@ -162,6 +219,9 @@ func renderJSON(p Payload, secret []byte) message {
 
 // headline is the one-line summary every chat format leads with.
 func headline(p Payload) string {
+	if p.Change != nil {
+		return changeHeadline(p)
+	}
 	where := p.Alias + " (" + p.Env + ")"
 	if p.Env == "" {
 		where = p.Alias + " (connection removed)"
@@ -196,8 +256,65 @@ func headline(p Payload) string {
 	return head
 }
 
+// changeHeadline is headline for a change: who asked for what kind of
+// change, about which agent or connection, and, once decided, the verdict
+// and who gave it. It is built from names and manage's words, never from
+// the summary, before or after, which can hold an admin's free text.
+func changeHeadline(p Payload) string {
+	c := p.Change
+	what := "a " + c.What + " change"
+	switch {
+	case p.Agent != "" && p.Alias != "":
+		what += " for agent " + p.Agent + " on " + p.Alias
+	case p.Alias != "":
+		what += " on " + p.Alias
+	case p.Agent != "":
+		what += " for agent " + p.Agent
+	}
+	if p.Event != string(store.NotifyDecided) {
+		return "Change needs a second admin: " + c.RequestedBy + " asks for " + what
+	}
+	verdict := "Decided"
+	if p.Status != "" {
+		verdict = strings.ToUpper(p.Status[:1]) + p.Status[1:]
+	}
+	if len(p.DecidedBy) > 0 {
+		by := " by "
+		if p.Status == store.ChangeFailed {
+			by = " after approval by "
+		}
+		verdict += by + strings.Join(p.DecidedBy, " and ")
+	}
+	return verdict + ": " + c.RequestedBy + "'s " + strings.TrimPrefix(what, "a ")
+}
+
+// changeSides are a change's before and after, one line each, for the
+// chat formats.
+func changeSides(c *ChangeFacts) []string {
+	return []string{"Before: " + cut(c.Before, changePartMax), "After: " + cut(c.After, changePartMax)}
+}
+
+// changeFacts are the lines under a change's before and after in the
+// chat formats.
+func changeFacts(p Payload) []string {
+	out := []string{"Asked by " + p.Change.RequestedBy + " (" + p.Change.RequestedVia + ")"}
+	if p.Note != "" {
+		out = append(out, "Reason: "+p.Note)
+	}
+	if p.Event == string(store.NotifyDecided) {
+		return append(out, "Request "+p.ApprovalID)
+	}
+	if t, err := time.Parse(time.RFC3339Nano, p.ExpiresAt); err == nil {
+		out = append(out, "Expires "+t.UTC().Format("2006-01-02 15:04:05 UTC")+" ("+p.ApprovalID+")")
+	}
+	return out
+}
+
 // facts are the lines under the operation in the chat formats.
 func facts(p Payload) []string {
+	if p.Change != nil {
+		return changeFacts(p)
+	}
 	var out []string
 	if p.Reasons != "" {
 		out = append(out, "Why "+p.Class+": "+p.Reasons)
@@ -288,7 +405,14 @@ func renderSlack(p Payload) message {
 	m := slackMessage{Text: head, Blocks: []slackBlock{
 		{Type: "section", Text: &slackText{Type: "mrkdwn", Text: top}},
 	}}
-	if p.Operation != "" {
+	switch {
+	case p.Change != nil:
+		// The summary, then before and after, each a plain_text section:
+		// an admin's text never reaches mrkdwn.
+		op := slackPlain(p.Kind + ": " + cut(p.Operation, changePartMax))
+		sides := slackPlain(strings.Join(changeSides(p.Change), "\n"))
+		m.Blocks = append(m.Blocks, slackBlock{Type: "section", Text: &op}, slackBlock{Type: "section", Text: &sides})
+	case p.Operation != "":
 		op := slackPlain(p.Kind + ": " + p.Operation)
 		m.Blocks = append(m.Blocks, slackBlock{Type: "section", Text: &op})
 	}
@@ -328,7 +452,11 @@ func ntfyValue(s string) string {
 func renderNtfy(p Payload, secret []byte) message {
 	h := http.Header{}
 	h.Set("Title", headerText("postern: "+headline(p)))
-	h.Set("Tags", "postern,"+headerText(p.Class))
+	tag := p.Class
+	if p.Change != nil {
+		tag = KindChange
+	}
+	h.Set("Tags", "postern,"+headerText(tag))
 	if p.Event == string(store.NotifyPending) || p.Event == string(store.NotifyBound) {
 		h.Set("Priority", "high")
 	}
@@ -340,7 +468,11 @@ func renderNtfy(p Payload, secret []byte) message {
 		h.Set("Authorization", "Bearer "+string(secret))
 	}
 	var b bytes.Buffer
-	if p.Operation != "" {
+	switch {
+	case p.Change != nil:
+		b.WriteString(p.Kind + ": " + cut(p.Operation, changePartMax) + "\n\n")
+		b.WriteString(strings.Join(changeSides(p.Change), "\n") + "\n\n")
+	case p.Operation != "":
 		b.WriteString(p.Kind + ": " + cut(p.Operation, ntfyOperationMax) + "\n\n")
 	}
 	b.WriteString(strings.Join(facts(p), "\n"))

@@ -98,7 +98,7 @@ func (s *Store) CreateChangeRequest(ctx context.Context, r ChangeRequest, lifeti
 		if err != nil {
 			return fmt.Errorf("store: add change request: %w", err)
 		}
-		return nil
+		return queueChangeNotifications(ctx, tx, r, NotifyPending, now)
 	})
 	return r, err
 }
@@ -219,7 +219,7 @@ func (s *Store) DecideChangeRequest(ctx context.Context, id string, d ChangeDeci
 			c.Status, d.Name, d.AdminID, formatTime(now), d.Reason, formatTime(now), id); err != nil {
 			return fmt.Errorf("store: decide change request %s: %w", id, err)
 		}
-		return nil
+		return queueChangeNotifications(ctx, tx, c, NotifyDecided, now)
 	})
 	if err != nil {
 		return c, err

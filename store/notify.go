@@ -14,7 +14,8 @@ import (
 // Notification channels and their outbox (migrations/0007_notify.sql). The
 // store keeps the channels, seals their URLs and secrets, and queues one
 // outbox row per subscribed channel in the same transaction that creates or
-// decides an approval; package notify renders and sends them.
+// decides an approval or a change request; package notify renders and
+// sends them.
 
 // NotifyFormat is how a channel's messages are written.
 type NotifyFormat string
@@ -470,9 +471,29 @@ func queueNotifications(ctx context.Context, tx *sql.Tx, a Approval, event Notif
 	return queueOutbox(ctx, tx, outboxEntry{approval: a, event: event, giveUp: giveUp}, now)
 }
 
-// outboxEntry is what queueOutbox writes for each channel.
+// queueChangeNotifications writes one outbox row for each channel
+// subscribed to event about change request c, due now, in the caller's
+// transaction: the one that created or decided c. CreateChangeRequest and
+// DecideChangeRequest call it, as queueNotifications is called for an
+// operation's request, so that the second admin hears of a change waiting
+// for them by the same channels. A pending event gives up at c's expiry,
+// a decided one NotifyDecidedWindow after the decision.
+func queueChangeNotifications(ctx context.Context, tx *sql.Tx, c ChangeRequest, event NotifyEvent, now time.Time) error {
+	if event != NotifyPending && event != NotifyDecided {
+		return fmt.Errorf("store: queue notification: event %q of change request %s: want pending or decided", event, c.ID)
+	}
+	giveUp := c.ExpiresAt
+	if event == NotifyDecided {
+		giveUp = now.Add(NotifyDecidedWindow)
+	}
+	return queueOutbox(ctx, tx, outboxEntry{changeID: c.ID, event: event, giveUp: giveUp}, now)
+}
+
+// outboxEntry is what queueOutbox writes for each channel. It is about
+// approval or, when changeID is set, about that change request.
 type outboxEntry struct {
 	approval Approval
+	changeID string
 	event    NotifyEvent
 	giveUp   time.Time
 	// boundScope and boundWaiting describe a NotifyBound summary; "" and
@@ -494,11 +515,17 @@ func queueOutbox(ctx context.Context, tx *sql.Tx, e outboxEntry, now time.Time) 
 		return err
 	}
 	ts := formatTime(now)
+	// Exactly one of approval_id and change_id is set; the other is NULL,
+	// which its foreign key does not check (migrations/0014).
+	var approvalID, changeID any = e.approval.ID, nil
+	if e.changeID != "" {
+		approvalID, changeID = nil, e.changeID
+	}
 	for _, ch := range channels {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO notify_outbox (id, channel_id, approval_id, event, state,
-			due_at, give_up_at, created_at, modified_at, bound_scope, bound_waiting)
-			VALUES (?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?)`,
-			newID(prefixNotification), ch, e.approval.ID, string(e.event), ts, formatTime(e.giveUp), ts, ts,
+		if _, err := tx.ExecContext(ctx, `INSERT INTO notify_outbox (id, channel_id, approval_id, change_id, event,
+			state, due_at, give_up_at, created_at, modified_at, bound_scope, bound_waiting)
+			VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?)`,
+			newID(prefixNotification), ch, approvalID, changeID, string(e.event), ts, formatTime(e.giveUp), ts, ts,
 			e.boundScope, e.boundWaiting); err != nil {
 			return fmt.Errorf("store: queue notification: %w", err)
 		}
@@ -506,13 +533,16 @@ func queueOutbox(ctx context.Context, tx *sql.Tx, e outboxEntry, now time.Time) 
 	return nil
 }
 
-// Notification is one outbox row: an event about an approval to deliver to
-// a channel.
+// Notification is one outbox row: an event about an operation's approval
+// request, or about a change request, to deliver to a channel.
 type Notification struct {
 	ID         string
 	ChannelID  string
 	Channel    string // the channel's name
-	ApprovalID string
+	ApprovalID string // the operation's request; "" when ChangeID is set
+	// ChangeID is the change request (chg_…) the row is about, waiting for
+	// or decided by a second admin; "" when ApprovalID is set.
+	ChangeID   string
 	Event      NotifyEvent
 	State      string // NotificationQueued, ...
 	Attempts   int    // attempts made, this one included once claimed
@@ -541,7 +571,18 @@ const (
 	NotificationCancelled = "cancelled"
 )
 
-const notificationColumns = `o.id, o.channel_id, COALESCE(c.name, ''), o.approval_id, o.event, o.state, o.attempts,
+// Subject is the id of the request n is about: ApprovalID, or ChangeID for
+// a change request. Both live in the approvals queue, under
+// /approvals/{id} on the page.
+func (n Notification) Subject() string {
+	if n.ChangeID != "" {
+		return n.ChangeID
+	}
+	return n.ApprovalID
+}
+
+const notificationColumns = `o.id, o.channel_id, COALESCE(c.name, ''), COALESCE(o.approval_id, ''),
+	COALESCE(o.change_id, ''), o.event, o.state, o.attempts,
 	o.due_at, o.give_up_at, o.claim, o.last_status, o.last_error, o.created_at, o.modified_at, o.done_at,
 	o.bound_scope, o.bound_waiting
 	FROM notify_outbox o LEFT JOIN notify_channels c ON c.id = o.channel_id`
@@ -549,7 +590,7 @@ const notificationColumns = `o.id, o.channel_id, COALESCE(c.name, ''), o.approva
 func scanNotification(r rowScanner) (Notification, error) {
 	var n Notification
 	var event, due, giveUp, created, modified, done string
-	if err := r.Scan(&n.ID, &n.ChannelID, &n.Channel, &n.ApprovalID, &event, &n.State, &n.Attempts,
+	if err := r.Scan(&n.ID, &n.ChannelID, &n.Channel, &n.ApprovalID, &n.ChangeID, &event, &n.State, &n.Attempts,
 		&due, &giveUp, &n.Claim, &n.LastStatus, &n.LastError, &created, &modified, &done,
 		&n.BoundScope, &n.BoundWaiting); err != nil {
 		return Notification{}, err
@@ -585,9 +626,22 @@ func (s *Store) ListNotifications(ctx context.Context, limit int) ([]Notificatio
 	return s.queryNotifications(ctx, s.db, `ORDER BY o.modified_at DESC, o.id DESC LIMIT ?`, limit)
 }
 
-// NotificationsOf returns the outbox rows about one approval, oldest first.
-func (s *Store) NotificationsOf(ctx context.Context, approvalID string) ([]Notification, error) {
-	return s.queryNotifications(ctx, s.db, `WHERE o.approval_id = ? ORDER BY o.created_at, o.id`, approvalID)
+// NotificationsOf returns the outbox rows about one request, oldest first:
+// an operation's approval request or, for a chg_ id, a change request.
+func (s *Store) NotificationsOf(ctx context.Context, id string) ([]Notification, error) {
+	column := "o.approval_id"
+	if IsChangeID(id) {
+		column = "o.change_id"
+	}
+	return s.queryNotifications(ctx, s.db, `WHERE `+column+` = ? ORDER BY o.created_at, o.id`, id)
+}
+
+// ChangeToNotify returns the change request id as a notification tells of
+// it: without its payload, which stays sealed (it can hold a private key
+// or a password hash, and a notification never needs it).
+func (s *Store) ChangeToNotify(ctx context.Context, id string) (ChangeRequest, error) {
+	c, _, err := getChange(ctx, s.db, id)
+	return c, err
 }
 
 // NextNotificationDue returns when the earliest claimable outbox row is
@@ -721,10 +775,12 @@ func (s *Store) ExpireNotifications(ctx context.Context) ([]Notification, error)
 		for i := range out {
 			n := &out[i]
 			msg := "gave up: the request expired before the notification was delivered"
-			switch n.Event {
-			case NotifyDecided:
+			switch {
+			case n.ChangeID != "" && n.Event == NotifyPending:
+				msg = "gave up: the change request expired before the notification was delivered"
+			case n.Event == NotifyDecided:
 				msg = "gave up: not delivered within " + NotifyDecidedWindow.String() + " of the decision"
-			case NotifyBound:
+			case n.Event == NotifyBound:
 				msg = "gave up: the waiting requests expired before the summary was delivered"
 			}
 			if n.Attempts > 0 {
