@@ -180,13 +180,13 @@ func TestGrantChangesOnOpenConnection(t *testing.T) {
 		t.Fatalf("first run: %q, %v; want one", out, err)
 	}
 	ctx := context.Background()
-	if err := h.st.RevokeGrant(ctx, "agent1", "web"); err != nil {
+	if err := h.st.RevokeGrant(ctx, store.Unaudited(), "agent1", "web"); err != nil {
 		t.Fatal(err)
 	}
 	if out, err := run("web echo two"); err == nil || !strings.Contains(out, "unknown alias") {
 		t.Errorf("after revoke: %q, %v; want refused as an unknown alias", out, err)
 	}
-	if _, err := h.st.SetGrant(ctx, "agent1", "secret", store.DefaultRules()); err != nil {
+	if _, err := h.st.SetGrant(ctx, store.Unaudited(), "agent1", "secret", store.DefaultRules()); err != nil {
 		t.Fatal(err)
 	}
 	if out, err := run("secret echo three"); err != nil || out != "three\n" {

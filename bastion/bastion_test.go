@@ -178,14 +178,14 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 	}
 	var deciders []policy.Decider
 	for _, n := range []string{"alice", "bob"} {
-		a, err := st.CreateAdmin(ctx, n, "$argon2id$unused", store.RoleApprover)
+		a, err := st.CreateAdmin(ctx, store.Unaudited(), n, "$argon2id$unused", store.RoleApprover)
 		if err != nil {
 			t.Fatal(err)
 		}
 		deciders = append(deciders, policy.Decider{AdminID: a.ID, Name: a.Name})
 	}
 	keyPath, signer := newAgentKey(t, dir, "agent")
-	if _, err := st.CreateAgent(ctx, "agent1", string(ssh.MarshalAuthorizedKey(signer.PublicKey()))); err != nil {
+	if _, err := st.CreateAgent(ctx, store.Unaudited(), "agent1", string(ssh.MarshalAuthorizedKey(signer.PublicKey()))); err != nil {
 		t.Fatal(err)
 	}
 	env := o.env
@@ -200,7 +200,7 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 	if o.port != 0 {
 		port = o.port
 	}
-	if _, err := st.CreateConnection(ctx, store.NewConnection{
+	if _, err := st.CreateConnection(ctx, store.Unaudited(), store.NewConnection{
 		Alias: "web", Host: tgt.Host, Port: port, User: tgt.User,
 		PrivateKey: tgt.UserKeyPEM, HostKeys: hostKeys, Env: env, Recipe: o.recipe,
 	}); err != nil {
@@ -210,11 +210,11 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 	if rules == (store.Rules{}) {
 		rules = store.DefaultRules()
 	}
-	if _, err := st.SetGrant(ctx, "agent1", "web", rules); err != nil {
+	if _, err := st.SetGrant(ctx, store.Unaudited(), "agent1", "web", rules); err != nil {
 		t.Fatal(err)
 	}
 	// A second connection the agent holds no grant for.
-	if _, err := st.CreateConnection(ctx, store.NewConnection{
+	if _, err := st.CreateConnection(ctx, store.Unaudited(), store.NewConnection{
 		Alias: "secret", Host: tgt.Host, Port: tgt.Port, User: tgt.User,
 		PrivateKey: tgt.UserKeyPEM, HostKeys: []string{tgt.KnownHostsLine}, Env: store.EnvProduction,
 	}); err != nil {
@@ -743,7 +743,7 @@ func TestConnectionChangeOnOpenConnection(t *testing.T) {
 	_, wrong, _ := ed25519.GenerateKey(rand.Reader)
 	wrongPub, _ := ssh.NewSignerFromKey(wrong)
 	wrongLine := "127.0.0.1 " + strings.TrimSpace(string(ssh.MarshalAuthorizedKey(wrongPub.PublicKey())))
-	if _, err := h.st.UpdateConnectionAddress(ctx, "web", h.target.Host, h.target.Port, []string{wrongLine}); err != nil {
+	if _, err := h.st.UpdateConnectionAddress(ctx, store.Unaudited(), "web", h.target.Host, h.target.Port, []string{wrongLine}); err != nil {
 		t.Fatal(err)
 	}
 	if out, errOut, code := run("web echo second"); code != ExitUnreachable || !strings.Contains(errOut, "host key of web changed") {
@@ -755,7 +755,7 @@ func TestConnectionChangeOnOpenConnection(t *testing.T) {
 		t.Errorf("failed audit rows after the re-pinned key: got %d; want 1", n)
 	}
 
-	if _, err := h.st.UpdateConnectionAddress(ctx, "web", h.target.Host, h.target.Port, []string{h.target.KnownHostsLine}); err != nil {
+	if _, err := h.st.UpdateConnectionAddress(ctx, store.Unaudited(), "web", h.target.Host, h.target.Port, []string{h.target.KnownHostsLine}); err != nil {
 		t.Fatal(err)
 	}
 	if out, errOut, code := run("web echo third"); code != 0 || out != "third\n" {

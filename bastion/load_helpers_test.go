@@ -97,10 +97,10 @@ func (h *harness) addLoadAgents(n int, prefix string, rules store.Rules) []loadA
 			h.t.Fatal(err)
 		}
 		name := fmt.Sprintf("%s-%d", prefix, i)
-		if _, err := h.st.CreateAgent(ctx, name, string(ssh.MarshalAuthorizedKey(signer.PublicKey()))); err != nil {
+		if _, err := h.st.CreateAgent(ctx, store.Unaudited(), name, string(ssh.MarshalAuthorizedKey(signer.PublicKey()))); err != nil {
 			h.t.Fatal(err)
 		}
-		if _, err := h.st.SetGrant(ctx, name, "web", rules); err != nil {
+		if _, err := h.st.SetGrant(ctx, store.Unaudited(), name, "web", rules); err != nil {
 			h.t.Fatal(err)
 		}
 		agents[i] = loadAgent{name: name, signer: signer, index: i}

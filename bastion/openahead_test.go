@@ -61,7 +61,7 @@ func TestOpenAheadRefusedRunsNothing(t *testing.T) {
 			ctx := context.Background()
 			rules := allowAll
 			rules.Write = tt.write
-			if _, err := h.st.SetGrant(ctx, "agent1", "web", rules); err != nil {
+			if _, err := h.st.SetGrant(ctx, store.Unaudited(), "agent1", "web", rules); err != nil {
 				t.Fatal(err)
 			}
 			file := filepath.Join(t.TempDir(), "made")

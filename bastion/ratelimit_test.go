@@ -191,11 +191,11 @@ func (h *harness) addAgent(name string, aliases ...string) string {
 	h.t.Helper()
 	ctx := context.Background()
 	keyPath, signer := newAgentKey(h.t, h.dir, name)
-	if _, err := h.st.CreateAgent(ctx, name, string(ssh.MarshalAuthorizedKey(signer.PublicKey()))); err != nil {
+	if _, err := h.st.CreateAgent(ctx, store.Unaudited(), name, string(ssh.MarshalAuthorizedKey(signer.PublicKey()))); err != nil {
 		h.t.Fatal(err)
 	}
 	for _, a := range aliases {
-		if _, err := h.st.SetGrant(ctx, name, a, store.DefaultRules()); err != nil {
+		if _, err := h.st.SetGrant(ctx, store.Unaudited(), name, a, store.DefaultRules()); err != nil {
 			h.t.Fatal(err)
 		}
 	}

@@ -238,8 +238,13 @@ func corpusBatch(dir string, rows []corpusRead) string {
 	fmt.Fprintf(&b, "cd %s || exit\n", shellQuote(dir))
 	for i, r := range rows {
 		// The row's bash waits for what it started in the background
-		// (ls &), so that its output lands between its own markers.
-		fmt.Fprintf(&b, "printf '\\n@@row-%d@@\\n'; printf '\\n@@row-%d@@\\n' >&2; timeout -k 5 %s bash -c 'eval \"$1\"; s=$?; wait; exit $s' bash %s </dev/null; printf '\\n@@end-%d %%d@@\\n' $?\n",
+		// (ls &), so that its output lands between its own markers. Its
+		// stdout is a pipe of its own, to cat: a row that sets
+		// O_NONBLOCK on its stdout (rsync --server does) would otherwise
+		// set it on the batch's, and a later marker written while the
+		// session's pipe is full fails with EAGAIN and is lost (seen in
+		// CI: "no status for row 59", three rows after rsync's).
+		fmt.Fprintf(&b, "printf '\\n@@row-%d@@\\n'; printf '\\n@@row-%d@@\\n' >&2; timeout -k 5 %s bash -c 'eval \"$1\"; s=$?; wait; exit $s' bash %s </dev/null | cat; printf '\\n@@end-%d %%d@@\\n' \"${PIPESTATUS[0]}\"\n",
 			i, i, corpusRowBound, shellQuote(r.command), i)
 	}
 	return b.String()

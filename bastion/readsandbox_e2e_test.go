@@ -45,7 +45,7 @@ func (h *harness) setProbe(alias string, found store.SandboxFound, msg string) {
 // setReadSandbox changes connection alias's read sandbox setting.
 func (h *harness) setReadSandbox(alias string, rs store.ReadSandbox, reason string) {
 	h.t.Helper()
-	if _, err := h.st.UpdateConnection(context.Background(), alias, store.ConnectionChange{ReadSandbox: &rs, ReadSandboxReason: reason}); err != nil {
+	if _, err := h.st.UpdateConnection(context.Background(), store.Unaudited(), alias, store.ConnectionChange{ReadSandbox: &rs, ReadSandboxReason: reason}); err != nil {
 		h.t.Fatal(err)
 	}
 }
@@ -231,11 +231,11 @@ func (h *harness) addPathConnection(alias, path string, env store.Env) {
 	h.t.Helper()
 	keyPEM, _ := h.target.PathKey(h.t, path)
 	ctx := context.Background()
-	if _, err := h.st.CreateConnection(ctx, store.NewConnection{Alias: alias, Host: h.target.Host, Port: h.target.Port,
+	if _, err := h.st.CreateConnection(ctx, store.Unaudited(), store.NewConnection{Alias: alias, Host: h.target.Host, Port: h.target.Port,
 		User: h.target.User, PrivateKey: keyPEM, HostKeys: []string{h.target.KnownHostsLine}, Env: env}); err != nil {
 		h.t.Fatal(err)
 	}
-	if _, err := h.st.SetGrant(ctx, "agent1", alias, store.DefaultRules()); err != nil {
+	if _, err := h.st.SetGrant(ctx, store.Unaudited(), "agent1", alias, store.DefaultRules()); err != nil {
 		h.t.Fatal(err)
 	}
 }

@@ -189,7 +189,7 @@ func awaitRow(t *testing.T, h *harness, prefix string) string {
 
 func setRules(t *testing.T, h *harness, alias string, rules store.Rules) {
 	t.Helper()
-	if _, err := h.st.SetGrant(context.Background(), "agent1", alias, rules); err != nil {
+	if _, err := h.st.SetGrant(context.Background(), store.Unaudited(), "agent1", alias, rules); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -209,7 +209,7 @@ func TestSFTPVirtualRootAcrossAliases(t *testing.T) {
 	requirePython(t, "paramiko", "asyncssh")
 	h := newHarness(t, harnessOpts{rules: readWrite})
 	ctx := context.Background()
-	if _, err := h.st.CreateConnection(ctx, store.NewConnection{
+	if _, err := h.st.CreateConnection(ctx, store.Unaudited(), store.NewConnection{
 		Alias: "db", Host: h.target.Host, Port: h.target.Port, User: h.target.User,
 		PrivateKey: h.target.UserKeyPEM, HostKeys: []string{h.target.KnownHostsLine},
 	}); err != nil {
@@ -356,7 +356,7 @@ func TestSFTPVirtualRootAcrossAliases(t *testing.T) {
 		if got := c.ok(t, map[string]any{"op": "listdir", "path": "/"}); got != `["db", "web"]` {
 			t.Fatalf("ls /: got %s; want db and web", got)
 		}
-		if err := h.st.RevokeGrant(ctx, "agent1", "db"); err != nil {
+		if err := h.st.RevokeGrant(ctx, store.Unaudited(), "agent1", "db"); err != nil {
 			t.Fatal(err)
 		}
 		// The session still lists db; the decision finds no grant, and

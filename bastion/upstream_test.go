@@ -80,7 +80,7 @@ func addConnection(t *testing.T, st *store.Store, alias, host string, port int, 
 	if len(hostKeys) == 0 {
 		hostKeys = []string{sshd.KnownHostsLine}
 	}
-	c, err := st.CreateConnection(context.Background(), store.NewConnection{
+	c, err := st.CreateConnection(context.Background(), store.Unaudited(), store.NewConnection{
 		Alias:      alias,
 		Host:       host,
 		Port:       port,

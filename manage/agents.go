@@ -22,9 +22,9 @@ func (m *Manager) AddAgent(ctx context.Context, by policy.Actor, name string, ke
 	if err != nil {
 		return nil, err
 	}
-	actx, p := audited(ctx, policy.Change{Actor: by, AgentName: name,
+	aud, p := audited(policy.Change{Actor: by, AgentName: name,
 		What: "agent add " + name + ": key " + fp})
-	a, err := m.st.CreateAgent(actx, name, keys[0])
+	a, err := m.st.CreateAgent(ctx, aud, name, keys[0])
 	if err != nil {
 		return nil, err
 	}
@@ -52,9 +52,9 @@ func (m *Manager) AddAgentKey(ctx context.Context, by policy.Actor, name, key st
 	if err != nil {
 		return nil, err
 	}
-	actx, p := audited(ctx, policy.Change{Actor: by, AgentID: cur.ID, AgentName: cur.Name,
+	aud, p := audited(policy.Change{Actor: by, AgentID: cur.ID, AgentName: cur.Name,
 		What: "agent key add " + name + ": " + fp})
-	a, err := m.st.AddAgentKey(actx, name, key)
+	a, err := m.st.AddAgentKey(ctx, aud, name, key)
 	if err != nil {
 		return nil, err
 	}
@@ -70,9 +70,9 @@ func (m *Manager) RemoveAgentKey(ctx context.Context, by policy.Actor, name, fin
 	if err != nil {
 		return nil, err
 	}
-	actx, p := audited(ctx, policy.Change{Actor: by, AgentID: cur.ID, AgentName: cur.Name,
+	aud, p := audited(policy.Change{Actor: by, AgentID: cur.ID, AgentName: cur.Name,
 		What: "agent key remove " + name + ": " + fingerprint})
-	a, err := m.st.RemoveAgentKey(actx, name, fingerprint)
+	a, err := m.st.RemoveAgentKey(ctx, aud, name, fingerprint)
 	if err != nil {
 		return nil, err
 	}
@@ -140,8 +140,8 @@ func (m *Manager) SetAgentDisabled(ctx context.Context, by policy.Actor, name st
 	if disabled {
 		verb = "disable"
 	}
-	actx, p := audited(ctx, policy.Change{Actor: by, AgentID: cur.ID, AgentName: cur.Name, What: "agent " + verb + " " + name})
-	a, err := m.st.SetAgentDisabled(actx, name, disabled)
+	aud, p := audited(policy.Change{Actor: by, AgentID: cur.ID, AgentName: cur.Name, What: "agent " + verb + " " + name})
+	a, err := m.st.SetAgentDisabled(ctx, aud, name, disabled)
 	if err != nil {
 		return nil, err
 	}
@@ -161,9 +161,9 @@ func (m *Manager) RemoveAgent(ctx context.Context, by policy.Actor, name string)
 	for _, k := range cur.Keys {
 		fps = append(fps, k.Fingerprint)
 	}
-	actx, p := audited(ctx, policy.Change{Actor: by, AgentID: cur.ID, AgentName: cur.Name,
+	aud, p := audited(policy.Change{Actor: by, AgentID: cur.ID, AgentName: cur.Name,
 		What: "agent remove " + name + ": keys " + strings.Join(fps, ", ")})
-	if err := m.st.RemoveAgent(actx, name); err != nil {
+	if err := m.st.RemoveAgent(ctx, aud, name); err != nil {
 		return nil, err
 	}
 	return cur, checkAudited(p, "agent remove")

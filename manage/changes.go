@@ -88,9 +88,9 @@ func (m *Manager) hold(ctx context.Context, by policy.Actor, r store.ChangeReque
 		return fmt.Errorf("manage: %s: %w", r.Summary, err)
 	}
 	r.Payload, r.RequestedBy, r.RequestedByID, r.RequestedVia = payload, by.Name, by.AdminID, by.Via
-	actx, p := audited(ctx, policy.Change{Actor: by, Outcome: policy.Requested, What: r.Summary,
+	aud, p := audited(policy.Change{Actor: by, Outcome: policy.Requested, What: r.Summary,
 		AgentID: r.AgentID, AgentName: r.AgentName, ConnectionID: r.ConnectionID, ConnectionAlias: r.ConnectionAlias})
-	req, err := m.st.CreateChangeRequest(actx, r, m.changeLife)
+	req, err := m.st.CreateChangeRequest(ctx, aud, r, m.changeLife)
 	if err != nil {
 		return err
 	}
@@ -131,15 +131,15 @@ func (m *Manager) DecideChange(ctx context.Context, by policy.Actor, id string, 
 	if err != nil {
 		return cur, err
 	}
-	verb, outcome := "approved", policy.Outcome("approved")
+	verb, outcome := "approved", policy.Approved
 	if !approve {
 		verb, outcome = "denied", policy.Denied
 	}
-	actx, p := audited(ctx, policy.Change{Actor: by, Outcome: outcome,
+	aud, p := audited(policy.Change{Actor: by, Outcome: outcome,
 		What:    fmt.Sprintf("change %s %s (asked by %s): %s", id, verb, cur.RequestedBy, cur.Summary),
 		AgentID: cur.AgentID, AgentName: cur.AgentName, ConnectionID: cur.ConnectionID, ConnectionAlias: cur.ConnectionAlias,
 		Result: reasonText(reason)})
-	c, err := m.st.DecideChangeRequest(actx, id, store.ChangeDecision{AdminID: by.AdminID, Name: by.Name, Approve: approve, Reason: reason})
+	c, err := m.st.DecideChangeRequest(ctx, aud, id, store.ChangeDecision{AdminID: by.AdminID, Name: by.Name, Approve: approve, Reason: reason})
 	if err != nil {
 		return c, err
 	}
@@ -178,27 +178,27 @@ func (m *Manager) apply(ctx context.Context, approver policy.Actor, c store.Chan
 	change := policy.Change{Actor: asker, Approver: approver.Name,
 		AgentID: c.AgentID, AgentName: c.AgentName, ConnectionID: c.ConnectionID, ConnectionAlias: c.ConnectionAlias,
 		What: c.Summary + " (change " + c.ID + ")"}
-	actx, p := audited(ctx, change)
+	aud, p := audited(change)
 	var err error
 	switch {
 	case h.Grant != nil:
 		if err = m.sameConnection(ctx, c); err == nil {
-			_, err = m.st.SetGrant(actx, h.Grant.Agent, h.Grant.Alias, h.Grant.Rules)
+			_, err = m.st.SetGrant(ctx, aud, h.Grant.Agent, h.Grant.Alias, h.Grant.Rules)
 		}
 	case h.ConnUpdate != nil:
 		if err = m.sameConnection(ctx, c); err == nil {
-			_, err = m.st.UpdateConnection(actx, c.ConnectionAlias, *h.ConnUpdate)
+			_, err = m.st.UpdateConnection(ctx, aud, c.ConnectionAlias, *h.ConnUpdate)
 		}
 	case h.ConnRemove:
 		if err = m.sameConnection(ctx, c); err == nil {
-			err = m.st.RemoveConnection(actx, c.ConnectionAlias)
+			err = m.st.RemoveConnection(ctx, aud, c.ConnectionAlias)
 		}
 	case h.Admin != nil && h.Admin.PasswordHash != "":
-		_, err = m.st.CreateAdmin(actx, h.Admin.Name, h.Admin.PasswordHash, h.Admin.Role)
+		_, err = m.st.CreateAdmin(ctx, aud, h.Admin.Name, h.Admin.PasswordHash, h.Admin.Role)
 	case h.Admin != nil:
-		_, err = m.st.SetAdminRole(actx, h.Admin.Name, h.Admin.Role)
+		_, err = m.st.SetAdminRole(ctx, aud, h.Admin.Name, h.Admin.Role)
 	case h.Token != nil:
-		_, err = m.st.CreateConsoleToken(actx, h.Token.Name, h.Token.SHA256, h.Token.AdminID, h.Token.Scope)
+		_, err = m.st.CreateConsoleToken(ctx, aud, h.Token.Name, h.Token.SHA256, h.Token.AdminID, h.Token.Scope)
 	default:
 		err = fmt.Errorf("manage: change %s: empty payload", c.ID)
 	}

@@ -18,9 +18,9 @@ func (m *Manager) AddChannel(ctx context.Context, by policy.Actor, nc store.NewN
 	if err != nil {
 		return nil, err
 	}
-	actx, p := audited(ctx, policy.Change{Actor: by,
+	aud, p := audited(policy.Change{Actor: by,
 		What: "notify add " + nc.Name + ": " + channelText(nc.Format, shown, nc.Secret != nil, nc.OnPending, nc.OnDecided)})
-	c, err := m.st.CreateNotifyChannel(actx, nc)
+	c, err := m.st.CreateNotifyChannel(ctx, aud, nc)
 	if err != nil {
 		return nil, err
 	}
@@ -62,8 +62,8 @@ func (m *Manager) UpdateChannel(ctx context.Context, by policy.Actor, ref string
 	if len(changes) == 0 {
 		changes = append(changes, "unchanged")
 	}
-	actx, p := audited(ctx, policy.Change{Actor: by, What: "notify update " + cur.Name + ": " + strings.Join(changes, ", ")})
-	c, err := m.st.UpdateNotifyChannel(actx, cur.ID, ch)
+	aud, p := audited(policy.Change{Actor: by, What: "notify update " + cur.Name + ": " + strings.Join(changes, ", ")})
+	c, err := m.st.UpdateNotifyChannel(ctx, aud, cur.ID, ch)
 	if err != nil {
 		return nil, err
 	}
@@ -79,9 +79,9 @@ func (m *Manager) RemoveChannel(ctx context.Context, by policy.Actor, ref string
 	if err != nil {
 		return nil, err
 	}
-	actx, p := audited(ctx, policy.Change{Actor: by, What: "notify remove " + cur.Name + ": " +
+	aud, p := audited(policy.Change{Actor: by, What: "notify remove " + cur.Name + ": " +
 		channelText(cur.Format, cur.URLShown, cur.HasSecret, cur.OnPending, cur.OnDecided)})
-	c, err := m.st.RemoveNotifyChannel(actx, cur.ID)
+	c, err := m.st.RemoveNotifyChannel(ctx, aud, cur.ID)
 	if err != nil {
 		return nil, err
 	}

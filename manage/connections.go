@@ -248,8 +248,8 @@ func (m *Manager) AddConnection(ctx context.Context, by policy.Actor, spec Conne
 	what := fmt.Sprintf("conn add %s: %s@%s, env %s, recipe %s, host key %s, key %s, read sandbox %s",
 		spec.Alias, spec.User, c.addr(), spec.Env, orNone(spec.Recipe), pinsText(c.pins), keyText(res.PublicKey, res.Generated),
 		readSandboxText(spec.ReadSandbox, spec.ReadSandboxReason))
-	actx, p := audited(ctx, policy.Change{Actor: by, ConnectionAlias: spec.Alias, What: what, Result: resultText(res)})
-	conn, err := m.st.CreateConnection(actx, store.NewConnection{
+	aud, p := audited(policy.Change{Actor: by, ConnectionAlias: spec.Alias, What: what, Result: resultText(res)})
+	conn, err := m.st.CreateConnection(ctx, aud, store.NewConnection{
 		Alias: spec.Alias, Host: spec.Host, Port: spec.Port, User: spec.User, PrivateKey: c.key,
 		HostKeys: c.pins, Recipe: spec.Recipe, Env: spec.Env, Check: check,
 		ReadSandbox: spec.ReadSandbox, ReadSandboxReason: spec.ReadSandboxReason, Probe: probe,
@@ -398,9 +398,9 @@ func (m *Manager) UpdateConnection(ctx context.Context, by policy.Actor, alias s
 			Before: connText(cur), After: connText(&after), ConnectionID: cur.ID, ConnectionAlias: cur.Alias},
 			heldChange{ConnUpdate: &ch})
 	}
-	actx, p := audited(ctx, policy.Change{Actor: by, ConnectionID: cur.ID, ConnectionAlias: cur.Alias,
+	aud, p := audited(policy.Change{Actor: by, ConnectionID: cur.ID, ConnectionAlias: cur.Alias,
 		What: what, Result: resultText(res)})
-	conn, err := m.st.UpdateConnection(actx, alias, ch)
+	conn, err := m.st.UpdateConnection(ctx, aud, alias, ch)
 	if err != nil {
 		return res, err
 	}
@@ -462,8 +462,8 @@ func (m *Manager) RemoveConnection(ctx context.Context, by policy.Actor, alias s
 		return nil, m.hold(ctx, by, store.ChangeRequest{Kind: changeConnRemove, Summary: what, Before: connText(cur),
 			After: "removed, with its grants", ConnectionID: cur.ID, ConnectionAlias: cur.Alias}, heldChange{ConnRemove: true})
 	}
-	actx, p := audited(ctx, policy.Change{Actor: by, ConnectionID: cur.ID, ConnectionAlias: cur.Alias, What: what})
-	if err := m.st.RemoveConnection(actx, alias); err != nil {
+	aud, p := audited(policy.Change{Actor: by, ConnectionID: cur.ID, ConnectionAlias: cur.Alias, What: what})
+	if err := m.st.RemoveConnection(ctx, aud, alias); err != nil {
 		return nil, err
 	}
 	return cur, checkAudited(p, "conn remove")

@@ -9,7 +9,7 @@
 //
 // Every change is appended to the hash-chained audit log as a row of kind
 // admin (policy.ChangeAudit) in the same transaction that makes it
-// (store.WithAudit): the log holds every change that was made and none that
+// (store.Audited): the log holds every change that was made and none that
 // was not. The row names who made it (policy.Actor), the agent or
 // connection it is about, and what changed in words.
 //

@@ -144,7 +144,7 @@ func TestDualControl(t *testing.T) {
 		}
 		// A door's vouching is bounded by the store's role: bob's token
 		// of scope admin after bob is lowered to approver.
-		if _, err := r.st.SetAdminRole(ctx, "bob", store.RoleApprover); err != nil {
+		if _, err := r.st.SetAdminRole(ctx, store.Unaudited(), "bob", store.RoleApprover); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := r.m.RevokeGrant(ctx, policy.Actor{Name: "bob", AdminID: r.bob.AdminID, Via: "api", Role: store.RoleAdmin},

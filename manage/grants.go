@@ -63,9 +63,9 @@ func (m *Manager) SetGrant(ctx context.Context, by policy.Actor, agent, alias st
 			After: RulesText(rules), AgentID: a.ID, AgentName: a.Name, ConnectionID: c.ID, ConnectionAlias: c.Alias},
 			heldChange{Grant: &heldGrant{Agent: a.Name, Alias: c.Alias, Rules: rules, Was: was}})
 	}
-	actx, p := audited(ctx, policy.Change{Actor: by, AgentID: a.ID, AgentName: a.Name, ConnectionID: c.ID,
+	aud, p := audited(policy.Change{Actor: by, AgentID: a.ID, AgentName: a.Name, ConnectionID: c.ID,
 		ConnectionAlias: c.Alias, What: what})
-	g, err := m.st.SetGrant(actx, agent, alias, rules)
+	g, err := m.st.SetGrant(ctx, aud, agent, alias, rules)
 	if err != nil {
 		return nil, err
 	}
@@ -81,10 +81,10 @@ func (m *Manager) RevokeGrant(ctx context.Context, by policy.Actor, agent, alias
 	if err != nil {
 		return nil, err
 	}
-	actx, p := audited(ctx, policy.Change{Actor: by, AgentID: cur.AgentID, AgentName: cur.AgentName,
+	aud, p := audited(policy.Change{Actor: by, AgentID: cur.AgentID, AgentName: cur.AgentName,
 		ConnectionID: cur.ConnectionID, ConnectionAlias: cur.Alias,
 		What: fmt.Sprintf("grant revoke %s %s: was %s", agent, alias, RulesText(cur.Rules))})
-	if err := m.st.RevokeGrant(actx, agent, alias); err != nil {
+	if err := m.st.RevokeGrant(ctx, aud, agent, alias); err != nil {
 		return nil, err
 	}
 	return cur, checkAudited(p, "grant revoke")

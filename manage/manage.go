@@ -85,15 +85,15 @@ func (m *Manager) Store() *store.Store { return m.st }
 // Catalog is the recipe catalog key checks use.
 func (m *Manager) Catalog() *recipes.Catalog { return m.cat }
 
-// audited returns ctx carrying the audit row of c, appended by the next
-// write made with it, and the pending row to read back.
-func audited(ctx context.Context, c policy.Change) (context.Context, *store.PendingAudit) {
+// audited is the audit argument of the store write that makes change c,
+// and the pending row to read back.
+func audited(c policy.Change) (store.Audit, *store.PendingAudit) {
 	p := policy.ChangeAudit(c)
-	return store.WithAudit(ctx, p), p
+	return store.Audited(p), p
 }
 
 // checkAudited makes sure a change that was stored was audited too:
-// store.WithAudit makes anything else impossible unless the store method
+// store.Audited makes anything else impossible unless the store method
 // made no write transaction, which would be a bug here.
 func checkAudited(p *store.PendingAudit, what string) error {
 	if p.Stored() == nil {

@@ -44,7 +44,7 @@ func registered(t *testing.T, st *store.Store, role store.Role, names ...string)
 	t.Helper()
 	var out []policy.Actor
 	for _, n := range names {
-		a, err := st.CreateAdmin(context.Background(), n, "$argon2id$x", role)
+		a, err := st.CreateAdmin(context.Background(), store.Unaudited(), n, "$argon2id$x", role)
 		if err != nil {
 			t.Fatalf("CreateAdmin(%s): %v", n, err)
 		}

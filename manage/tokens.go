@@ -103,8 +103,8 @@ func (m *Manager) AddToken(ctx context.Context, by policy.Actor, maker TokenMake
 			heldChange{Token: &heldToken{Name: name, SHA256: sha, AdminID: owner.ID, AdminName: owner.Name, Scope: scope}})
 		return value, nil, err
 	}
-	actx, p := audited(ctx, policy.Change{Actor: by, What: what})
-	t, err := m.st.CreateConsoleToken(actx, name, sha, owner.ID, scope)
+	aud, p := audited(policy.Change{Actor: by, What: what})
+	t, err := m.st.CreateConsoleToken(ctx, aud, name, sha, owner.ID, scope)
 	if err != nil {
 		return "", nil, err
 	}
@@ -137,8 +137,8 @@ func (m *Manager) AssignToken(ctx context.Context, by policy.Actor, maker TokenM
 			msg: "token " + name + " belongs to admin " + cur.AdminName + " and cannot be given to " + owner.Name +
 				": a token is only ever its maker's; " + owner.Name + " makes one with: postern token add NAME --as " + owner.Name}
 	}
-	actx, p := audited(ctx, policy.Change{Actor: by, What: "token assign " + name + ": to admin " + owner.Name})
-	t, err := m.st.AssignConsoleToken(actx, name, owner.ID)
+	aud, p := audited(policy.Change{Actor: by, What: "token assign " + name + ": to admin " + owner.Name})
+	t, err := m.st.AssignConsoleToken(ctx, aud, name, owner.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -161,9 +161,9 @@ func (m *Manager) RemoveToken(ctx context.Context, by policy.Actor, name string)
 	if err := m.requireRole(ctx, by, need, "revoke another admin's token"); err != nil {
 		return nil, err
 	}
-	actx, p := audited(ctx, policy.Change{Actor: by,
+	aud, p := audited(policy.Change{Actor: by,
 		What: "token remove " + name + ": of admin " + orNone(cur.AdminName) + ", scope " + string(cur.Scope)})
-	if err := m.st.RemoveConsoleToken(actx, name); err != nil {
+	if err := m.st.RemoveConsoleToken(ctx, aud, name); err != nil {
 		return nil, err
 	}
 	return cur, checkAudited(p, "token remove")
@@ -241,8 +241,8 @@ func (m *Manager) AddAdmin(ctx context.Context, by policy.Actor, name, passwordH
 			After: "admin " + name + ", role " + string(role)},
 			heldChange{Admin: &heldAdmin{Name: name, PasswordHash: passwordHash, Role: role}})
 	}
-	actx, p := audited(ctx, policy.Change{Actor: by, What: what})
-	a, err := m.st.CreateAdmin(actx, name, passwordHash, role)
+	aud, p := audited(policy.Change{Actor: by, What: what})
+	a, err := m.st.CreateAdmin(ctx, aud, name, passwordHash, role)
 	if err != nil {
 		return nil, err
 	}
@@ -255,8 +255,8 @@ func (m *Manager) SetAdminPassword(ctx context.Context, by policy.Actor, name, p
 	if err := m.requireRole(ctx, by, store.RoleOwner, "set an admin's password"); err != nil {
 		return nil, err
 	}
-	actx, p := audited(ctx, policy.Change{Actor: by, What: "admin passwd " + name})
-	a, err := m.st.SetAdminPassword(actx, name, passwordHash)
+	aud, p := audited(policy.Change{Actor: by, What: "admin passwd " + name})
+	a, err := m.st.SetAdminPassword(ctx, aud, name, passwordHash)
 	if err != nil {
 		return nil, err
 	}
@@ -288,8 +288,8 @@ func (m *Manager) SetAdminRole(ctx context.Context, by policy.Actor, name string
 		return nil, m.hold(ctx, by, store.ChangeRequest{Kind: changeAdminRole, Summary: what,
 			Before: string(cur.Role), After: string(role)}, heldChange{Admin: &heldAdmin{Name: cur.Name, Role: role}})
 	}
-	actx, p := audited(ctx, policy.Change{Actor: by, What: what})
-	a, err := m.st.SetAdminRole(actx, cur.Name, role)
+	aud, p := audited(policy.Change{Actor: by, What: what})
+	a, err := m.st.SetAdminRole(ctx, aud, cur.Name, role)
 	if err != nil {
 		return nil, err
 	}

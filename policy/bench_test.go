@@ -70,17 +70,17 @@ func (db benchDB) open(b *testing.B, opts Options) *benchEnv {
 	e := &benchEnv{dir: db.dir, st: st, eng: eng}
 	if e.agent, err = st.AgentByName(ctx, "bot"); err != nil {
 		kp, hk := newKeyPair(b), newKeyPair(b)
-		if e.agent, err = st.CreateAgent(ctx, "bot", kp.Authorized); err != nil {
+		if e.agent, err = st.CreateAgent(ctx, store.Unaudited(), "bot", kp.Authorized); err != nil {
 			b.Fatal(err)
 		}
-		if _, err := st.CreateConnection(ctx, store.NewConnection{Alias: "web", Host: "h", User: "u",
+		if _, err := st.CreateConnection(ctx, store.Unaudited(), store.NewConnection{Alias: "web", Host: "h", User: "u",
 			PrivateKey: kp.PrivatePEM, HostKeys: []string{"h " + hk.Authorized}}); err != nil {
 			b.Fatal(err)
 		}
-		if _, err := st.SetGrant(ctx, "bot", "web", Rules{Read: Allow, Write: Ask, Destructive: Deny}); err != nil {
+		if _, err := st.SetGrant(ctx, store.Unaudited(), "bot", "web", Rules{Read: Allow, Write: Ask, Destructive: Deny}); err != nil {
 			b.Fatal(err)
 		}
-		if _, err := st.CreateAdmin(ctx, "alice", "$argon2id$unused", store.RoleOwner); err != nil {
+		if _, err := st.CreateAdmin(ctx, store.Unaudited(), "alice", "$argon2id$unused", store.RoleOwner); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"hash"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/postern/postern/store"
@@ -49,7 +50,8 @@ import (
 // edited row, a deleted row (a gap, and a row whose prev no longer matches)
 // and a reordered row (a seq that no longer matches its contents) are caught.
 // Removing rows from the end cannot be caught by the chain alone; Verify
-// returns the head hash so that it can be kept somewhere else and compared.
+// returns the head hash so that it can be kept somewhere else, and
+// VerifyFrom holds the log to such a kept Head.
 
 // The versions of the hashed encoding, each with the label that starts it.
 // A new encoding gets a new version; rows keep the one they were written
@@ -126,6 +128,47 @@ type VerifyResult struct {
 	// Broken is nil when the chain is intact, else the first row where it
 	// breaks.
 	Broken *ChainBreak
+	// Lost is, for VerifyFrom over an intact chain, how many rows the log
+	// lacks at its end: the kept head's seq less the newest row's. Zero
+	// when the kept head's row is there.
+	Lost int64
+}
+
+// Head names an audit row by its seq and hash, written SEQ:HASHHEX (as
+// `postern audit head` prints it and serve publishes it). The chain proves
+// the order of the rows it has, not that none were removed from its end;
+// a head kept outside the database is what VerifyFrom needs to prove that.
+type Head struct {
+	Seq  int64
+	Hash []byte // SHA-256; 32 zero bytes for seq 0, the empty log
+}
+
+func (h Head) String() string {
+	return strconv.FormatInt(h.Seq, 10) + ":" + hex.EncodeToString(h.Hash)
+}
+
+// ParseHead reads a head written SEQ:HASHHEX. Seq 0 stands for the empty
+// log, whose hash is 64 zeros (what the first row chains from).
+func ParseHead(s string) (Head, error) {
+	seqText, hashText, ok := strings.Cut(s, ":")
+	bad := func(why string) (Head, error) {
+		return Head{}, fmt.Errorf("policy: audit head %q: %s; want SEQ:HASH as `postern audit head` prints it", s, why)
+	}
+	if !ok {
+		return bad("no colon")
+	}
+	seq, err := strconv.ParseInt(seqText, 10, 64)
+	if err != nil || seq < 0 {
+		return bad("the sequence number is not a whole number of 0 or more")
+	}
+	hash, err := hex.DecodeString(hashText)
+	if err != nil || len(hash) != sha256.Size {
+		return bad(fmt.Sprintf("the hash is not %d hex digits", 2*sha256.Size))
+	}
+	if seq == 0 && !bytes.Equal(hash, make([]byte, sha256.Size)) {
+		return bad("seq 0 is the empty log, whose hash is all zeros")
+	}
+	return Head{Seq: seq, Hash: hash}, nil
 }
 
 // ChainBreak locates the first row where the audit chain breaks.
@@ -146,6 +189,26 @@ var errStop = errors.New("stop")
 // reports the first row where the chain breaks. An error means the log could
 // not be read, not that it was tampered with.
 func Verify(ctx context.Context, src AuditSource) (VerifyResult, error) {
+	return verify(ctx, src, nil)
+}
+
+// VerifyFrom is Verify that also holds the log to a head kept elsewhere:
+// the row at kept.Seq must be there with kept.Hash as its hash, else the
+// chain breaks at that row (the rows up to it were rewritten and their
+// chain recomputed, or rows from it on were removed and others appended in
+// their place). When the chain is intact but ends before kept.Seq, Lost
+// counts the rows missing from its end.
+func VerifyFrom(ctx context.Context, src AuditSource, kept Head) (VerifyResult, error) {
+	res, err := verify(ctx, src, &kept)
+	if err == nil && res.Broken == nil && res.Rows < kept.Seq {
+		res.Lost = kept.Seq - res.Rows
+	}
+	return res, err
+}
+
+// verify is Verify, holding the row at kept.Seq to kept.Hash when kept is
+// not nil.
+func verify(ctx context.Context, src AuditSource, kept *Head) (VerifyResult, error) {
 	var res VerifyResult
 	prev := make([]byte, sha256.Size)
 	err := src.ScanAudit(ctx, func(row store.AuditRow) error {
@@ -166,6 +229,9 @@ func Verify(ctx context.Context, src AuditSource) (VerifyResult, error) {
 		want := ChainHash(prev, &row)
 		if !bytes.Equal(want, row.Hash) {
 			return brk("hash does not match the row and the one before it: the row was edited, or rows were deleted or reordered")
+		}
+		if kept != nil && row.Seq == kept.Seq && !bytes.Equal(want, kept.Hash) {
+			return brk(fmt.Sprintf("hash is %x; the kept head says %x: rows up to here were rewritten, or rows from here on were removed and others written in their place", want, kept.Hash))
 		}
 		prev = want
 		return nil

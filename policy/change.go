@@ -28,7 +28,7 @@ import (
 //
 // A new kind of row, not a new encoding: every field it needs already is in
 // the chain, and Verify checks it like any other row. The row is written in
-// the same transaction as the change (store.WithAudit), so that the log has
+// the same transaction as the change (store.Audited), so that the log has
 // every change that was made and none that was not.
 
 // Admin is the kind of an admin's change in the audit log.
@@ -80,7 +80,7 @@ type Change struct {
 	AgentID, AgentName, ConnectionID, ConnectionAlias string
 }
 
-// ChangeAudit is the audit row of c, ready for store.WithAudit: it is
+// ChangeAudit is the audit row of c, ready for store.Audited: it is
 // appended in the transaction that makes the change.
 func ChangeAudit(c Change) *store.PendingAudit {
 	reason := "via " + c.Actor.Via

@@ -31,7 +31,7 @@ func TestDecide(t *testing.T) {
 			t.Fatal(err)
 		}
 		kp := newKeyPair(t)
-		if _, err := te.st.CreateConnection(ctx, store.NewConnection{Alias: "ungranted", Host: "h", User: "u",
+		if _, err := te.st.CreateConnection(ctx, store.Unaudited(), store.NewConnection{Alias: "ungranted", Host: "h", User: "u",
 			PrivateKey: kp.PrivatePEM, HostKeys: []string{"h " + kp.Authorized}}); err != nil {
 			t.Fatal(err)
 		}
@@ -82,10 +82,10 @@ func TestDecide(t *testing.T) {
 		}
 
 		t.Run("disabled agent", func(t *testing.T) {
-			if _, err := te.st.SetAgentDisabled(ctx, "bot", true); err != nil {
+			if _, err := te.st.SetAgentDisabled(ctx, store.Unaudited(), "bot", true); err != nil {
 				t.Fatal(err)
 			}
-			defer te.st.SetAgentDisabled(ctx, "bot", false)
+			defer te.st.SetAgentDisabled(ctx, store.Unaudited(), "bot", false)
 			d := te.eng.Decide(ctx, te.op(dflt, Read, "uptime"))
 			if d.Rule != Deny {
 				t.Errorf("Rule = %q; want deny", d.Rule)
@@ -149,7 +149,7 @@ func TestConnectionChangedRefusesBeforeDeciding(t *testing.T) {
 		c := te.conn("web", store.EnvDev, Rules{Read: Allow, Write: Ask, Destructive: Deny})
 		stale := c.ModifiedAt
 		hk := newKeyPair(t)
-		moved, err := te.st.UpdateConnectionAddress(ctx, "web", "10.0.0.2", 22, []string{"10.0.0.2 " + hk.Authorized})
+		moved, err := te.st.UpdateConnectionAddress(ctx, store.Unaudited(), "web", "10.0.0.2", 22, []string{"10.0.0.2 " + hk.Authorized})
 		if err != nil {
 			t.Fatal(err)
 		}

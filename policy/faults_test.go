@@ -475,12 +475,12 @@ func TestApprovalRecheckedAfterWait(t *testing.T) {
 			noGrant bool
 		}{
 			{"class set to deny", func(te *testEnv) {
-				if _, err := te.st.SetGrant(context.Background(), "bot", "web", Rules{Read: Allow, Write: Deny, Destructive: Deny}); err != nil {
+				if _, err := te.st.SetGrant(context.Background(), store.Unaudited(), "bot", "web", Rules{Read: Allow, Write: Deny, Destructive: Deny}); err != nil {
 					t.Fatal(err)
 				}
 			}, "write operations on web are denied", false},
 			{"grant revoked", func(te *testEnv) {
-				if err := te.st.RevokeGrant(context.Background(), "bot", "web"); err != nil {
+				if err := te.st.RevokeGrant(context.Background(), store.Unaudited(), "bot", "web"); err != nil {
 					t.Fatal(err)
 				}
 			}, "no such connection", true},

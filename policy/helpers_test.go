@@ -108,7 +108,7 @@ func newTestEnv(t *testing.T, now func() time.Time, opts Options) *testEnv {
 	te.open()
 	t.Cleanup(te.close)
 	kp := newKeyPair(t)
-	a, err := te.st.CreateAgent(context.Background(), "bot", kp.Authorized)
+	a, err := te.st.CreateAgent(context.Background(), store.Unaudited(), "bot", kp.Authorized)
 	if err != nil {
 		t.Fatalf("CreateAgent: %v", err)
 	}
@@ -116,7 +116,7 @@ func newTestEnv(t *testing.T, now func() time.Time, opts Options) *testEnv {
 	// The admins the tests decide as (admin(name)), registered so that the
 	// CLI's --as finds them.
 	for _, name := range []string{"alice", "bob", "carol"} {
-		if _, err := te.st.CreateAdmin(context.Background(), name, "$argon2id$unused", store.RoleOwner); err != nil {
+		if _, err := te.st.CreateAdmin(context.Background(), store.Unaudited(), name, "$argon2id$unused", store.RoleOwner); err != nil {
 			t.Fatalf("CreateAdmin(%s): %v", name, err)
 		}
 	}
@@ -158,14 +158,14 @@ func (te *testEnv) conn(alias string, env store.Env, rules Rules) *store.Connect
 	te.t.Helper()
 	ctx := context.Background()
 	kp, hk := newKeyPair(te.t), newKeyPair(te.t)
-	c, err := te.st.CreateConnection(ctx, store.NewConnection{
+	c, err := te.st.CreateConnection(ctx, store.Unaudited(), store.NewConnection{
 		Alias: alias, Host: "10.0.0.1", User: "deploy", PrivateKey: kp.PrivatePEM,
 		HostKeys: []string{"10.0.0.1 " + hk.Authorized}, Env: env,
 	})
 	if err != nil {
 		te.t.Fatalf("CreateConnection: %v", err)
 	}
-	if _, err := te.st.SetGrant(ctx, "bot", alias, rules); err != nil {
+	if _, err := te.st.SetGrant(ctx, store.Unaudited(), "bot", alias, rules); err != nil {
 		te.t.Fatalf("SetGrant: %v", err)
 	}
 	return c

@@ -22,11 +22,11 @@ type authorizeResult struct {
 // otherAgent registers an agent with rules on c, and returns it.
 func (te *testEnv) otherAgent(name string, c *store.Connection, rules Rules) *store.Agent {
 	te.t.Helper()
-	a, err := te.st.CreateAgent(context.Background(), name, newKeyPair(te.t).Authorized)
+	a, err := te.st.CreateAgent(context.Background(), store.Unaudited(), name, newKeyPair(te.t).Authorized)
 	if err != nil {
 		te.t.Fatalf("CreateAgent(%s): %v", name, err)
 	}
-	if _, err := te.st.SetGrant(context.Background(), name, c.Alias, rules); err != nil {
+	if _, err := te.st.SetGrant(context.Background(), store.Unaudited(), name, c.Alias, rules); err != nil {
 		te.t.Fatalf("SetGrant(%s): %v", name, err)
 	}
 	return a

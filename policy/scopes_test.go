@@ -89,13 +89,13 @@ func TestClassScopeAndRevoke(t *testing.T) {
 		result(t, done)
 
 		// A grant changed to deny outranks the scope.
-		if _, err := te.st.SetGrant(context.Background(), "bot", "web", Rules{Read: Allow, Write: Deny, Destructive: Deny}); err != nil {
+		if _, err := te.st.SetGrant(context.Background(), store.Unaudited(), "bot", "web", Rules{Read: Allow, Write: Deny, Destructive: Deny}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := te.eng.Authorize(context.Background(), te.op(c, Write, "mkdir /srv/c"), nil); !errors.Is(err, ErrDenied) {
 			t.Errorf("write under a scope after the grant became deny = %v; want denied", err)
 		}
-		if _, err := te.st.SetGrant(context.Background(), "bot", "web", askAll); err != nil {
+		if _, err := te.st.SetGrant(context.Background(), store.Unaudited(), "bot", "web", askAll); err != nil {
 			t.Fatal(err)
 		}
 		// ... and ended it: back at ask, writes ask again (issue 23).
@@ -154,7 +154,7 @@ func TestScopeEndsWithDenyRule(t *testing.T) {
 		p := ChangeAudit(Change{Actor: Actor{Name: "alice", Via: "cli"}, What: "grant bot web: write=deny"})
 		writeDeny := askAll
 		writeDeny.Write = Deny
-		if _, err := te.st.SetGrant(store.WithAudit(ctx, p), "bot", "web", writeDeny); err != nil {
+		if _, err := te.st.SetGrant(ctx, store.Audited(p), "bot", "web", writeDeny); err != nil {
 			t.Fatal(err)
 		}
 		row := p.Stored()
@@ -172,7 +172,7 @@ func TestScopeEndsWithDenyRule(t *testing.T) {
 		te.eng.Deny(ctx, waiting.ID, te.admin("alice"), "")
 		result(t, wdone)
 
-		if _, err := te.st.SetGrant(ctx, "bot", "web", askAll); err != nil {
+		if _, err := te.st.SetGrant(ctx, store.Unaudited(), "bot", "web", askAll); err != nil {
 			t.Fatal(err)
 		}
 		for _, text := range []string{"touch /srv/c", "systemctl reload nginx"} {
@@ -185,13 +185,13 @@ func TestScopeEndsWithDenyRule(t *testing.T) {
 		}
 
 		p = ChangeAudit(Change{Actor: Actor{Name: "alice", Via: "cli"}, What: "grant revoke bot web"})
-		if err := te.st.RevokeGrant(store.WithAudit(ctx, p), "bot", "web"); err != nil {
+		if err := te.st.RevokeGrant(ctx, store.Audited(p), "bot", "web"); err != nil {
 			t.Fatal(err)
 		}
 		if row := p.Stored(); row == nil || !strings.Contains(row.Operation, "revoking the grant ends scope "+del.ID) {
 			t.Errorf("audit row of the revoke = %+v; want it to name scope %s", row, del.ID)
 		}
-		if _, err := te.st.SetGrant(ctx, "bot", "web", askAll); err != nil {
+		if _, err := te.st.SetGrant(ctx, store.Unaudited(), "bot", "web", askAll); err != nil {
 			t.Fatal(err)
 		}
 		a, done := authorizeAsync(t, ctx, te.eng, te.op(c, Destructive, "rm /srv/d"))

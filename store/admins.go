@@ -50,7 +50,7 @@ type ConsoleToken struct {
 	Name        string
 	AdminID     string
 	AdminName   string // "" when AdminID is
-	AdminRole   Role   // the admin's role now; "" when AdminID is ""
+	AdminRole   Role   // the admin's role now; "" when AdminID is "" or the admin is disabled
 	Scope       TokenScope
 	TokenSHA256 string
 	CreatedAt   time.Time
@@ -69,11 +69,15 @@ type IdempotentResponse struct {
 
 // CreateAdmin adds an admin account of role ("" for DefaultRole) with an
 // already hashed password.
-func (s *Store) CreateAdmin(ctx context.Context, name, passwordHash string, role Role) (*Admin, error) {
+func (s *Store) CreateAdmin(ctx context.Context, audit Audit, name, passwordHash string, role Role) (*Admin, error) {
+	ctx, err := audit.bind(ctx)
+	if err != nil {
+		return nil, err
+	}
 	if err := ValidateName("admin", name); err != nil {
 		return nil, err
 	}
-	role, err := ParseRole(string(role))
+	role, err = ParseRole(string(role))
 	if err != nil {
 		return nil, err
 	}
@@ -136,12 +140,16 @@ func (s *Store) ResolveAdmin(ctx context.Context, name string) (*Admin, error) {
 
 // SetAdminPassword replaces an admin's password hash and ends all of the
 // admin's sessions, as a password change should.
-func (s *Store) SetAdminPassword(ctx context.Context, name, passwordHash string) (*Admin, error) {
+func (s *Store) SetAdminPassword(ctx context.Context, audit Audit, name, passwordHash string) (*Admin, error) {
+	ctx, err := audit.bind(ctx)
+	if err != nil {
+		return nil, err
+	}
 	if passwordHash == "" {
 		return nil, invalid("admin %s: empty password hash", name)
 	}
 	now := formatTime(s.nowUTC())
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		var id string
 		err := tx.QueryRowContext(ctx, `SELECT id FROM admins WHERE name = ?`, name).Scan(&id)
 		if errors.Is(err, sql.ErrNoRows) {
@@ -320,7 +328,11 @@ func (t TokenScope) Allows(need TokenScope) bool {
 
 // CreateConsoleToken stores a console token of admin adminID by the hex
 // SHA-256 of its value, with scope ("" for DefaultTokenScope).
-func (s *Store) CreateConsoleToken(ctx context.Context, name, tokenSHA256, adminID string, scope TokenScope) (*ConsoleToken, error) {
+func (s *Store) CreateConsoleToken(ctx context.Context, audit Audit, name, tokenSHA256, adminID string, scope TokenScope) (*ConsoleToken, error) {
+	ctx, err := audit.bind(ctx)
+	if err != nil {
+		return nil, err
+	}
 	if err := ValidateName("token", name); err != nil {
 		return nil, err
 	}
@@ -330,7 +342,7 @@ func (s *Store) CreateConsoleToken(ctx context.Context, name, tokenSHA256, admin
 	if adminID == "" {
 		return nil, invalid("token %s: a token belongs to an admin", name)
 	}
-	scope, err := ParseTokenScope(string(scope))
+	scope, err = ParseTokenScope(string(scope))
 	if err != nil {
 		return nil, err
 	}
@@ -356,9 +368,13 @@ func (s *Store) CreateConsoleToken(ctx context.Context, name, tokenSHA256, admin
 
 // AssignConsoleToken makes the named token admin adminID's, so that its
 // decisions are that admin's.
-func (s *Store) AssignConsoleToken(ctx context.Context, name, adminID string) (*ConsoleToken, error) {
+func (s *Store) AssignConsoleToken(ctx context.Context, audit Audit, name, adminID string) (*ConsoleToken, error) {
+	ctx, err := audit.bind(ctx)
+	if err != nil {
+		return nil, err
+	}
 	now := formatTime(s.nowUTC())
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		r, err := tx.ExecContext(ctx, `UPDATE console_tokens SET admin_id = ?, modified_at = ? WHERE name = ?`, adminID, now, name)
 		if err != nil {
 			if isForeignKeyViolation(err) {
@@ -402,7 +418,11 @@ func (s *Store) ConsoleTokenByHash(ctx context.Context, tokenSHA256 string) (*Co
 }
 
 // RemoveConsoleToken deletes the named token; its bearer is refused at once.
-func (s *Store) RemoveConsoleToken(ctx context.Context, name string) error {
+func (s *Store) RemoveConsoleToken(ctx context.Context, audit Audit, name string) error {
+	ctx, err := audit.bind(ctx)
+	if err != nil {
+		return err
+	}
 	return s.inTx(ctx, func(tx *sql.Tx) error {
 		r, err := tx.ExecContext(ctx, `DELETE FROM console_tokens WHERE name = ?`, name)
 		if err != nil {
@@ -422,7 +442,8 @@ func (s *Store) ListConsoleTokens(ctx context.Context) ([]ConsoleToken, error) {
 }
 
 const tokenColumns = `t.id, t.name, t.token_sha256, t.created_at, t.modified_at, t.last_used_at,
-	COALESCE(t.admin_id, ''), COALESCE(a.name, ''), t.scope, COALESCE(a.role, '')`
+	COALESCE(t.admin_id, ''), COALESCE(a.name, ''), t.scope,
+	CASE WHEN a.disabled = 1 THEN '' ELSE COALESCE(a.role, '') END`
 
 const tokenFrom = ` FROM console_tokens t LEFT JOIN admins a ON a.id = t.admin_id`
 

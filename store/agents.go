@@ -82,7 +82,11 @@ func ParseAuthorizedKey(line string) (normalized, fingerprint string, err error)
 // CreateAgent adds an agent with its first public key (an authorized_keys
 // line). A taken name or a key that already belongs to an agent gives a
 // *ConflictError.
-func (s *Store) CreateAgent(ctx context.Context, name, authorizedKey string) (*Agent, error) {
+func (s *Store) CreateAgent(ctx context.Context, audit Audit, name, authorizedKey string) (*Agent, error) {
+	ctx, err := audit.bind(ctx)
+	if err != nil {
+		return nil, err
+	}
 	if err := ValidateName("agent", name); err != nil {
 		return nil, err
 	}
@@ -116,7 +120,11 @@ func (s *Store) CreateAgent(ctx context.Context, name, authorizedKey string) (*A
 }
 
 // AddAgentKey gives an existing agent another public key.
-func (s *Store) AddAgentKey(ctx context.Context, name, authorizedKey string) (*Agent, error) {
+func (s *Store) AddAgentKey(ctx context.Context, audit Audit, name, authorizedKey string) (*Agent, error) {
+	ctx, err := audit.bind(ctx)
+	if err != nil {
+		return nil, err
+	}
 	key, fp, err := ParseAuthorizedKey(authorizedKey)
 	if err != nil {
 		return nil, err
@@ -142,10 +150,14 @@ func (s *Store) AddAgentKey(ctx context.Context, name, authorizedKey string) (*A
 // RemoveAgentKey removes one key (by SHA256 fingerprint) from an agent. The
 // last key cannot be removed: an agent without keys could never log in and
 // would only look registered; remove the agent instead.
-func (s *Store) RemoveAgentKey(ctx context.Context, name, fingerprint string) (*Agent, error) {
+func (s *Store) RemoveAgentKey(ctx context.Context, audit Audit, name, fingerprint string) (*Agent, error) {
+	ctx, err := audit.bind(ctx)
+	if err != nil {
+		return nil, err
+	}
 	now := formatTime(s.nowUTC())
 	var id string
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		var err error
 		id, err = agentIDByName(ctx, tx, name)
 		if err != nil {
@@ -197,10 +209,14 @@ func insertAgentKey(ctx context.Context, tx *sql.Tx, agentID, key, fp, now strin
 // SetAgentDisabled disables or re-enables an agent. A disabled agent is still
 // found by AgentByFingerprint (with Disabled set) so that the bastion can
 // tell it "disabled" rather than "unknown key" and audit the attempt.
-func (s *Store) SetAgentDisabled(ctx context.Context, name string, disabled bool) (*Agent, error) {
+func (s *Store) SetAgentDisabled(ctx context.Context, audit Audit, name string, disabled bool) (*Agent, error) {
+	ctx, err := audit.bind(ctx)
+	if err != nil {
+		return nil, err
+	}
 	now := formatTime(s.nowUTC())
 	var id string
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		var err error
 		id, err = agentIDByName(ctx, tx, name)
 		if err != nil {
@@ -220,7 +236,11 @@ func (s *Store) SetAgentDisabled(ctx context.Context, name string, disabled bool
 
 // RemoveAgent deletes an agent with its keys, grants and approval requests
 // (ON DELETE CASCADE). Audit rows copy the agent's id and name and stay.
-func (s *Store) RemoveAgent(ctx context.Context, name string) error {
+func (s *Store) RemoveAgent(ctx context.Context, audit Audit, name string) error {
+	ctx, err := audit.bind(ctx)
+	if err != nil {
+		return err
+	}
 	return s.inTx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM agents WHERE name = ?`, name)
 		if err != nil {

@@ -15,7 +15,7 @@ func TestCreateAgent(t *testing.T) {
 		ctx := context.Background()
 		s, clock, _ := openTestStore(t)
 		kp := newTestKeyPair(t, "ci@runner")
-		a, err := s.CreateAgent(ctx, "ci-bot", "  "+kp.authorized+"\n")
+		a, err := s.CreateAgent(ctx, Unaudited(), "ci-bot", "  "+kp.authorized+"\n")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -69,7 +69,7 @@ func TestCreateAgentErrors(t *testing.T) {
 		}
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
-				_, err := s.CreateAgent(ctx, tt.agent, tt.key)
+				_, err := s.CreateAgent(ctx, Unaudited(), tt.agent, tt.key)
 				if !errors.Is(err, tt.want) || !strings.Contains(err.Error(), tt.wantMsg) {
 					t.Fatalf("got %v; want %v containing %q", err, tt.want, tt.wantMsg)
 				}
@@ -86,7 +86,7 @@ func TestCreateAgentErrors(t *testing.T) {
 			t.Fatalf("agents after failures: got %d, %v; want 1", len(as), err)
 		}
 		var conflict *ConflictError
-		_, err = s.CreateAgent(ctx, "taken", fresh.authorized)
+		_, err = s.CreateAgent(ctx, Unaudited(), "taken", fresh.authorized)
 		if !errors.As(err, &conflict) || conflict.Kind != "agent" || conflict.Value != "taken" {
 			t.Errorf("got %#v; want *ConflictError{agent taken}", err)
 		}
@@ -100,7 +100,7 @@ func TestAgentKeys(t *testing.T) {
 		a, first := mustCreateAgent(t, s, "bot")
 		second := newTestKeyPair(t, "laptop")
 		clock.Advance(time.Minute)
-		a2, err := s.AddAgentKey(ctx, "bot", second.authorized)
+		a2, err := s.AddAgentKey(ctx, Unaudited(), "bot", second.authorized)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -113,15 +113,15 @@ func TestAgentKeys(t *testing.T) {
 				t.Errorf("AgentByFingerprint: got %v, %v; want bot", got, err)
 			}
 		}
-		if _, err := s.AddAgentKey(ctx, "bot", second.authorized); !errors.Is(err, ErrDuplicate) {
+		if _, err := s.AddAgentKey(ctx, Unaudited(), "bot", second.authorized); !errors.Is(err, ErrDuplicate) {
 			t.Errorf("adding the same key twice: got %v; want ErrDuplicate", err)
 		}
-		if _, err := s.AddAgentKey(ctx, "nobody", newTestKeyPair(t, "").authorized); !errors.Is(err, ErrNotFound) {
+		if _, err := s.AddAgentKey(ctx, Unaudited(), "nobody", newTestKeyPair(t, "").authorized); !errors.Is(err, ErrNotFound) {
 			t.Errorf("key for unknown agent: got %v; want ErrNotFound", err)
 		}
 
 		fp1 := ssh.FingerprintSHA256(first.signer.PublicKey())
-		a3, err := s.RemoveAgentKey(ctx, "bot", fp1)
+		a3, err := s.RemoveAgentKey(ctx, Unaudited(), "bot", fp1)
 		if err != nil || len(a3.Keys) != 1 {
 			t.Fatalf("RemoveAgentKey: got %v, %v; want one key left", a3, err)
 		}
@@ -129,7 +129,7 @@ func TestAgentKeys(t *testing.T) {
 			t.Errorf("removed key still finds the agent: %v", err)
 		}
 		fp2 := ssh.FingerprintSHA256(second.signer.PublicKey())
-		if _, err := s.RemoveAgentKey(ctx, "bot", fp2); !errors.Is(err, ErrInvalid) {
+		if _, err := s.RemoveAgentKey(ctx, Unaudited(), "bot", fp2); !errors.Is(err, ErrInvalid) {
 			t.Errorf("removing the last key: got %v; want ErrInvalid", err)
 		}
 		if got, _ := s.AgentByName(ctx, "bot"); got == nil || len(got.Keys) != 1 {
@@ -144,10 +144,10 @@ func TestDisableAndRemoveAgent(t *testing.T) {
 		s, _, _ := openTestStore(t)
 		_, kp := mustCreateAgent(t, s, "bot")
 		mustCreateConnection(t, s, "web", EnvDev)
-		if _, err := s.SetGrant(ctx, "bot", "web", DefaultRules()); err != nil {
+		if _, err := s.SetGrant(ctx, Unaudited(), "bot", "web", DefaultRules()); err != nil {
 			t.Fatal(err)
 		}
-		a, err := s.SetAgentDisabled(ctx, "bot", true)
+		a, err := s.SetAgentDisabled(ctx, Unaudited(), "bot", true)
 		if err != nil || !a.Disabled {
 			t.Fatalf("disable: got %+v, %v", a, err)
 		}
@@ -155,10 +155,10 @@ func TestDisableAndRemoveAgent(t *testing.T) {
 		if err != nil || !got.Disabled {
 			t.Fatalf("AgentByFingerprint of disabled agent: got %+v, %v; want it, Disabled", got, err)
 		}
-		if err := s.RemoveAgent(ctx, "bot"); err != nil {
+		if err := s.RemoveAgent(ctx, Unaudited(), "bot"); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.RemoveAgent(ctx, "bot"); !errors.Is(err, ErrNotFound) {
+		if err := s.RemoveAgent(ctx, Unaudited(), "bot"); !errors.Is(err, ErrNotFound) {
 			t.Errorf("second remove: got %v; want ErrNotFound", err)
 		}
 		gs, err := s.ListGrants(ctx)
@@ -179,7 +179,7 @@ func TestListAgentsOrder(t *testing.T) {
 		for _, n := range []string{"zeta", "alpha", "mid"} {
 			mustCreateAgent(t, s, n)
 		}
-		s.AddAgentKey(context.Background(), "mid", newTestKeyPair(t, "").authorized)
+		s.AddAgentKey(context.Background(), Unaudited(), "mid", newTestKeyPair(t, "").authorized)
 		as, err := s.ListAgents(context.Background())
 		if err != nil {
 			t.Fatal(err)

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"sync"
 )
 
@@ -12,7 +13,7 @@ import (
 // audited in the same transaction that makes it: either both are stored or
 // neither is, so that the audit log never misses a change that happened nor
 // shows one that did not. The store's write methods each run their own
-// transaction, so the row rides in the context: WithAudit attaches it, and
+// transaction, so the row rides in the context: Audit.bind attaches it, and
 // the first write transaction made with that context appends it before it
 // commits. Methods that create a record fill in its id with
 // noteAuditSubject, since the caller cannot know it beforehand.
@@ -38,11 +39,43 @@ func (p *PendingAudit) Stored() *AuditRow {
 // pendingAuditKey is the context key of a *PendingAudit.
 type pendingAuditKey struct{}
 
-// WithAudit returns ctx carrying p: the next write transaction made with it
+// Audit is the audit row a configuration change is written with. Every
+// store method that changes configuration (agents, connections, grants,
+// tokens, admins, notification channels, change requests) takes one as its
+// second argument, so that a change without its row does not compile, and
+// appends it in the transaction of the change. Audited wraps a row
+// (policy.ChangeAudit makes them); Unaudited is for test fixtures, and
+// TestUnauditedOnlyInTests keeps it out of every other file.
+type Audit struct {
+	p       *PendingAudit
+	fixture bool
+}
+
+// Audited is the audit argument that appends p with the change.
+func Audited(p *PendingAudit) Audit { return Audit{p: p} }
+
+// Unaudited is the audit argument of a test's fixture: the change is
+// written without a row. No code outside tests may use it.
+func Unaudited() Audit { return Audit{fixture: true} }
+
+// bind is ctx carrying a's row for the method's transaction; the zero
+// Audit (neither a row nor a fixture's) is refused, so that forgetting the
+// row fails rather than writes unaudited.
+func (a Audit) bind(ctx context.Context) (context.Context, error) {
+	switch {
+	case a.fixture:
+		return ctx, nil
+	case a.p == nil || a.p.Chain == nil:
+		return ctx, errors.New("store: a configuration change needs its audit row")
+	}
+	return withAudit(ctx, a.p), nil
+}
+
+// withAudit returns ctx carrying p: the next write transaction made with it
 // (one store method call) appends p.Row before it commits. A call that
 // changes nothing (refused input, a record that does not exist) appends
 // nothing.
-func WithAudit(ctx context.Context, p *PendingAudit) context.Context {
+func withAudit(ctx context.Context, p *PendingAudit) context.Context {
 	return context.WithValue(ctx, pendingAuditKey{}, p)
 }
 

@@ -75,8 +75,12 @@ var (
 
 // CreateChangeRequest stores r as pending, its payload sealed, expiring
 // after lifetime, and returns it as stored. The caller's audit row (from
-// ctx, WithAudit) is appended in the same transaction.
-func (s *Store) CreateChangeRequest(ctx context.Context, r ChangeRequest, lifetime time.Duration) (ChangeRequest, error) {
+// audit) is appended in the same transaction.
+func (s *Store) CreateChangeRequest(ctx context.Context, audit Audit, r ChangeRequest, lifetime time.Duration) (ChangeRequest, error) {
+	ctx, err := audit.bind(ctx)
+	if err != nil {
+		return ChangeRequest{}, err
+	}
 	if r.Kind == "" || r.Summary == "" || r.RequestedBy == "" || lifetime <= 0 {
 		return r, invalid("change request: want a kind, a summary, who asked and a lifetime")
 	}
@@ -187,12 +191,16 @@ func (s *Store) ExpireChangeRequests(ctx context.Context) (int64, error) {
 // ErrChangeDecided) a decision by the admin who asked, compared by id and
 // by name without regard to case, and one on a request that is no longer
 // pending or has expired (which it marks expired).
-func (s *Store) DecideChangeRequest(ctx context.Context, id string, d ChangeDecision) (ChangeRequest, error) {
+func (s *Store) DecideChangeRequest(ctx context.Context, audit Audit, id string, d ChangeDecision) (ChangeRequest, error) {
+	ctx, err := audit.bind(ctx)
+	if err != nil {
+		return ChangeRequest{}, err
+	}
 	var c ChangeRequest
 	var box []byte
 	now := s.nowUTC()
 	expired := false
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		if err := checkDecider(ctx, tx, Decider{AdminID: d.AdminID, Name: d.Name}, "decide change "+id); err != nil {
 			return err
 		}

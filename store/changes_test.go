@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"database/sql"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -40,17 +41,17 @@ func auditOps(t *testing.T, s *Store) []string {
 	return out
 }
 
-// TestWithAudit: a change made with a pending audit row appends the row in
+// TestAudited: a change made with a pending audit row appends the row in
 // its own transaction, filled with the new record's id; a refused change
 // appends nothing; the row is appended once, by the first write.
-func TestWithAudit(t *testing.T) {
+func TestAudited(t *testing.T) {
 	forEachDB(t, func(t *testing.T) {
 		s, _, _ := openTestStore(t)
 		ctx := context.Background()
 		kp := newTestKeyPair(t, "bot")
 
 		p := pendingRow("agent add bot")
-		a, err := s.CreateAgent(WithAudit(ctx, p), "bot", kp.authorized)
+		a, err := s.CreateAgent(ctx, Audited(p), "bot", kp.authorized)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -60,7 +61,7 @@ func TestWithAudit(t *testing.T) {
 		}
 
 		refused := pendingRow("agent add bot again")
-		if _, err := s.CreateAgent(WithAudit(ctx, refused), "bot", newTestKeyPair(t, "x").authorized); !errors.Is(err, ErrDuplicate) {
+		if _, err := s.CreateAgent(ctx, Audited(refused), "bot", newTestKeyPair(t, "x").authorized); !errors.Is(err, ErrDuplicate) {
 			t.Fatalf("second bot: %v; want ErrDuplicate", err)
 		}
 		if refused.Stored() != nil {
@@ -70,15 +71,15 @@ func TestWithAudit(t *testing.T) {
 		// A change that fails inside its transaction (the last key) rolls the
 		// row back with it.
 		last := pendingRow("agent key remove")
-		if _, err := s.RemoveAgentKey(WithAudit(ctx, last), "bot", a.Keys[0].Fingerprint); !errors.Is(err, ErrInvalid) {
+		if _, err := s.RemoveAgentKey(ctx, Audited(last), "bot", a.Keys[0].Fingerprint); !errors.Is(err, ErrInvalid) {
 			t.Fatalf("removing the last key: %v; want ErrInvalid", err)
 		}
 		once := pendingRow("agent disable bot")
-		actx := WithAudit(ctx, once)
-		if _, err := s.SetAgentDisabled(actx, "bot", true); err != nil {
+		aud := Audited(once)
+		if _, err := s.SetAgentDisabled(ctx, aud, "bot", true); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.SetAgentDisabled(actx, "bot", false); err != nil {
+		if _, err := s.SetAgentDisabled(ctx, aud, "bot", false); err != nil {
 			t.Fatal(err)
 		}
 		if ops := auditOps(t, s); strings.Join(ops, "|") != "agent add bot|agent disable bot" {
@@ -87,9 +88,9 @@ func TestWithAudit(t *testing.T) {
 	})
 }
 
-// TestWithAuditConcurrent: audited changes from many goroutines each get
+// TestAuditedConcurrent: audited changes from many goroutines each get
 // their own row, in one gapless sequence.
-func TestWithAuditConcurrent(t *testing.T) {
+func TestAuditedConcurrent(t *testing.T) {
 	forEachDB(t, func(t *testing.T) {
 		s, _, _ := openTestStore(t)
 		ctx := context.Background()
@@ -101,7 +102,7 @@ func TestWithAuditConcurrent(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				name := "a" + strconv.Itoa(i)
-				_, err := s.CreateAgent(WithAudit(ctx, pendingRow("agent add "+name)), name, newTestKeyPair(t, name).authorized)
+				_, err := s.CreateAgent(ctx, Audited(pendingRow("agent add "+name)), name, newTestKeyPair(t, name).authorized)
 				errs <- err
 			}()
 		}
@@ -136,12 +137,12 @@ func TestUpdateConnection(t *testing.T) {
 		ctx := context.Background()
 		mustCreateAgent(t, s, "bot")
 		c, kp := mustCreateConnection(t, s, "web", EnvDev)
-		if _, err := s.SetGrant(ctx, "bot", "web", Rules{Read: RuleAllow, Write: RuleAsk, Destructive: RuleAllow}); err != nil {
+		if _, err := s.SetGrant(ctx, Unaudited(), "bot", "web", Rules{Read: RuleAllow, Write: RuleAsk, Destructive: RuleAllow}); err != nil {
 			t.Fatal(err)
 		}
 		host, port, user := "10.0.0.9", 2222, "ops"
 		newHost := newTestKeyPair(t, "")
-		got, err := s.UpdateConnection(ctx, "web", ConnectionChange{Host: &host, Port: &port, User: &user,
+		got, err := s.UpdateConnection(ctx, Unaudited(), "web", ConnectionChange{Host: &host, Port: &port, User: &user,
 			HostKeys: []string{newHost.knownHostsLine(host)}, Check: &KeyCheck{Status: KeyRejected, Message: "Permission denied"}})
 		if err != nil {
 			t.Fatal(err)
@@ -155,15 +156,15 @@ func TestUpdateConnection(t *testing.T) {
 			t.Errorf("the key after an update without one: %v; want the old key kept", err)
 		}
 		prod := EnvProduction
-		if _, err := s.UpdateConnection(ctx, "web", ConnectionChange{Env: &prod}); !errors.Is(err, ErrInvalid) ||
+		if _, err := s.UpdateConnection(ctx, Unaudited(), "web", ConnectionChange{Env: &prod}); !errors.Is(err, ErrInvalid) ||
 			!strings.Contains(err.Error(), "allow destructive") {
 			t.Errorf("to production with destructive=allow granted: %v; want refused", err)
 		}
-		if _, err := s.SetGrant(ctx, "bot", "web", Rules{Read: RuleAllow, Write: RuleAsk, Destructive: RuleAsk}); err != nil {
+		if _, err := s.SetGrant(ctx, Unaudited(), "bot", "web", Rules{Read: RuleAllow, Write: RuleAsk, Destructive: RuleAsk}); err != nil {
 			t.Fatal(err)
 		}
 		rekey := newTestKeyPair(t, "")
-		got, err = s.UpdateConnection(ctx, "web", ConnectionChange{Env: &prod, PrivateKey: rekey.privatePEM})
+		got, err = s.UpdateConnection(ctx, Unaudited(), "web", ConnectionChange{Env: &prod, PrivateKey: rekey.privatePEM})
 		if err != nil || got.Env != EnvProduction || got.KeyStatus != KeyRejected {
 			t.Fatalf("to production with a new key: %+v, %v; want production, the status kept", got, err)
 		}
@@ -183,11 +184,11 @@ func TestUpdateConnection(t *testing.T) {
 			"bad key":    {PrivateKey: []byte("nonsense")},
 			"bad status": {Check: &KeyCheck{Status: "great"}},
 		} {
-			if _, err := s.UpdateConnection(ctx, "web", ch); !errors.Is(err, ErrInvalid) {
+			if _, err := s.UpdateConnection(ctx, Unaudited(), "web", ch); !errors.Is(err, ErrInvalid) {
 				t.Errorf("%s: %v; want ErrInvalid", name, err)
 			}
 		}
-		if _, err := s.UpdateConnection(ctx, "nowhere", ConnectionChange{Host: &host}); !errors.Is(err, ErrNotFound) {
+		if _, err := s.UpdateConnection(ctx, Unaudited(), "nowhere", ConnectionChange{Host: &host}); !errors.Is(err, ErrNotFound) {
 			t.Errorf("unknown alias: %v; want ErrNotFound", err)
 		}
 	})
@@ -201,7 +202,7 @@ func TestTokenScopes(t *testing.T) {
 	forEachDB(t, func(t *testing.T) {
 		s, _, _ := openTestStore(t)
 		ctx := context.Background()
-		a, err := s.CreateAdmin(ctx, "alice", "$argon2id$x", RoleOwner)
+		a, err := s.CreateAdmin(ctx, Unaudited(), "alice", "$argon2id$x", RoleOwner)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -210,12 +211,12 @@ func TestTokenScopes(t *testing.T) {
 			scope TokenScope
 			want  TokenScope
 		}{{"", ScopeApprove}, {ScopeRead, ScopeRead}, {ScopeAdmin, ScopeAdmin}} {
-			tok, err := s.CreateConsoleToken(ctx, "t"+strconv.Itoa(i), hash(strconv.Itoa(i)), a.ID, tt.scope)
+			tok, err := s.CreateConsoleToken(ctx, Unaudited(), "t"+strconv.Itoa(i), hash(strconv.Itoa(i)), a.ID, tt.scope)
 			if err != nil || tok.Scope != tt.want {
 				t.Errorf("token of scope %q: %+v, %v; want scope %s", tt.scope, tok, err, tt.want)
 			}
 		}
-		if _, err := s.CreateConsoleToken(ctx, "bad", hash("9"), a.ID, "root"); !errors.Is(err, ErrInvalid) {
+		if _, err := s.CreateConsoleToken(ctx, Unaudited(), "bad", hash("9"), a.ID, "root"); !errors.Is(err, ErrInvalid) {
 			t.Errorf("scope root: %v; want ErrInvalid", err)
 		}
 		allows := map[TokenScope][]TokenScope{ScopeRead: {ScopeRead}, ScopeApprove: {ScopeRead, ScopeApprove},
@@ -281,13 +282,13 @@ func TestUpdateNotifyChannel(t *testing.T) {
 	forEachDB(t, func(t *testing.T) {
 		s, _, _ := openTestStore(t)
 		ctx := context.Background()
-		ch, err := s.CreateNotifyChannel(ctx, NewNotifyChannel{Name: "ops", URL: "https://h.example/one", OnPending: true,
+		ch, err := s.CreateNotifyChannel(ctx, Unaudited(), NewNotifyChannel{Name: "ops", URL: "https://h.example/one", OnPending: true,
 			Secret: []byte("s1")})
 		if err != nil {
 			t.Fatal(err)
 		}
 		url, secret, on := "https://h.example/two", []byte("s2"), true
-		got, err := s.UpdateNotifyChannel(ctx, "ops", NotifyChannelChange{URL: &url, Secret: &secret, OnDecided: &on})
+		got, err := s.UpdateNotifyChannel(ctx, Unaudited(), "ops", NotifyChannelChange{URL: &url, Secret: &secret, OnDecided: &on})
 		if err != nil || !got.OnPending || !got.OnDecided || got.URLShown != "https://h.example/…" || got.ID != ch.ID {
 			t.Fatalf("update: %+v, %v", got, err)
 		}
@@ -296,11 +297,11 @@ func TestUpdateNotifyChannel(t *testing.T) {
 			t.Errorf("sealed after the update: %q %q %v; want the new URL and secret", target.URL, target.Secret, err)
 		}
 		slack := NotifySlack
-		if _, err := s.UpdateNotifyChannel(ctx, "ops", NotifyChannelChange{Format: &slack}); !errors.Is(err, ErrInvalid) {
+		if _, err := s.UpdateNotifyChannel(ctx, Unaudited(), "ops", NotifyChannelChange{Format: &slack}); !errors.Is(err, ErrInvalid) {
 			t.Errorf("slack with a secret: %v; want ErrInvalid", err)
 		}
 		var none []byte
-		if got, err = s.UpdateNotifyChannel(ctx, "ops", NotifyChannelChange{Format: &slack, Secret: &none}); err != nil || got.HasSecret {
+		if got, err = s.UpdateNotifyChannel(ctx, Unaudited(), "ops", NotifyChannelChange{Format: &slack, Secret: &none}); err != nil || got.HasSecret {
 			t.Errorf("slack without its secret: %+v, %v", got, err)
 		}
 	})
@@ -385,5 +386,48 @@ func TestBackupWhileWriting(t *testing.T) {
 	}
 	if err := s.Backup(ctx, dest); err == nil {
 		t.Error("a backup over an existing file succeeded; want refused")
+	}
+}
+
+// TestZeroAuditRefused: a configuration change given the zero Audit
+// (neither a row nor a fixture's) is refused and writes nothing.
+func TestZeroAuditRefused(t *testing.T) {
+	s, _, _ := openTestStore(t)
+	ctx := context.Background()
+	if _, err := s.CreateAgent(ctx, Audit{}, "bot", newTestKeyPair(t, "bot").authorized); err == nil {
+		t.Fatal("CreateAgent with the zero Audit: no error; want refused")
+	}
+	if _, err := s.AgentByName(ctx, "bot"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("bot after the refused change: %v; want not found", err)
+	}
+}
+
+// TestUnauditedOnlyInTests: no file but a test's writes configuration
+// without an audit row.
+func TestUnauditedOnlyInTests(t *testing.T) {
+	var found []string
+	err := filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return err
+		case d.IsDir() && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) && path != "..":
+			return filepath.SkipDir
+		case d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go"):
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if strings.Contains(string(b), "Unaudited()") && !strings.HasSuffix(path, filepath.Join("store", "auditctx.go")) {
+			found = append(found, path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(found) > 0 {
+		t.Errorf("files outside tests that call Unaudited: %v; want none", found)
 	}
 }

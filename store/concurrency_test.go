@@ -33,7 +33,7 @@ func TestConcurrentWriters(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					_, err := st.CreateAgent(ctx, fmt.Sprintf("agent-%d-%d", i, j), keys[2*i+j].authorized)
+					_, err := st.CreateAgent(ctx, Unaudited(), fmt.Sprintf("agent-%d-%d", i, j), keys[2*i+j].authorized)
 					errs <- err
 				}()
 			}
@@ -65,7 +65,7 @@ func TestConcurrentWriters(t *testing.T) {
 				if i%2 == 1 {
 					st = other
 				}
-				_, err := st.CreateAgent(ctx, "contested", contested[i].authorized)
+				_, err := st.CreateAgent(ctx, Unaudited(), "contested", contested[i].authorized)
 				mu.Lock()
 				defer mu.Unlock()
 				switch {

@@ -228,7 +228,11 @@ type NewConnection struct {
 // CreateConnection validates and stores a connection, sealing its private
 // key. The key must parse and must not need a passphrase: postern has no one
 // to ask for it when it dials.
-func (s *Store) CreateConnection(ctx context.Context, nc NewConnection) (*Connection, error) {
+func (s *Store) CreateConnection(ctx context.Context, audit Audit, nc NewConnection) (*Connection, error) {
+	ctx, err := audit.bind(ctx)
+	if err != nil {
+		return nil, err
+	}
 	if err := ValidateName("connection", nc.Alias); err != nil {
 		return nil, err
 	}
@@ -363,7 +367,11 @@ func (s *Store) SetKeyStatus(ctx context.Context, alias string, status KeyStatus
 
 // RemoveConnection deletes a connection with its grants and approval
 // requests (ON DELETE CASCADE). Audit rows copy the alias and stay.
-func (s *Store) RemoveConnection(ctx context.Context, alias string) error {
+func (s *Store) RemoveConnection(ctx context.Context, audit Audit, alias string) error {
+	ctx, err := audit.bind(ctx)
+	if err != nil {
+		return err
+	}
 	return s.inTx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM connections WHERE alias = ?`, alias)
 		if err != nil {

@@ -22,7 +22,7 @@ func TestCreateConnection(t *testing.T) {
 		s, clock, _ := openTestStore(t)
 		key := newTestKeyPair(t, "")
 		host := newTestKeyPair(t, "")
-		c, err := s.CreateConnection(ctx, NewConnection{
+		c, err := s.CreateConnection(ctx, Unaudited(), NewConnection{
 			Alias: "prod-web", Host: "web.example.com", User: "deploy", PrivateKey: key.privatePEM,
 			HostKeys: []string{host.knownHostsLine("web.example.com")}, Recipe: "linux", Env: EnvProduction,
 		})
@@ -101,7 +101,7 @@ func TestCreateConnectionErrors(t *testing.T) {
 			t.Run(tt.name, func(t *testing.T) {
 				nc := valid()
 				tt.mod(&nc)
-				_, err := s.CreateConnection(ctx, nc)
+				_, err := s.CreateConnection(ctx, Unaudited(), nc)
 				if !errors.Is(err, tt.want) || !strings.Contains(err.Error(), tt.wantMsg) {
 					t.Fatalf("got %v; want %v containing %q", err, tt.want, tt.wantMsg)
 				}
@@ -151,7 +151,7 @@ func TestHostKeyCallback(t *testing.T) {
 		ctx := context.Background()
 		s, _, _ := openTestStore(t)
 		pinned1, pinned2, other := newTestKeyPair(t, ""), newTestKeyPair(t, ""), newTestKeyPair(t, "")
-		c, err := s.CreateConnection(ctx, NewConnection{
+		c, err := s.CreateConnection(ctx, Unaudited(), NewConnection{
 			Alias: "web", Host: "web", User: "u", PrivateKey: newTestKeyPair(t, "").privatePEM,
 			HostKeys: []string{pinned1.knownHostsLine("web"), pinned2.knownHostsLine("[web]:22")},
 		})
@@ -208,13 +208,13 @@ func TestRemoveConnectionCascades(t *testing.T) {
 		s, _, _ := openTestStore(t)
 		mustCreateAgent(t, s, "bot")
 		mustCreateConnection(t, s, "web", EnvDev)
-		if _, err := s.SetGrant(ctx, "bot", "web", DefaultRules()); err != nil {
+		if _, err := s.SetGrant(ctx, Unaudited(), "bot", "web", DefaultRules()); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.RemoveConnection(ctx, "web"); err != nil {
+		if err := s.RemoveConnection(ctx, Unaudited(), "web"); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.RemoveConnection(ctx, "web"); !errors.Is(err, ErrNotFound) {
+		if err := s.RemoveConnection(ctx, Unaudited(), "web"); !errors.Is(err, ErrNotFound) {
 			t.Errorf("second remove: got %v; want ErrNotFound", err)
 		}
 		if gs, _ := s.ListGrants(ctx); len(gs) != 0 {
@@ -276,7 +276,7 @@ func TestWrongOrMissingMasterKey(t *testing.T) {
 				if !errors.Is(err, tt.want) || !strings.Contains(err.Error(), tt.wantMsg) || !strings.Contains(err.Error(), "connection web") {
 					t.Errorf("ConnectionSigner: got %v; want %v naming connection web", err, tt.want)
 				}
-				_, err = s2.CreateConnection(ctx, NewConnection{
+				_, err = s2.CreateConnection(ctx, Unaudited(), NewConnection{
 					Alias: "new", Host: "h", User: "u", PrivateKey: newTestKeyPair(t, "").privatePEM,
 					HostKeys: []string{newTestKeyPair(t, "").knownHostsLine("h")},
 				})

@@ -35,7 +35,11 @@ type ConnectionChange struct {
 // target reached another way, with another key or under another label.
 // Moving it to production is refused while a grant allows destructive
 // operations on it (ValidateGrant), in the same transaction as the write.
-func (s *Store) UpdateConnection(ctx context.Context, alias string, ch ConnectionChange) (*Connection, error) {
+func (s *Store) UpdateConnection(ctx context.Context, audit Audit, alias string, ch ConnectionChange) (*Connection, error) {
+	ctx, err := audit.bind(ctx)
+	if err != nil {
+		return nil, err
+	}
 	var sets []string
 	var args []any
 	set := func(col string, v any) {
@@ -119,7 +123,7 @@ func (s *Store) UpdateConnection(ctx context.Context, alias string, ch Connectio
 	set("modified_at", formatTime(s.nowUTC()))
 
 	var id string
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		var err error
 		if id, err = connectionIDByAlias(ctx, tx, alias); err != nil {
 			return err
@@ -160,11 +164,11 @@ func (s *Store) UpdateConnection(ctx context.Context, alias string, ch Connectio
 // re-pins its host keys when hostKeys is not empty (an empty hostKeys keeps
 // the pins). `postern demo` needs it because its demo target listens on a
 // new random port at every run.
-func (s *Store) UpdateConnectionAddress(ctx context.Context, alias, host string, port int, hostKeys []string) (*Connection, error) {
+func (s *Store) UpdateConnectionAddress(ctx context.Context, audit Audit, alias, host string, port int, hostKeys []string) (*Connection, error) {
 	if port == 0 {
 		port = DefaultSSHPort
 	}
-	return s.UpdateConnection(ctx, alias, ConnectionChange{Host: &host, Port: &port, HostKeys: hostKeys})
+	return s.UpdateConnection(ctx, audit, alias, ConnectionChange{Host: &host, Port: &port, HostKeys: hostKeys})
 }
 
 // ConnectionPublicKey is the public half of the connection's sealed key:

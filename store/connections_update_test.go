@@ -18,7 +18,7 @@ func TestUpdateConnectionAddress(t *testing.T) {
 		clock.Advance(time.Minute)
 
 		// Address only: the pins stay.
-		got, err := s.UpdateConnectionAddress(ctx, "demo", "127.0.0.1", 40022, nil)
+		got, err := s.UpdateConnectionAddress(ctx, Unaudited(), "demo", "127.0.0.1", 40022, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -34,7 +34,7 @@ func TestUpdateConnectionAddress(t *testing.T) {
 
 		// New pins replace the old ones, normalised.
 		host := newTestKeyPair(t, "")
-		got, err = s.UpdateConnectionAddress(ctx, "demo", "localhost", 2200, []string{"  " + host.knownHostsLine("[localhost]:2200") + " "})
+		got, err = s.UpdateConnectionAddress(ctx, Unaudited(), "demo", "localhost", 2200, []string{"  " + host.knownHostsLine("[localhost]:2200") + " "})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -76,7 +76,7 @@ func TestUpdateConnectionAddressErrors(t *testing.T) {
 		}
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
-				_, err := s.UpdateConnectionAddress(ctx, tt.alias, tt.host, tt.port, tt.hostKeys)
+				_, err := s.UpdateConnectionAddress(ctx, Unaudited(), tt.alias, tt.host, tt.port, tt.hostKeys)
 				if !errors.Is(err, tt.want) {
 					t.Errorf("got %v; want %v", err, tt.want)
 				}

@@ -119,7 +119,7 @@ func TestDirMasterKeyFile(t *testing.T) {
 		t.Fatalf("Open with a missing master key file: %v; want it to open", err)
 	}
 	defer s.Close()
-	_, err = s.CreateConnection(ctx, NewConnection{Alias: "x", Host: "h", User: "u",
+	_, err = s.CreateConnection(ctx, Unaudited(), NewConnection{Alias: "x", Host: "h", User: "u",
 		PrivateKey: newTestKeyPair(t, "").privatePEM, HostKeys: []string{newTestKeyPair(t, "").knownHostsLine("h")}})
 	if !errors.Is(err, ErrNoMasterKey) || !strings.Contains(err.Error(), "missing.key does not exist") {
 		t.Errorf("sealing without a key: got %v; want ErrNoMasterKey naming the file", err)

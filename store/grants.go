@@ -89,10 +89,14 @@ type ElevatedGrant struct {
 // SetGrant creates the grant of agent on alias, or replaces the rules of the
 // existing one. The rules are checked with ValidateGrant against the
 // connection's environment inside the same transaction.
-func (s *Store) SetGrant(ctx context.Context, agentName, alias string, rules Rules) (*Grant, error) {
+func (s *Store) SetGrant(ctx context.Context, audit Audit, agentName, alias string, rules Rules) (*Grant, error) {
+	ctx, err := audit.bind(ctx)
+	if err != nil {
+		return nil, err
+	}
 	now := formatTime(s.nowUTC())
 	var id string
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		agentID, err := agentIDByName(ctx, tx, agentName)
 		if err != nil {
 			return err
@@ -149,7 +153,11 @@ func (s *Store) SetGrant(ctx context.Context, agentName, alias string, rules Rul
 }
 
 // RevokeGrant deletes the grant of agent on alias.
-func (s *Store) RevokeGrant(ctx context.Context, agentName, alias string) error {
+func (s *Store) RevokeGrant(ctx context.Context, audit Audit, agentName, alias string) error {
+	ctx, err := audit.bind(ctx)
+	if err != nil {
+		return err
+	}
 	return s.inTx(ctx, func(tx *sql.Tx) error {
 		agentID, err := agentIDByName(ctx, tx, agentName)
 		if err != nil {

@@ -60,7 +60,7 @@ func TestSetGrant(t *testing.T) {
 		web, _ := mustCreateConnection(t, s, "web", EnvDev)
 		prod, _ := mustCreateConnection(t, s, "prod", EnvProduction)
 
-		g, err := s.SetGrant(ctx, "bot", "web", DefaultRules())
+		g, err := s.SetGrant(ctx, Unaudited(), "bot", "web", DefaultRules())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -71,7 +71,7 @@ func TestSetGrant(t *testing.T) {
 
 		clock.Advance(time.Minute)
 		all := Rules{RuleAllow, RuleAsk, RuleAllow}
-		g2, err := s.SetGrant(ctx, "bot", "web", all)
+		g2, err := s.SetGrant(ctx, Unaudited(), "bot", "web", all)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -91,7 +91,7 @@ func TestSetGrant(t *testing.T) {
 		}
 		for _, tt := range errTests {
 			t.Run(tt.name, func(t *testing.T) {
-				if _, err := s.SetGrant(ctx, tt.agent, tt.alias, tt.rules); !errors.Is(err, tt.want) {
+				if _, err := s.SetGrant(ctx, Unaudited(), tt.agent, tt.alias, tt.rules); !errors.Is(err, tt.want) {
 					t.Fatalf("got %v; want %v", err, tt.want)
 				}
 			})
@@ -100,7 +100,7 @@ func TestSetGrant(t *testing.T) {
 			t.Errorf("refused updates changed the grant: %+v", got)
 		}
 
-		if _, err := s.SetGrant(ctx, "bot", "prod", Rules{RuleAllow, RuleAsk, RuleAsk}); err != nil {
+		if _, err := s.SetGrant(ctx, Unaudited(), "bot", "prod", Rules{RuleAllow, RuleAsk, RuleAsk}); err != nil {
 			t.Fatal(err)
 		}
 		gs, err := s.GrantsForAgent(ctx, agent.ID)
@@ -112,10 +112,10 @@ func TestSetGrant(t *testing.T) {
 			t.Fatalf("GrantFor: got %+v, %v", got, err)
 		}
 
-		if err := s.RevokeGrant(ctx, "bot", "prod"); err != nil {
+		if err := s.RevokeGrant(ctx, Unaudited(), "bot", "prod"); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.RevokeGrant(ctx, "bot", "prod"); !errors.Is(err, ErrNotFound) {
+		if err := s.RevokeGrant(ctx, Unaudited(), "bot", "prod"); !errors.Is(err, ErrNotFound) {
 			t.Errorf("second revoke: got %v; want ErrNotFound", err)
 		}
 		if _, err := s.GrantFor(ctx, agent.ID, prod.ID); !errors.Is(err, ErrNotFound) {

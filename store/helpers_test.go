@@ -133,7 +133,7 @@ func (kp testKeyPair) knownHostsLine(host string) string {
 func mustCreateAgent(t *testing.T, s *Store, name string) (*Agent, testKeyPair) {
 	t.Helper()
 	kp := newTestKeyPair(t, name+"@test")
-	a, err := s.CreateAgent(context.Background(), name, kp.authorized)
+	a, err := s.CreateAgent(context.Background(), Unaudited(), name, kp.authorized)
 	if err != nil {
 		t.Fatalf("CreateAgent(%s): %v", name, err)
 	}
@@ -144,7 +144,7 @@ func mustCreateConnection(t *testing.T, s *Store, alias string, env Env) (*Conne
 	t.Helper()
 	kp := newTestKeyPair(t, "")
 	hostKey := newTestKeyPair(t, "")
-	c, err := s.CreateConnection(context.Background(), NewConnection{
+	c, err := s.CreateConnection(context.Background(), Unaudited(), NewConnection{
 		Alias: alias, Host: "10.0.0.1", User: "deploy", PrivateKey: kp.privatePEM,
 		HostKeys: []string{hostKey.knownHostsLine("10.0.0.1")}, Env: env,
 	})

@@ -172,7 +172,11 @@ type NewNotifyChannel struct {
 
 // CreateNotifyChannel validates and stores a channel, sealing its URL and
 // secret. A slack channel takes no secret: its URL is its credential.
-func (s *Store) CreateNotifyChannel(ctx context.Context, nc NewNotifyChannel) (*NotifyChannel, error) {
+func (s *Store) CreateNotifyChannel(ctx context.Context, audit Audit, nc NewNotifyChannel) (*NotifyChannel, error) {
+	ctx, err := audit.bind(ctx)
+	if err != nil {
+		return nil, err
+	}
 	if err := ValidateName("notification channel", nc.Name); err != nil {
 		return nil, err
 	}
@@ -251,7 +255,11 @@ type NotifyChannelChange struct {
 // UpdateNotifyChannel changes the channel named by id or name, sealing a
 // new URL or secret. Its outbox stays: queued notifications go out under
 // the new settings.
-func (s *Store) UpdateNotifyChannel(ctx context.Context, ref string, ch NotifyChannelChange) (*NotifyChannel, error) {
+func (s *Store) UpdateNotifyChannel(ctx context.Context, audit Audit, ref string, ch NotifyChannelChange) (*NotifyChannel, error) {
+	ctx, err := audit.bind(ctx)
+	if err != nil {
+		return nil, err
+	}
 	cur, err := s.NotifyChannel(ctx, ref)
 	if err != nil {
 		return nil, err
@@ -364,9 +372,13 @@ func (s *Store) ListNotifyChannels(ctx context.Context) ([]NotifyChannel, error)
 
 // RemoveNotifyChannel deletes the channel named by id or name, with its
 // outbox rows: nothing more is sent to it.
-func (s *Store) RemoveNotifyChannel(ctx context.Context, ref string) (*NotifyChannel, error) {
+func (s *Store) RemoveNotifyChannel(ctx context.Context, audit Audit, ref string) (*NotifyChannel, error) {
+	ctx, err := audit.bind(ctx)
+	if err != nil {
+		return nil, err
+	}
 	var c *NotifyChannel
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		got, err := scanNotifyChannel(tx.QueryRowContext(ctx, `SELECT `+notifyChannelColumns+`
 			WHERE c.id = ? OR c.name = ? ORDER BY c.id = ? DESC LIMIT 1`, ref, ref, ref))
 		if errors.Is(err, sql.ErrNoRows) {

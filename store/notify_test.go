@@ -19,7 +19,7 @@ const notifyURL = "https://hooks.example.com/services/T0/B0/Zq7tokenNotToBeShown
 
 func mustCreateChannel(t *testing.T, s *Store, nc NewNotifyChannel) *NotifyChannel {
 	t.Helper()
-	c, err := s.CreateNotifyChannel(context.Background(), nc)
+	c, err := s.CreateNotifyChannel(context.Background(), Unaudited(), nc)
 	if err != nil {
 		t.Fatalf("CreateNotifyChannel(%s): %v", nc.Name, err)
 	}
@@ -81,14 +81,14 @@ func TestNotifyChannels(t *testing.T) {
 			}
 		}
 
-		if _, err := s.CreateNotifyChannel(ctx, NewNotifyChannel{Name: "ops", URL: notifyURL, OnPending: true}); !errors.Is(err, ErrDuplicate) {
+		if _, err := s.CreateNotifyChannel(ctx, Unaudited(), NewNotifyChannel{Name: "ops", URL: notifyURL, OnPending: true}); !errors.Is(err, ErrDuplicate) {
 			t.Errorf("second channel named ops: %v; want ErrDuplicate", err)
 		}
-		removed, err := s.RemoveNotifyChannel(ctx, "ops")
+		removed, err := s.RemoveNotifyChannel(ctx, Unaudited(), "ops")
 		if err != nil || removed.ID != c.ID {
 			t.Fatalf("RemoveNotifyChannel(ops) = %v, %v; want the channel", removed, err)
 		}
-		if _, err := s.RemoveNotifyChannel(ctx, "ops"); !errors.Is(err, ErrNotFound) {
+		if _, err := s.RemoveNotifyChannel(ctx, Unaudited(), "ops"); !errors.Is(err, ErrNotFound) {
 			t.Errorf("removing ops again: %v; want ErrNotFound", err)
 		}
 		if _, err := s.NotifyChannelTarget(ctx, c.ID); !errors.Is(err, ErrNotFound) {
@@ -122,7 +122,7 @@ func TestNotifyChannelBadInput(t *testing.T) {
 		}
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
-				_, err := s.CreateNotifyChannel(context.Background(), tt.nc)
+				_, err := s.CreateNotifyChannel(context.Background(), Unaudited(), tt.nc)
 				if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tt.want) {
 					t.Fatalf("got %v; want ErrInvalid mentioning %q", err, tt.want)
 				}

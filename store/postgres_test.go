@@ -331,7 +331,7 @@ func TestPostgresNotifications(t *testing.T) {
 	if v3 == v1 {
 		t.Errorf("after a new request: DataVersion still %d", v3)
 	}
-	admin, err := b.CreateAdmin(ctx, "alice", "$argon2id$unused", RoleOwner)
+	admin, err := b.CreateAdmin(ctx, Unaudited(), "alice", "$argon2id$unused", RoleOwner)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -486,14 +486,14 @@ func TestPostgresWriteLockAcrossStores(t *testing.T) {
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, pgLockWrite); err != nil {
 		t.Fatal(err)
 	}
-	_, err = s.CreateAgent(ctx, "bot", newTestKeyPair(t, "").authorized)
+	_, err = s.CreateAgent(ctx, Unaudited(), "bot", newTestKeyPair(t, "").authorized)
 	if Fault(err) != FaultLocked {
 		t.Errorf("write while another replica holds the lock: got %v (fault %q); want fault %q", err, Fault(err), FaultLocked)
 	}
 	if err := tx.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.CreateAgent(ctx, "bot", newTestKeyPair(t, "").authorized); err != nil {
+	if _, err := s.CreateAgent(ctx, Unaudited(), "bot", newTestKeyPair(t, "").authorized); err != nil {
 		t.Errorf("write after the lock was released: %v", err)
 	}
 }

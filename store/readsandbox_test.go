@@ -14,7 +14,7 @@ import (
 func newSandboxConnection(t *testing.T, s *Store, alias string, rs ReadSandbox, reason string, probe *SandboxProbe) (*Connection, error) {
 	t.Helper()
 	key, host := newTestKeyPair(t, ""), newTestKeyPair(t, "")
-	return s.CreateConnection(context.Background(), NewConnection{
+	return s.CreateConnection(context.Background(), Unaudited(), NewConnection{
 		Alias: alias, Host: "db.example.com", User: "deploy", PrivateKey: key.privatePEM,
 		HostKeys: []string{host.knownHostsLine("db.example.com")}, Env: EnvProduction,
 		ReadSandbox: rs, ReadSandboxReason: reason, Probe: probe,
@@ -58,22 +58,22 @@ func TestReadSandboxSetting(t *testing.T) {
 				t.Errorf("create with %s: got %v; want an invalid error saying %q", tc.name, err, tc.want)
 			}
 			off := tc.rs
-			if _, err := s.UpdateConnection(ctx, "plain", ConnectionChange{ReadSandbox: &off, ReadSandboxReason: tc.reason, Probe: tc.probe}); !errors.Is(err, ErrInvalid) {
+			if _, err := s.UpdateConnection(ctx, Unaudited(), "plain", ConnectionChange{ReadSandbox: &off, ReadSandboxReason: tc.reason, Probe: tc.probe}); !errors.Is(err, ErrInvalid) {
 				t.Errorf("update with %s: got %v; want an invalid error", tc.name, err)
 			}
 		}
-		if _, err := s.UpdateConnection(ctx, "plain", ConnectionChange{ReadSandboxReason: "alone"}); !errors.Is(err, ErrInvalid) {
+		if _, err := s.UpdateConnection(ctx, Unaudited(), "plain", ConnectionChange{ReadSandboxReason: "alone"}); !errors.Is(err, ErrInvalid) {
 			t.Errorf("update with a reason alone: got %v; want an invalid error", err)
 		}
 
 		off := ReadSandboxOff
 		clock.Advance(time.Minute)
-		c, err = s.UpdateConnection(ctx, "plain", ConnectionChange{ReadSandbox: &off, ReadSandboxReason: " the app's fuse mounts hang bwrap "})
+		c, err = s.UpdateConnection(ctx, Unaudited(), "plain", ConnectionChange{ReadSandbox: &off, ReadSandboxReason: " the app's fuse mounts hang bwrap "})
 		if err != nil || c.ReadSandbox != ReadSandboxOff || c.ReadSandboxReason != "the app's fuse mounts hang bwrap" {
 			t.Fatalf("set off: %v, %v; want off with the reason trimmed", c, err)
 		}
 		require := ReadSandboxRequire
-		c, err = s.UpdateConnection(ctx, "plain", ConnectionChange{ReadSandbox: &require})
+		c, err = s.UpdateConnection(ctx, Unaudited(), "plain", ConnectionChange{ReadSandbox: &require})
 		if err != nil || c.ReadSandbox != ReadSandboxRequire || c.ReadSandboxReason != "" {
 			t.Fatalf("set require: %v, %v; want require and the reason gone", c, err)
 		}
@@ -85,11 +85,11 @@ func TestReadSandboxSetting(t *testing.T) {
 			!c.SandboxProbedAt.Equal(clock.Now()) || !c.ModifiedAt.After(before) {
 			t.Fatalf("SetSandboxProbe: %+v, %v; want none, the message, probed and modified now", c, err)
 		}
-		c, err = s.UpdateConnection(ctx, "plain", ConnectionChange{Probe: &SandboxProbe{Found: SandboxBwrap, Message: "bwrap: works"}})
+		c, err = s.UpdateConnection(ctx, Unaudited(), "plain", ConnectionChange{Probe: &SandboxProbe{Found: SandboxBwrap, Message: "bwrap: works"}})
 		if err != nil || c.SandboxFound != SandboxBwrap || c.ReadSandbox != ReadSandboxRequire {
 			t.Fatalf("update with a probe: %+v, %v; want bwrap, the setting kept", c, err)
 		}
-		c, err = s.UpdateConnection(ctx, "plain", ConnectionChange{Probe: &SandboxProbe{Found: SandboxUnprobed, Message: "ignored"}})
+		c, err = s.UpdateConnection(ctx, Unaudited(), "plain", ConnectionChange{Probe: &SandboxProbe{Found: SandboxUnprobed, Message: "ignored"}})
 		if err != nil || c.SandboxFound != SandboxUnprobed || c.SandboxMessage != "" || !c.SandboxProbedAt.IsZero() {
 			t.Fatalf("update with unprobed: %+v, %v; want the probe forgotten", c, err)
 		}

@@ -117,13 +117,17 @@ func checkDecider(ctx context.Context, tx *sql.Tx, by Decider, what string) erro
 }
 
 // SetAdminRole changes the named admin's role (exact name or id).
-func (s *Store) SetAdminRole(ctx context.Context, name string, role Role) (*Admin, error) {
+func (s *Store) SetAdminRole(ctx context.Context, audit Audit, name string, role Role) (*Admin, error) {
+	ctx, err := audit.bind(ctx)
+	if err != nil {
+		return nil, err
+	}
 	if _, err := ParseRole(string(role)); err != nil || role == "" {
 		return nil, invalid("admin %s: role %q: want viewer, approver, admin or owner", name, role)
 	}
 	now := formatTime(s.nowUTC())
 	var exact string
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		err := tx.QueryRowContext(ctx, `SELECT name FROM admins WHERE name = ? OR id = ?`, name, name).Scan(&exact)
 		if errors.Is(err, sql.ErrNoRows) {
 			return notFound("admin", name)

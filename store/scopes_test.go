@@ -38,7 +38,7 @@ func TestApprovalScopes(t *testing.T) {
 		conn, _ := mustCreateConnection(t, s, "web", "dev")
 		askWrites := Rules{Read: RuleAllow, Write: RuleAsk, Destructive: RuleAsk}
 		for _, name := range []string{"bot", "other"} {
-			if _, err := s.SetGrant(ctx, name, "web", askWrites); err != nil {
+			if _, err := s.SetGrant(ctx, Unaudited(), name, "web", askWrites); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -185,7 +185,7 @@ func TestScopesFollowTheRule(t *testing.T) {
 		agent, _ := mustCreateAgent(t, s, "bot")
 		conn, _ := mustCreateConnection(t, s, "web", "dev")
 		ask := Rules{Read: RuleAllow, Write: RuleAsk, Destructive: RuleAsk}
-		if _, err := s.SetGrant(ctx, "bot", "web", ask); err != nil {
+		if _, err := s.SetGrant(ctx, Unaudited(), "bot", "web", ask); err != nil {
 			t.Fatal(err)
 		}
 		end := clk.Now().Add(time.Hour)
@@ -217,7 +217,7 @@ func TestScopesFollowTheRule(t *testing.T) {
 		p := pendingRow("grant bot web: write=deny")
 		deny := ask
 		deny.Write = RuleDeny
-		if _, err := s.SetGrant(WithAudit(ctx, p), "bot", "web", deny); err != nil {
+		if _, err := s.SetGrant(ctx, Audited(p), "bot", "web", deny); err != nil {
 			t.Fatal(err)
 		}
 		row := p.Stored()
@@ -247,7 +247,7 @@ func TestScopesFollowTheRule(t *testing.T) {
 			t.Errorf("a class scope approved under write=deny: %v; want ErrInvalid", err)
 		}
 
-		if _, err := s.SetGrant(ctx, "bot", "web", ask); err != nil {
+		if _, err := s.SetGrant(ctx, Unaudited(), "bot", "web", ask); err != nil {
 			t.Fatal(err)
 		}
 		if active("write", "touch /srv/z") || active("write", "touch /srv/b") {
@@ -261,7 +261,7 @@ func TestScopesFollowTheRule(t *testing.T) {
 		// ask) is not elevated by them, even by one that a store before
 		// this fix left active.
 		p = pendingRow("grant revoke bot web")
-		if err := s.RevokeGrant(WithAudit(ctx, p), "bot", "web"); err != nil {
+		if err := s.RevokeGrant(ctx, Audited(p), "bot", "web"); err != nil {
 			t.Fatal(err)
 		}
 		if row := p.Stored(); row == nil || !strings.Contains(row.Operation, "revoking the grant ends scope "+del.ID) {
@@ -274,7 +274,7 @@ func TestScopesFollowTheRule(t *testing.T) {
 			t.Fatal(err)
 		}
 		clk.Advance(time.Minute)
-		if _, err := s.SetGrant(ctx, "bot", "web", ask); err != nil {
+		if _, err := s.SetGrant(ctx, Unaudited(), "bot", "web", ask); err != nil {
 			t.Fatal(err)
 		}
 		if active("destructive", "rm /srv/z") {

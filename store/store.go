@@ -286,7 +286,7 @@ func (s *Store) Listening() bool {
 // audit chain's last row, an open approval request) sees no other write
 // between the two, on this process or another, exactly as on SQLite. The
 // wait is bounded by the busy timeout (lock_timeout on PostgreSQL). ctx's
-// pending audit row (WithAudit) is appended in the same transaction.
+// pending audit row (an Audit argument) is appended in the same transaction.
 func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	if err := s.lockWrite(ctx); err != nil {
 		return err

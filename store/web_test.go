@@ -26,14 +26,14 @@ func TestAdmins(t *testing.T) {
 	forEachDB(t, func(t *testing.T) {
 		s, _, _ := openTestStore(t)
 		ctx := context.Background()
-		bob, err := s.CreateAdmin(ctx, "bob", "$argon2id$bob", RoleOwner)
+		bob, err := s.CreateAdmin(ctx, Unaudited(), "bob", "$argon2id$bob", RoleOwner)
 		if err != nil {
 			t.Fatalf("CreateAdmin(bob): %v", err)
 		}
 		if bob.ID == "" || !strings.HasPrefix(bob.ID, "adm_") || bob.Disabled || bob.PasswordHash != "$argon2id$bob" {
 			t.Errorf("admin = %+v; want an adm_ id, enabled, the hash as given", bob)
 		}
-		if _, err := s.CreateAdmin(ctx, "alice", "$argon2id$alice", RoleOwner); err != nil {
+		if _, err := s.CreateAdmin(ctx, Unaudited(), "alice", "$argon2id$alice", RoleOwner); err != nil {
 			t.Fatal(err)
 		}
 
@@ -49,7 +49,7 @@ func TestAdmins(t *testing.T) {
 		}
 		for _, tt := range refusals {
 			t.Run(tt.name, func(t *testing.T) {
-				if _, err := s.CreateAdmin(ctx, tt.admin, tt.hash, RoleOwner); !errors.Is(err, tt.want) {
+				if _, err := s.CreateAdmin(ctx, Unaudited(), tt.admin, tt.hash, RoleOwner); !errors.Is(err, tt.want) {
 					t.Errorf("CreateAdmin(%q, %q) = %v; want %v", tt.admin, tt.hash, err, tt.want)
 				}
 			})
@@ -88,7 +88,7 @@ func TestResolveAdminAmbiguous(t *testing.T) {
 	forEachDB(t, func(t *testing.T) {
 		s, _, _ := openTestStore(t)
 		ctx := context.Background()
-		if _, err := s.CreateAdmin(ctx, "carol", "$argon2id$c", RoleOwner); err != nil {
+		if _, err := s.CreateAdmin(ctx, Unaudited(), "carol", "$argon2id$c", RoleOwner); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := s.db.ExecContext(ctx, `INSERT INTO admins (id, name, password_hash, created_at, modified_at)
@@ -110,7 +110,7 @@ func TestSetAdminPasswordEndsSessions(t *testing.T) {
 	forEachDB(t, func(t *testing.T) {
 		s, clock, _ := openTestStore(t)
 		ctx := context.Background()
-		bob, err := s.CreateAdmin(ctx, "bob", "$argon2id$old", RoleOwner)
+		bob, err := s.CreateAdmin(ctx, Unaudited(), "bob", "$argon2id$old", RoleOwner)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -118,7 +118,7 @@ func TestSetAdminPasswordEndsSessions(t *testing.T) {
 			t.Fatal(err)
 		}
 		clock.Advance(time.Second)
-		got, err := s.SetAdminPassword(ctx, "bob", "$argon2id$new")
+		got, err := s.SetAdminPassword(ctx, Unaudited(), "bob", "$argon2id$new")
 		if err != nil {
 			t.Fatalf("SetAdminPassword: %v", err)
 		}
@@ -128,10 +128,10 @@ func TestSetAdminPasswordEndsSessions(t *testing.T) {
 		if _, err := s.AdminSessionByToken(ctx, hash64("s1")); !errors.Is(err, ErrNotFound) {
 			t.Errorf("session after a password change: %v; want ErrNotFound", err)
 		}
-		if _, err := s.SetAdminPassword(ctx, "nobody", "$argon2id$x"); !errors.Is(err, ErrNotFound) {
+		if _, err := s.SetAdminPassword(ctx, Unaudited(), "nobody", "$argon2id$x"); !errors.Is(err, ErrNotFound) {
 			t.Errorf("SetAdminPassword(nobody) = %v; want ErrNotFound", err)
 		}
-		if _, err := s.SetAdminPassword(ctx, "bob", ""); !errors.Is(err, ErrInvalid) {
+		if _, err := s.SetAdminPassword(ctx, Unaudited(), "bob", ""); !errors.Is(err, ErrInvalid) {
 			t.Errorf("SetAdminPassword with an empty hash = %v; want ErrInvalid", err)
 		}
 	})
@@ -141,7 +141,7 @@ func TestAdminSessions(t *testing.T) {
 	forEachDB(t, func(t *testing.T) {
 		s, clock, _ := openTestStore(t)
 		ctx := context.Background()
-		bob, err := s.CreateAdmin(ctx, "bob", "$argon2id$bob", RoleOwner)
+		bob, err := s.CreateAdmin(ctx, Unaudited(), "bob", "$argon2id$bob", RoleOwner)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -218,11 +218,11 @@ func TestConsoleTokens(t *testing.T) {
 	forEachDB(t, func(t *testing.T) {
 		s, clock, _ := openTestStore(t)
 		ctx := context.Background()
-		alice, err := s.CreateAdmin(ctx, "alice", "$argon2id$a", RoleOwner)
+		alice, err := s.CreateAdmin(ctx, Unaudited(), "alice", "$argon2id$a", RoleOwner)
 		if err != nil {
 			t.Fatal(err)
 		}
-		ci, err := s.CreateConsoleToken(ctx, "ci", hash64("ci"), alice.ID, "")
+		ci, err := s.CreateConsoleToken(ctx, Unaudited(), "ci", hash64("ci"), alice.ID, "")
 		if err != nil {
 			t.Fatalf("CreateConsoleToken: %v", err)
 		}
@@ -230,7 +230,7 @@ func TestConsoleTokens(t *testing.T) {
 			ci.AdminID != alice.ID || ci.AdminName != "alice" {
 			t.Errorf("token = %+v; want a tok_ id, the hash, never used, alice's", ci)
 		}
-		if _, err := s.CreateConsoleToken(ctx, "auto", hash64("auto"), alice.ID, ""); err != nil {
+		if _, err := s.CreateConsoleToken(ctx, Unaudited(), "auto", hash64("auto"), alice.ID, ""); err != nil {
 			t.Fatal(err)
 		}
 		refusals := []struct {
@@ -245,12 +245,12 @@ func TestConsoleTokens(t *testing.T) {
 		}
 		for _, tt := range refusals {
 			t.Run(tt.name, func(t *testing.T) {
-				if _, err := s.CreateConsoleToken(ctx, tt.token, tt.hash, tt.admin, ""); !errors.Is(err, tt.want) {
+				if _, err := s.CreateConsoleToken(ctx, Unaudited(), tt.token, tt.hash, tt.admin, ""); !errors.Is(err, tt.want) {
 					t.Errorf("CreateConsoleToken(%q) = %v; want %v", tt.token, err, tt.want)
 				}
 			})
 		}
-		if _, err := s.CreateConsoleToken(ctx, "copy", hash64("ci"), alice.ID, ""); err == nil {
+		if _, err := s.CreateConsoleToken(ctx, Unaudited(), "copy", hash64("ci"), alice.ID, ""); err == nil {
 			t.Error("a second token with the same hash was stored; want an error")
 		}
 
@@ -281,25 +281,25 @@ func TestConsoleTokens(t *testing.T) {
 		if old, err := s.ConsoleTokenByHash(ctx, hash64("old")); err != nil || old.AdminID != "" {
 			t.Errorf("legacy token = %+v, %v; want no admin", old, err)
 		}
-		if old, err := s.AssignConsoleToken(ctx, "old", alice.ID); err != nil || old.AdminID != alice.ID || old.AdminName != "alice" {
+		if old, err := s.AssignConsoleToken(ctx, Unaudited(), "old", alice.ID); err != nil || old.AdminID != alice.ID || old.AdminName != "alice" {
 			t.Errorf("AssignConsoleToken = %+v, %v; want alice's", old, err)
 		}
-		if _, err := s.AssignConsoleToken(ctx, "nosuch", alice.ID); !errors.Is(err, ErrNotFound) {
+		if _, err := s.AssignConsoleToken(ctx, Unaudited(), "nosuch", alice.ID); !errors.Is(err, ErrNotFound) {
 			t.Errorf("AssignConsoleToken(unknown token) = %v; want ErrNotFound", err)
 		}
-		if _, err := s.AssignConsoleToken(ctx, "old", "adm_nosuch"); !errors.Is(err, ErrNotFound) {
+		if _, err := s.AssignConsoleToken(ctx, Unaudited(), "old", "adm_nosuch"); !errors.Is(err, ErrNotFound) {
 			t.Errorf("AssignConsoleToken(unknown admin) = %v; want ErrNotFound", err)
 		}
-		if err := s.RemoveConsoleToken(ctx, "old"); err != nil {
+		if err := s.RemoveConsoleToken(ctx, Unaudited(), "old"); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.RemoveConsoleToken(ctx, "ci"); err != nil {
+		if err := s.RemoveConsoleToken(ctx, Unaudited(), "ci"); err != nil {
 			t.Fatalf("RemoveConsoleToken: %v", err)
 		}
 		if _, err := s.ConsoleTokenByHash(ctx, hash64("ci")); !errors.Is(err, ErrNotFound) {
 			t.Errorf("removed token by hash = %v; want ErrNotFound", err)
 		}
-		if err := s.RemoveConsoleToken(ctx, "ci"); !errors.Is(err, ErrNotFound) {
+		if err := s.RemoveConsoleToken(ctx, Unaudited(), "ci"); !errors.Is(err, ErrNotFound) {
 			t.Errorf("RemoveConsoleToken twice = %v; want ErrNotFound", err)
 		}
 	})
@@ -386,7 +386,7 @@ func TestDeleteExpiredWebRecords(t *testing.T) {
 	forEachDB(t, func(t *testing.T) {
 		s, clock, _ := openTestStore(t)
 		ctx := context.Background()
-		bob, err := s.CreateAdmin(ctx, "bob", "$argon2id$bob", RoleOwner)
+		bob, err := s.CreateAdmin(ctx, Unaudited(), "bob", "$argon2id$bob", RoleOwner)
 		if err != nil {
 			t.Fatal(err)
 		}

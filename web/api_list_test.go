@@ -67,10 +67,10 @@ func TestAPIPagination(t *testing.T) {
 	var names []string
 	for i := range 7 {
 		name := fmt.Sprintf("agent-%02d", 7-i)
-		if _, err := as.st.CreateAgent(ctx, name, newTestKeyPair(t).Authorized); err != nil {
+		if _, err := as.st.CreateAgent(ctx, store.Unaudited(), name, newTestKeyPair(t).Authorized); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := as.st.SetGrant(ctx, name, "web", store.DefaultRules()); err != nil {
+		if _, err := as.st.SetGrant(ctx, store.Unaudited(), name, "web", store.DefaultRules()); err != nil {
 			t.Fatal(err)
 		}
 		as.clock.Advance(time.Second)
@@ -137,7 +137,7 @@ func reversed(s []string) []string {
 func TestAPICursorSurvivesChanges(t *testing.T) {
 	as := newAPISite(t, nil)
 	for _, n := range []string{"b", "d", "f"} {
-		if _, err := as.st.CreateAgent(context.Background(), n, newTestKeyPair(t).Authorized); err != nil {
+		if _, err := as.st.CreateAgent(context.Background(), store.Unaudited(), n, newTestKeyPair(t).Authorized); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -145,7 +145,7 @@ func TestAPICursorSurvivesChanges(t *testing.T) {
 	if got := field(recs, "name"); !slices.Equal(got, []string{"b", "bot"}) {
 		t.Fatalf("first page %v; want [b bot]", got)
 	}
-	if _, err := as.st.CreateAgent(context.Background(), "a", newTestKeyPair(t).Authorized); err != nil {
+	if _, err := as.st.CreateAgent(context.Background(), store.Unaudited(), "a", newTestKeyPair(t).Authorized); err != nil {
 		t.Fatal(err)
 	}
 	recs, _, _ = as.get("/v1/agents?limit=2&cursor=" + url.QueryEscape(next)).list(t)
@@ -165,7 +165,7 @@ func TestAPIBadParameters(t *testing.T) {
 	tampered := slices.Clone(raw)
 	tampered[len(tampered)-3] ^= 1
 	forged := base64.RawURLEncoding.EncodeToString(tampered)
-	if _, err := as.st.CreateAgent(context.Background(), "zed", newTestKeyPair(t).Authorized); err != nil {
+	if _, err := as.st.CreateAgent(context.Background(), store.Unaudited(), "zed", newTestKeyPair(t).Authorized); err != nil {
 		t.Fatal(err)
 	}
 	_, _, agentCur := as.get("/v1/agents?limit=1").list(t)
@@ -226,13 +226,13 @@ func TestAPIBadParameters(t *testing.T) {
 func TestAPIFilters(t *testing.T) {
 	as := newAPISite(t, nil)
 	ctx := context.Background()
-	if _, err := as.st.CreateAgent(ctx, "ci-runner", newTestKeyPair(t).Authorized); err != nil {
+	if _, err := as.st.CreateAgent(ctx, store.Unaudited(), "ci-runner", newTestKeyPair(t).Authorized); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := as.st.SetAgentDisabled(ctx, "ci-runner", true); err != nil {
+	if _, err := as.st.SetAgentDisabled(ctx, store.Unaudited(), "ci-runner", true); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := as.st.SetGrant(ctx, "ci-runner", "web", store.DefaultRules()); err != nil {
+	if _, err := as.st.SetGrant(ctx, store.Unaudited(), "ci-runner", "web", store.DefaultRules()); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := as.st.SetKeyStatus(ctx, "db", store.KeyOK, "ok"); err != nil {

@@ -70,13 +70,13 @@ func newAPISite(t testing.TB, edit func(*Config)) *apiSite {
 	as.alice, as.bob = as.addAdmin("alice"), as.addAdmin("bob")
 	as.ci, as.ops = as.addToken("ci", as.alice), as.addToken("ops", as.bob)
 	as.root = as.addScopedToken("root", as.alice, store.ScopeAdmin)
-	if as.agent, err = st.CreateAgent(ctx, "bot", newTestKeyPair(t).Authorized+" bot@test"); err != nil {
+	if as.agent, err = st.CreateAgent(ctx, store.Unaudited(), "bot", newTestKeyPair(t).Authorized+" bot@test"); err != nil {
 		t.Fatalf("CreateAgent: %v", err)
 	}
 	as.web = as.addConnection("web", store.EnvDev)
 	as.db = as.addConnection("db", store.EnvProduction)
 	for _, alias := range []string{"web", "db"} {
-		if _, err := st.SetGrant(ctx, "bot", alias, store.Rules{Read: store.RuleAllow, Write: store.RuleAsk,
+		if _, err := st.SetGrant(ctx, store.Unaudited(), "bot", alias, store.Rules{Read: store.RuleAllow, Write: store.RuleAsk,
 			Destructive: store.RuleAsk}); err != nil {
 			t.Fatalf("SetGrant: %v", err)
 		}
@@ -94,7 +94,7 @@ func (as *apiSite) addToken(name, adminID string) string {
 func (as *apiSite) addScopedToken(name, adminID string, scope store.TokenScope) string {
 	as.t.Helper()
 	tok, sha := NewConsoleToken()
-	if _, err := as.st.CreateConsoleToken(context.Background(), name, sha, adminID, scope); err != nil {
+	if _, err := as.st.CreateConsoleToken(context.Background(), store.Unaudited(), name, sha, adminID, scope); err != nil {
 		as.t.Fatalf("CreateConsoleToken: %v", err)
 	}
 	return tok
@@ -103,7 +103,7 @@ func (as *apiSite) addScopedToken(name, adminID string, scope store.TokenScope) 
 // addAdmin registers an admin and returns its id.
 func (as *apiSite) addAdmin(name string) string {
 	as.t.Helper()
-	a, err := as.st.CreateAdmin(context.Background(), name, "$argon2id$unused", store.RoleOwner)
+	a, err := as.st.CreateAdmin(context.Background(), store.Unaudited(), name, "$argon2id$unused", store.RoleOwner)
 	if err != nil {
 		as.t.Fatalf("CreateAdmin: %v", err)
 	}
@@ -391,7 +391,7 @@ func field(recs []map[string]any, name string) []string {
 func TestAPIAuth(t *testing.T) {
 	as := newAPISite(t, nil)
 	removed := as.addToken("gone", as.alice)
-	if err := as.st.RemoveConsoleToken(context.Background(), "gone"); err != nil {
+	if err := as.st.RemoveConsoleToken(context.Background(), store.Unaudited(), "gone"); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
@@ -791,7 +791,7 @@ func TestAPITwoPersonRule(t *testing.T) {
 func TestAPITokenWithoutAdmin(t *testing.T) {
 	as := newAPISite(t, nil)
 	tok, sha := NewConsoleToken()
-	if _, err := as.st.CreateConsoleToken(context.Background(), "old", sha, as.alice, ""); err != nil {
+	if _, err := as.st.CreateConsoleToken(context.Background(), store.Unaudited(), "old", sha, as.alice, ""); err != nil {
 		t.Fatal(err)
 	}
 	db, err := sql.Open("sqlite", as.path)

@@ -271,7 +271,7 @@ func apiCode(t *testing.T, r apiResp) (string, string) {
 func TestAPIGrantAndTokenWrites(t *testing.T) {
 	as := newAPISite(t, nil)
 	doc := loadOpenAPI(t)
-	if err := as.st.RevokeGrant(context.Background(), "bot", "web"); err != nil {
+	if err := as.st.RevokeGrant(context.Background(), store.Unaudited(), "bot", "web"); err != nil {
 		t.Fatal(err)
 	}
 	r := as.call("POST", "/v1/grants", as.root, `{"agent": "bot", "connection": "web", "write": "ask"}`)

@@ -53,7 +53,7 @@ func (as *apiSite) approveChange(t *testing.T, token, id string) {
 // setRole changes an admin's role in the store, as an owner would.
 func setRole(t testing.TB, st *store.Store, name string, role store.Role) {
 	t.Helper()
-	if _, err := st.SetAdminRole(context.Background(), name, role); err != nil {
+	if _, err := st.SetAdminRole(context.Background(), store.Unaudited(), name, role); err != nil {
 		t.Fatalf("SetAdminRole(%s, %s): %v", name, role, err)
 	}
 }
@@ -82,7 +82,7 @@ func TestAPIDualControl(t *testing.T) {
 	as := newAPISite(t, nil)
 	ctx := context.Background()
 	setRole(t, as.st, "alice", store.RoleAdmin)
-	if err := as.st.RevokeGrant(ctx, "bot", "db"); err != nil {
+	if err := as.st.RevokeGrant(ctx, store.Unaudited(), "bot", "db"); err != nil {
 		t.Fatal(err)
 	}
 	doc := loadOpenAPI(t)
@@ -167,7 +167,7 @@ func TestAPIDualControl(t *testing.T) {
 func TestAPIChangeDecidersNeedTheRole(t *testing.T) {
 	as := newAPISite(t, nil)
 	ctx := context.Background()
-	vic, err := as.st.CreateAdmin(ctx, "vic", "$argon2id$unused", store.RoleViewer)
+	vic, err := as.st.CreateAdmin(ctx, store.Unaudited(), "vic", "$argon2id$unused", store.RoleViewer)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -328,7 +328,7 @@ func TestPageTokenWaitsForSecondAdmin(t *testing.T) {
 func TestPageChangeCardEscapesHostileText(t *testing.T) {
 	ps := newPageSite(t, nil)
 	ctx := context.Background()
-	c, err := ps.st.CreateChangeRequest(ctx, store.ChangeRequest{Kind: "grant",
+	c, err := ps.st.CreateChangeRequest(ctx, store.Unaudited(), store.ChangeRequest{Kind: "grant",
 		Summary: "grant bot <script>alert(1)</script> \u202etxt.exe", Before: "no grant\u200b", After: "read=allow\u202e",
 		RequestedBy: "mallory\u2066", Payload: []byte(`{}`)}, 3600e9)
 	if err != nil {

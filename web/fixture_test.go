@@ -60,7 +60,7 @@ func newTestKeyPair(t testing.TB) testkey.Pair { return testkey.New(t, "") }
 func addTestConnection(t testing.TB, st *store.Store, alias string, env store.Env) (*store.Connection, []byte) {
 	t.Helper()
 	key, host := newTestKeyPair(t), newTestKeyPair(t)
-	c, err := st.CreateConnection(context.Background(), store.NewConnection{
+	c, err := st.CreateConnection(context.Background(), store.Unaudited(), store.NewConnection{
 		Alias: alias, Host: "127.0.0.1", Port: 2022, User: "deploy", PrivateKey: key.PrivatePEM,
 		HostKeys: []string{"127.0.0.1 " + host.Authorized}, Env: env,
 	})

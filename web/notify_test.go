@@ -216,7 +216,7 @@ func TestNotificationsPageDeliveryLog(t *testing.T) {
 	pc := ps.admin("alice")
 	hook := newHookReceiver(t)
 	hook.setStatus(http.StatusBadGateway)
-	if _, err := ps.st.CreateNotifyChannel(context.Background(), store.NewNotifyChannel{Name: "ops", URL: hook.url(),
+	if _, err := ps.st.CreateNotifyChannel(context.Background(), store.Unaudited(), store.NewNotifyChannel{Name: "ops", URL: hook.url(),
 		OnPending: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +239,7 @@ func TestNotificationsPageDeliveryLog(t *testing.T) {
 func TestNotificationsPageNeedsLoginAndCSRF(t *testing.T) {
 	ps := newPageSite(t, withNotifier(t, &lockedLog{}))
 	hook := newHookReceiver(t)
-	if _, err := ps.st.CreateNotifyChannel(context.Background(), store.NewNotifyChannel{Name: "ops", URL: hook.url(),
+	if _, err := ps.st.CreateNotifyChannel(context.Background(), store.Unaudited(), store.NewNotifyChannel{Name: "ops", URL: hook.url(),
 		OnPending: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -414,7 +414,7 @@ func TestNotificationsAPIChangesNeedAnAdminToken(t *testing.T) {
 	as := newAPISite(t, withNotifier(t, &lockedLog{}))
 	// Scope admin, so that what refuses it is its lack of an owner.
 	tok, sha := NewConsoleToken()
-	if _, err := as.st.CreateConsoleToken(context.Background(), "old", sha, as.alice, store.ScopeAdmin); err != nil {
+	if _, err := as.st.CreateConsoleToken(context.Background(), store.Unaudited(), "old", sha, as.alice, store.ScopeAdmin); err != nil {
 		t.Fatal(err)
 	}
 	db, err := sql.Open("sqlite", as.path)
@@ -425,7 +425,7 @@ func TestNotificationsAPIChangesNeedAnAdminToken(t *testing.T) {
 	if _, err := db.Exec(`UPDATE console_tokens SET admin_id = NULL WHERE name = 'old'`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := as.st.CreateNotifyChannel(context.Background(), store.NewNotifyChannel{Name: "ops",
+	if _, err := as.st.CreateNotifyChannel(context.Background(), store.Unaudited(), store.NewNotifyChannel{Name: "ops",
 		URL: "https://hooks.example/x", OnPending: true}); err != nil {
 		t.Fatal(err)
 	}

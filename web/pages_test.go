@@ -79,11 +79,11 @@ func newPageSite(t *testing.T, edit func(*Config)) *pageSite {
 	t.Cleanup(ts.Close)
 	ps := &pageSite{t: t, clock: clock, st: st, eng: eng, srv: srv, ts: ts, dbPath: dbPath}
 	agentKey := newTestKeyPair(t)
-	if ps.agent, err = st.CreateAgent(ctx, "bot", agentKey.Authorized); err != nil {
+	if ps.agent, err = st.CreateAgent(ctx, store.Unaudited(), "bot", agentKey.Authorized); err != nil {
 		t.Fatalf("CreateAgent: %v", err)
 	}
 	ps.conn, ps.connKey = ps.addConnection("web1", store.EnvDev)
-	if _, err := st.SetGrant(ctx, "bot", "web1", store.Rules{Read: store.RuleAllow, Write: store.RuleAsk, Destructive: store.RuleAsk}); err != nil {
+	if _, err := st.SetGrant(ctx, store.Unaudited(), "bot", "web1", store.Rules{Read: store.RuleAllow, Write: store.RuleAsk, Destructive: store.RuleAsk}); err != nil {
 		t.Fatalf("SetGrant: %v", err)
 	}
 	return ps
@@ -114,7 +114,7 @@ func (ps *pageSite) addConnection(alias string, env store.Env) (*store.Connectio
 // hash (see cheapHash).
 func (ps *pageSite) addAdmin(name string) {
 	ps.t.Helper()
-	if _, err := ps.st.CreateAdmin(context.Background(), name, cheapHash(pagePassword), store.RoleOwner); err != nil {
+	if _, err := ps.st.CreateAdmin(context.Background(), store.Unaudited(), name, cheapHash(pagePassword), store.RoleOwner); err != nil {
 		ps.t.Fatalf("CreateAdmin(%s): %v", name, err)
 	}
 }
@@ -1030,7 +1030,7 @@ func TestEventHubAnnouncesOnlyApprovalChanges(t *testing.T) {
 		{"nothing committed", func() error { return nil }, false},
 		{"new request", func() error { two = ps.ask(prod, "destructive", "rm -rf /srv/a", 2); return nil }, true},
 		{"grant changed", func() error {
-			_, err := ps.st.SetGrant(ctx, "bot", "web1", store.DefaultRules())
+			_, err := ps.st.SetGrant(ctx, store.Unaudited(), "bot", "web1", store.DefaultRules())
 			return err
 		}, false},
 		{"audit row", func() error {

@@ -16,7 +16,7 @@ import (
 // addAdminRole creates an admin of role with pagePassword.
 func (ps *pageSite) addAdminRole(name string, role store.Role) {
 	ps.t.Helper()
-	if _, err := ps.st.CreateAdmin(context.Background(), name, cheapHash(pagePassword), role); err != nil {
+	if _, err := ps.st.CreateAdmin(context.Background(), store.Unaudited(), name, cheapHash(pagePassword), role); err != nil {
 		ps.t.Fatalf("CreateAdmin(%s, %s): %v", name, role, err)
 	}
 }
@@ -72,7 +72,7 @@ func TestAPIRoles(t *testing.T) {
 	for _, tc := range roleCases() {
 		t.Run(string(tc.role), func(t *testing.T) {
 			name := "r-" + string(tc.role)
-			a, err := as.st.CreateAdmin(ctx, name, "$argon2id$unused", tc.role)
+			a, err := as.st.CreateAdmin(ctx, store.Unaudited(), name, "$argon2id$unused", tc.role)
 			if err != nil {
 				t.Fatal(err)
 			}

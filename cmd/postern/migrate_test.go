@@ -102,12 +102,12 @@ func populateForMigration(t *testing.T, dir string) {
 	}
 	defer st.Close()
 	kp, hk := testkey.New(t, ""), testkey.New(t, "")
-	conn, err := st.CreateConnection(ctx, store.NewConnection{Alias: "web", Host: "10.0.0.5", User: "deploy",
+	conn, err := st.CreateConnection(ctx, store.Unaudited(), store.NewConnection{Alias: "web", Host: "10.0.0.5", User: "deploy",
 		PrivateKey: kp.PrivatePEM, HostKeys: []string{"10.0.0.5 " + hk.Authorized}, Env: store.EnvDev})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.SetGrant(ctx, "claude", "web", policy.Rules{Read: policy.Allow, Write: policy.Ask, Destructive: policy.Ask}); err != nil {
+	if _, err := st.SetGrant(ctx, store.Unaudited(), "claude", "web", policy.Rules{Read: policy.Allow, Write: policy.Ask, Destructive: policy.Ask}); err != nil {
 		t.Fatal(err)
 	}
 	eng, err := policy.New(policy.Options{Store: st})

@@ -112,7 +112,7 @@ func TestWatchReadSandboxes(t *testing.T) {
 		{Alias: "c", Env: store.EnvDev},
 	} {
 		nc.Host, nc.User, nc.PrivateKey, nc.HostKeys = "h", "u", keyPEM, []string{pin}
-		if _, err := st.CreateConnection(ctx, nc); err != nil {
+		if _, err := st.CreateConnection(ctx, store.Unaudited(), nc); err != nil {
 			t.Fatal(err)
 		}
 	}
