@@ -26,6 +26,10 @@ type Options struct {
 	Timeout         time.Duration // bound on each key check; the manager's default if zero
 	Actor           policy.Actor  // who the changes are audited as ("via apply")
 	Out             io.Writer     // the plan and what became of each change
+	// HashPassword hashes a new admin's password (web.HashPassword; the
+	// wiring gives it, so that this package does not import the web
+	// server). A file that adds an admin without it is refused.
+	HashPassword func(password string) (string, error)
 }
 
 // Result says what Apply did.

@@ -52,3 +52,73 @@ func TestApplyHoldsLoosening(t *testing.T) {
 		t.Errorf("tightening by apply: %+v, %v; want it made at once\n%s", res, err, out)
 	}
 }
+
+// TestApplyAdmins: [[admin]] adds an approver at once, an admin only
+// with a second admin, lowers a role at once and raises one with a second
+// admin; a file without password_file for a new admin is refused, and the
+// password is in no output.
+func TestApplyAdmins(t *testing.T) {
+	r := newRig(t)
+	const pw = "Canary-Apply-Password-1"
+	r.write("pw", pw+"\nsecond line ignored\n")
+	hashed := map[string]bool{}
+	opts := Options{HashPassword: func(p string) (string, error) {
+		hashed[p] = true
+		return "$argon2id$test", nil
+	}}
+	if _, _, err := r.apply(`
+[[admin]]
+name = "carol"
+`, opts); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "a new admin needs password_file") {
+		t.Errorf("a new admin without password_file: %v; want ErrInvalid naming password_file", err)
+	}
+	file := `
+[[admin]]
+name = "olga"
+role = "owner"
+password_file = "pw"
+
+[[admin]]
+name = "pat"
+password_file = "pw"
+`
+	out, res, err := r.apply(file, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// olga is the installation's first admin: an owner at once. pat is an
+	// approver (the default role), at once.
+	if res.Done != 2 || len(res.Held) != 0 || !hashed[pw] || len(hashed) != 1 || strings.Contains(out, pw) {
+		t.Fatalf("apply: %+v, hashed %v\n%s\nwant both made, with the password's first line", res, hashed, out)
+	}
+	raise := strings.Replace(file, `name = "pat"`, `name = "pat"
+role = "admin"`, 1) + `
+[[admin]]
+name = "ann"
+role = "admin"
+password_file = "pw"
+`
+	out, res, err = r.apply(raise, opts)
+	if err != nil || len(res.Held) != 2 || res.Done != 0 {
+		t.Fatalf("raising pat and adding ann: %+v, %v; want both waiting\n%s", res, err, out)
+	}
+	if a, _ := r.st.ResolveAdmin(context.Background(), "pat"); a.Role != store.RoleApprover {
+		t.Errorf("pat before a second admin: %s; want approver", a.Role)
+	}
+	lower := strings.Replace(file, `name = "pat"`, `name = "pat"
+role = "viewer"`, 1)
+	if out, res, err := r.apply(lower, opts); err != nil || res.Done != 1 || len(res.Held) != 0 {
+		t.Errorf("lowering pat: %+v, %v; want it made at once\n%s", res, err, out)
+	}
+	if a, _ := r.st.ResolveAdmin(context.Background(), "pat"); a.Role != store.RoleViewer {
+		t.Errorf("pat after lowering: %s; want viewer", a.Role)
+	}
+	exported, err := Export(context.Background(), r.st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(exported.Admins) != 2 || exported.Admins[0] != (Admin{Name: "olga", Role: "owner"}) ||
+		exported.Admins[1] != (Admin{Name: "pat", Role: "viewer"}) {
+		t.Errorf("exported admins %+v; want olga owner and pat viewer, without passwords", exported.Admins)
+	}
+}

@@ -53,6 +53,13 @@ func Export(ctx context.Context, st *store.Store) (*File, error) {
 		}
 		f.Notify = append(f.Notify, x)
 	}
+	admins, err := st.ListAdmins(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range admins {
+		f.Admins = append(f.Admins, Admin{Name: a.Name, Role: string(a.Role)})
+	}
 	return f, nil
 }
 
@@ -61,7 +68,8 @@ func Export(ctx context.Context, st *store.Store) (*File, error) {
 const ExportHeader = `# postern configuration, written by postern export.
 # Secrets are not in this file: connections keep their sealed keys and
 # notification channels their sealed URLs and secrets when it is applied
-# (postern apply -f FILE). To declare a new connection, add key_file (or
-# generate_key = true); for a new channel, url_file (and secret_file).
+# (postern apply -f FILE), and admins their passwords. To declare a new
+# connection, add key_file (or generate_key = true); for a new channel,
+# url_file (and secret_file); for a new admin, password_file.
 
 `

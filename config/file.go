@@ -22,6 +22,7 @@ type File struct {
 	Connections []Connection `toml:"connection,omitempty"`
 	Grants      []Grant      `toml:"grant,omitempty"`
 	Notify      []Channel    `toml:"notify,omitempty"`
+	Admins      []Admin      `toml:"admin,omitempty"`
 
 	// dir is the directory of the file: relative file names in it are
 	// relative to it. source is the file's own path (absolute), "" when
@@ -58,6 +59,18 @@ type Serve struct {
 	// requests that wait for a decision at once (policy.Options).
 	MaxPendingPerAgent      int `toml:"max_pending_per_agent,omitempty"`
 	MaxPendingPerConnection int `toml:"max_pending_per_connection,omitempty"`
+}
+
+// Admin declares an admin and role (viewer, approver, admin, owner;
+// approver if empty). password_file (its first line) is read only to add
+// the admin: apply never changes an existing admin's password, and an
+// admin the file leaves out is kept, --prune or not (admins are removed by
+// no file). Adding an admin or owner, or raising a role, waits for a
+// second admin as from every door.
+type Admin struct {
+	Name         string `toml:"name"`
+	Role         string `toml:"role,omitempty"`
+	PasswordFile string `toml:"password_file,omitempty"`
 }
 
 // Agent declares an agent and its public keys.

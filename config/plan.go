@@ -48,6 +48,7 @@ type planner struct {
 	agents   map[string]bool
 	conns    map[string]bool
 	channels map[string]bool
+	admins   map[string]bool    // lower-case names
 	grants   map[[2]string]bool // agent, alias
 	// connEnv is the environment each valid declared connection will
 	// have, which its grants' rules are checked against.
@@ -64,6 +65,7 @@ func makePlan(ctx context.Context, m *manage.Manager, f *File, opts Options) (*p
 	}
 	p := &planner{m: m, f: f, opts: opts, by: opts.Actor, cur: cur,
 		agents: map[string]bool{}, conns: map[string]bool{}, channels: map[string]bool{}, grants: map[[2]string]bool{},
+		admins: map[string]bool{},
 		connEnv: map[string]store.Env{}}
 	if p.by.Via == "" {
 		p.by.Via = "apply"
@@ -82,6 +84,9 @@ func makePlan(ctx context.Context, m *manage.Manager, f *File, opts Options) (*p
 	}
 	for i, g := range f.Grants {
 		p.grant(fmt.Sprintf("grant %s on %s (grant #%d)", g.Agent, g.Connection, i+1), g)
+	}
+	for i, a := range f.Admins {
+		p.admin(fmt.Sprintf("admin %q (admin #%d)", a.Name, i+1), a)
 	}
 	p.notNamed()
 	if err := p.errs.err(); err != nil {
@@ -183,11 +188,19 @@ type current struct {
 	conns    map[string]store.Connection
 	grants   map[[2]string]store.Grant // agent name, alias
 	channels map[string]store.NotifyChannel
+	admins   map[string]store.Admin // by name in lower case: one identity whatever its case
 }
 
 func readCurrent(ctx context.Context, st *store.Store) (*current, error) {
 	cur := &current{agents: map[string]store.Agent{}, conns: map[string]store.Connection{},
-		grants: map[[2]string]store.Grant{}, channels: map[string]store.NotifyChannel{}}
+		grants: map[[2]string]store.Grant{}, channels: map[string]store.NotifyChannel{}, admins: map[string]store.Admin{}}
+	admins, err := st.ListAdmins(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range admins {
+		cur.admins[strings.ToLower(a.Name)] = a
+	}
 	agents, err := st.ListAgents(ctx)
 	if err != nil {
 		return nil, err

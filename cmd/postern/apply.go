@@ -10,6 +10,7 @@ import (
 
 	"github.com/postern/postern/config"
 	"github.com/postern/postern/manage"
+	"github.com/postern/postern/web"
 	"github.com/postern/postern/policy"
 	"github.com/postern/postern/recipes"
 )
@@ -64,7 +65,8 @@ changed), 1 when a change failed (the others were made), 0 otherwise.`,
 		}
 		return withManager(cmd.Context(), data, func(m *manage.Manager) error {
 			res, err := config.Apply(cmd.Context(), m, f, config.Options{DryRun: dryRun, Prune: prune,
-				AllowUnverified: allowUnverified, Timeout: timeout, Actor: data.actor("apply"), Out: cmd.OutOrStdout()})
+				AllowUnverified: allowUnverified, Timeout: timeout, Actor: data.actor("apply"), Out: cmd.OutOrStdout(),
+				HashPassword: web.HashPassword})
 			if errors.Is(err, config.ErrInvalid) {
 				return usageError{err}
 			}
