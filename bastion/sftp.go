@@ -38,7 +38,7 @@ func (s *Server) serveSFTP(ac *agentConn, ch ssh.Channel, reqs <-chan *ssh.Reque
 		return
 	}
 	ac.setGrants(grants)
-	cfg := sftpgate.Config{Logger: s.log, Stderr: ch.Stderr(), Metrics: s.cfg.Metrics}
+	cfg := sftpgate.Config{Logger: s.log, Stderr: ch.Stderr(), Metrics: s.cfg.Metrics, Now: s.cfg.Now}
 	for _, g := range grants {
 		if g.Alias == ac.user {
 			cfg.Fixed = g.Alias
@@ -107,9 +107,10 @@ func (s *Server) serveSFTP(ac *agentConn, ch ssh.Channel, reqs <-chan *ssh.Reque
 
 // decideSFTP decides and audits one SFTP operation like an exec command. On
 // an allow it returns the function that writes the audit row once the
-// target has answered, with the target's status code as the row's exit
-// status, and how the operation was let through (policy.Allowed by the
-// rule, policy.Approved by an admin or a scope). Its refusals name the
+// target has answered (for a file's open, once its handle is closed, with
+// the bytes read and written through it), with the target's status code as
+// the row's exit status, and how the operation was let through
+// (policy.Allowed by the rule, policy.Approved by an admin or a scope). Its refusals name the
 // paths in the agent's own view (virtual: the virtual root's "/ALIAS/...");
 // one for an alias the agent holds no grant for wraps
 // sftpgate.ErrNoSuchAlias, which the gate answers as for a missing path.
@@ -184,6 +185,15 @@ func (s *Server) decideSFTP(ctx context.Context, ac *agentConn, ch ssh.Channel, 
 				rode = rec.Reason + "; " + rode
 			}
 			rec.Reason = rode
+		}
+		if t := o.Transfer; t != nil {
+			// A file's open: its row is written when the handle is
+			// closed, with what went through it, and its duration is
+			// how long the handle was open (not counting the
+			// decision, which may have waited for an approver, nor
+			// the wait for what may ride on a write after its close).
+			rec.BytesIn, rec.BytesOut = t.Written, t.Read
+			start = s.cfg.Now().Add(-t.Held)
 		}
 		s.audit(rec, start)
 	}, rec.Outcome, nil

@@ -49,6 +49,9 @@ func (s *session) answer(up *upstream, p pending, frame []byte) {
 	if p.ride != nil {
 		s.noteRide(p.ride, p.note, o)
 	}
+	if p.on != nil {
+		s.through(p, frame)
+	}
 	if p.slot {
 		<-s.slots
 	}
@@ -72,6 +75,9 @@ func (s *session) unanswered(p pending, o Outcome) {
 	s.record(p.finish, o)
 	if p.ride != nil {
 		s.noteRide(p.ride, p.note, o)
+	}
+	if p.on != nil {
+		s.through(p, nil)
 	}
 }
 
@@ -224,9 +230,10 @@ func (s *session) drain() bool {
 	return true
 }
 
-// settleAll writes the rows of the writes whose record is still kept: the
-// handles the agent left open and the one it closed last. It runs once
-// the dispatcher and every reader have ended.
+// settleAll writes the rows of the files whose record is still kept: the
+// handles the agent left open, with what went through them until now, and
+// the write it closed last. It runs once the dispatcher and every reader
+// have ended.
 func (s *session) settleAll() {
 	if w := s.justClosed; w != nil {
 		s.justClosed = nil
@@ -235,7 +242,7 @@ func (s *session) settleAll() {
 	s.mu.Lock()
 	var open []*handle
 	for _, h := range s.handles {
-		if h.write {
+		if !h.dir {
 			open = append(open, h)
 		}
 	}

@@ -53,13 +53,35 @@ type Outcome struct {
 	// handle was closed, a copy-data into it. At most maxRideNotes, then
 	// a count of the rest.
 	Rode []string
+	// Transfer is what went through the handle of a file's open (get,
+	// put, open) that the target granted; nil for any other operation.
+	Transfer *Transfer
+}
+
+// Transfer is what went through one file handle, from the target's answer
+// to its open to its answer to the close. An open's row is written only
+// when the handle is closed (or the session ends with it open), so that it
+// can say how much data left or reached the target: counting at the open,
+// as postern once did, audited every download and upload as 0 bytes.
+type Transfer struct {
+	// Read is the data the target's answers to reads through the handle
+	// carried to the agent (a download); Written the data of the agent's
+	// writes through it that the target acknowledged (an upload).
+	Read, Written int64
+	// Held is how long the handle was open: from the target's answer to
+	// the open to its answer to the close, or to the end of the session
+	// (Closed false) when it ended with the handle still open.
+	Held   time.Duration
+	Closed bool
 }
 
 // Finish records the outcome of an operation the Decider let run. The gate
 // calls it exactly once, after the agent has been sent the answer; for an
-// open for writing that the target granted, once the handle is closed and
-// what rides on the write has been answered (or the session ended), so
-// that its row says what rode on it.
+// open of a file that the target granted, once the handle is closed and
+// every read and write through it has been answered (or the session
+// ended), so that its row says what went through it (Outcome.Transfer);
+// for an open for writing, also once what rides on the write has been
+// answered, so that its row says what rode on it.
 type Finish func(Outcome)
 
 // Decider decides op. nil error lets it run, and then finish (which may be
@@ -171,6 +193,9 @@ type Config struct {
 
 	TargetTimeout time.Duration // DefaultTargetTimeout if zero
 	Drain         time.Duration // DefaultDrain if zero
+	// Now is the clock that times how long a file handle is open
+	// (Transfer.Held); time.Now if nil.
+	Now func() time.Time
 
 	// Metrics counts the session's packet bytes each way and its requests
 	// by type; none if nil.
@@ -211,6 +236,9 @@ func Serve(ctx context.Context, rwc io.ReadWriteCloser, cfg Config) error {
 	}
 	if cfg.Drain <= 0 {
 		cfg.Drain = DefaultDrain
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	s := newSession(ctx, rwc, cfg)
 	defer s.cancel()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"time"
 )
 
 // handle is an open file or directory as the gate knows it. Requests on a
@@ -32,13 +33,24 @@ type handle struct {
 	entries []rootEntry
 	next    int
 
-	// The write's record, kept until the handle is closed and what rides
-	// on it has been answered (see settle). Guarded by session.mu.
+	// A file's record, kept until the handle is closed, every read and
+	// write through it has been answered, and (for a write) what rides on
+	// it has been answered too (see settle). Guarded by session.mu.
 	fin     Finish  // the open's; nil once called, or if it had none
 	outcome Outcome // the open's, with Rode added as rides are answered
 	riding  int     // rides forwarded and not yet answered
-	settled bool    // no more rides come: fin is called once riding is 0
+	settled bool    // no more rides come: fin is called once riding and busy are 0
 	dropped int     // rides answered beyond maxRideNotes
+	// busy counts the reads, writes and the close forwarded on the
+	// handle and not yet answered: its row waits for them, so that its
+	// counts are whole.
+	busy int
+	// read and written are the data the handle's reads carried to the
+	// agent and the data of its writes the target acknowledged.
+	read, written int64
+	// opened is when the target answered the open; closed when it
+	// answered the close (or the close was lost), zero until then.
+	opened, closed time.Time
 }
 
 // maxRideNotes bounds what one write's row says rode on it: an agent may
@@ -102,8 +114,9 @@ func (s *session) dropHandles(up *upstream, why string) {
 // opened records the handle a target answered an open with, and returns
 // the answer as the agent gets it (in the virtual root, with the gate's
 // handle name). An answer that is not a handle (a refusal) passes as it is.
-// A write's Finish (fin, with the open's outcome o) is kept with its handle
-// until the handle is closed; kept reports that it was.
+// A file's Finish (fin, with the open's outcome o) is kept with its handle
+// until the handle is closed, to be called with what went through it; kept
+// reports that it was. A directory's is not: nothing is transferred.
 func (s *session) opened(h *handle, frame []byte, fin Finish, o Outcome) (answer []byte, kept bool) {
 	if frame[4] != fxpHandle {
 		return frame, false
@@ -114,27 +127,79 @@ func (s *session) opened(h *handle, frame []byte, fin Finish, o Outcome) (answer
 		return statusPacket(binary.BigEndian.Uint32(frame[5:9]), fxFailure, "sftpgate: the target answered with a malformed handle"), false
 	}
 	h.remote = remote
-	if h.write {
-		h.fin, h.outcome = fin, o
+	kept = !h.dir
+	if kept {
+		// Before the handle is added: the agent may use it (and a read's
+		// answer reach the counts) as soon as it is.
+		h.fin, h.outcome, h.opened = fin, o, s.cfg.Now()
 	}
 	name := s.addHandle(h)
 	if name == remote {
-		return frame, h.write
+		return frame, kept
 	}
-	return splice(frame, edit{at, strField(name)}), h.write
+	return splice(frame, edit{at, strField(name)}), kept
+}
+
+// startThrough counts a read, write or close of file h about to be
+// forwarded: h's Finish waits for its answer. It returns what the pending
+// request carries, so that its answer is counted (through).
+func (s *session) startThrough(h *handle, r *request) pending {
+	s.mu.Lock()
+	h.busy++
+	s.mu.Unlock()
+	p := pending{kind: answerAsIs, on: h, onTyp: r.typ}
+	if r.typ == fxpWrite {
+		p.wrote = r.length
+	}
+	return p
+}
+
+// through counts the answer ans (nil if none came) to a read, write or
+// close of a file's handle (p.on), and calls the handle's Finish if that
+// was the last answer it waited for.
+func (s *session) through(p pending, ans []byte) {
+	h := p.on
+	now := s.cfg.Now()
+	s.mu.Lock()
+	h.busy--
+	switch p.onTyp {
+	case fxpRead:
+		if ans != nil && ans[4] == fxpData && len(ans) >= 13 {
+			// The data's length, as far as the answer holds it (a
+			// malformed answer reaches the agent as it is, and is
+			// counted as what it carries).
+			n := min(int64(binary.BigEndian.Uint32(ans[9:13])), int64(len(ans)-13))
+			h.read += n
+		}
+	case fxpWrite:
+		if ans != nil && ans[4] == fxpStatus && len(ans) >= 13 && binary.BigEndian.Uint32(ans[9:13]) == fxOK {
+			h.written += int64(p.wrote)
+		}
+	case fxpClose:
+		h.closed = now
+		if o := answerOutcome(ans); o.Status != fxOK && h.fin != nil {
+			// A failed close may mean data never reached the disk
+			// (close(2) reports a write-back error): the row says so.
+			h.outcome.Rode = append(h.outcome.Rode, rideNote("close", o))
+		}
+	}
+	fin, out := s.takeFinish(h)
+	s.mu.Unlock()
+	s.record(fin, out)
+}
+
+// answerOutcome is the outcome of ans, or of no answer when ans is nil.
+func answerOutcome(ans []byte) Outcome {
+	if ans == nil {
+		return Outcome{Status: fxConnectionLost, Message: "the session ended"}
+	}
+	return outcomeOf(ans)
 }
 
 // noteRide adds one ride's answer to h's outcome, and calls h's Finish if
 // h is settled and that was the last ride awaited.
 func (s *session) noteRide(h *handle, note string, o Outcome) {
-	switch {
-	case !o.Answered:
-		note += ": no answer (" + o.Message + ")"
-	case o.Status == fxOK:
-		note += ": status 0"
-	default:
-		note += fmt.Sprintf(": status %d %s", o.Status, printable(o.Message))
-	}
+	note = rideNote(note, o)
 	s.mu.Lock()
 	if len(h.outcome.Rode) < maxRideNotes {
 		h.outcome.Rode = append(h.outcome.Rode, note)
@@ -145,6 +210,18 @@ func (s *session) noteRide(h *handle, note string, o Outcome) {
 	fin, out := s.takeFinish(h)
 	s.mu.Unlock()
 	s.record(fin, out)
+}
+
+// rideNote is note, what rode on a write, with how the target answered it.
+func rideNote(note string, o Outcome) string {
+	switch {
+	case !o.Answered:
+		return note + ": no answer (" + o.Message + ")"
+	case o.Status == fxOK:
+		return note + ": status 0"
+	default:
+		return note + fmt.Sprintf(": status %d %s", o.Status, printable(o.Message))
+	}
 }
 
 // startRide counts a ride about to be forwarded on h: h's Finish waits for
@@ -169,10 +246,11 @@ func (s *session) settle(h *handle, why string) {
 	s.record(fin, out)
 }
 
-// takeFinish returns h's Finish and outcome when they are due, and clears
-// it so that it runs once. The caller holds s.mu.
+// takeFinish returns h's Finish and outcome, with what went through h,
+// when they are due, and clears it so that it runs once. The caller holds
+// s.mu.
 func (s *session) takeFinish(h *handle) (Finish, Outcome) {
-	if !h.settled || h.riding > 0 || h.fin == nil {
+	if !h.settled || h.riding > 0 || h.busy > 0 || h.fin == nil {
 		return nil, Outcome{}
 	}
 	fin, out := h.fin, h.outcome
@@ -180,5 +258,14 @@ func (s *session) takeFinish(h *handle) (Finish, Outcome) {
 	if h.dropped > 0 {
 		out.Rode = append(slices.Clone(out.Rode), fmt.Sprintf("and %d more", h.dropped))
 	}
+	t := &Transfer{Read: h.read, Written: h.written, Closed: !h.closed.IsZero()}
+	end := h.closed
+	if !t.Closed {
+		// Left open: it was held until now, the session's end (or its
+		// target's).
+		end = s.cfg.Now()
+	}
+	t.Held = end.Sub(h.opened)
+	out.Transfer = t
 	return fin, out
 }

@@ -106,6 +106,9 @@ func withHandle(r *request, h, h2 *handle) []byte {
 // write's file is then the one a setstat of modes and times may ride on
 // (`put -p` in asyncssh, a chmod after paramiko's put), until the agent
 // asks for anything but a stat or setstat of it.
+//
+// A file's row is written once the close is answered: for a read at once,
+// for a write when what may ride on it has passed too.
 func (s *session) closeHandle(r *request) error {
 	h, err := s.handleOf(r, r.handle)
 	if h == nil {
@@ -115,10 +118,18 @@ func (s *session) closeHandle(r *request) error {
 	if h.up == nil {
 		return s.reply(r.id, fxOK, "Success")
 	}
+	p := pending{kind: answerAsIs}
+	if !h.dir {
+		p = s.startThrough(h, r)
+	}
 	if h.write {
 		s.justClosed = h
 	}
-	return s.send(h.up, r, withHandle(r, h, nil), pending{kind: answerAsIs}, nil)
+	err = s.send(h.up, r, withHandle(r, h, nil), p, nil)
+	if !h.dir && !h.write {
+		s.settle(h, "")
+	}
+	return err
 }
 
 // onHandle forwards read, write, fstat, readdir, fsync and fstatvfs: they
@@ -143,7 +154,12 @@ func (s *session) onHandle(r *request) error {
 	if r.typ == fxpWrite {
 		h.end = max(h.end, r.offset+uint64(r.length))
 	}
-	return s.send(h.up, r, withHandle(r, h, nil), pending{kind: answerAsIs}, nil)
+	p := pending{kind: answerAsIs}
+	if !h.dir && (r.typ == fxpRead || r.typ == fxpWrite) {
+		// Counted on the file's row: what it transferred.
+		p = s.startThrough(h, r)
+	}
+	return s.send(h.up, r, withHandle(r, h, nil), p, nil)
 }
 
 // fsetstat: a size is a truncation, decided as destructive, except the one

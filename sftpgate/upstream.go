@@ -78,6 +78,12 @@ type pending struct {
 	// note saying what the request was, goes on that write's row.
 	ride *handle
 	note string
+	// on, if set, is the file whose handle this read, write or close
+	// (onTyp) goes through: its answer is counted on the file's row
+	// (through), wrote being a write's length.
+	on    *handle
+	onTyp byte
+	wrote uint32
 }
 
 // errUpstreamClosed ends a session postern closed itself.
