@@ -69,6 +69,7 @@ type Metrics struct {
 	auditWrite         prometheus.Histogram
 	notifications      *prometheus.CounterVec
 	readCommands       *prometheus.CounterVec
+	auditHead          *auditHeadCollector
 	// reg is where New registered the collectors, for those added later
 	// (WatchReadSandboxes).
 	reg prometheus.Registerer
@@ -147,12 +148,13 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			Namespace: namespace, Name: "read_commands_total",
 			Help: "Commands allowed as read, by the read sandbox they ran in (bwrap, unshare, none), or refused because their connection requires one and its target has none.",
 		}, []string{"sandbox"}),
-		reg: reg,
+		auditHead: newAuditHeadCollector(),
+		reg:       reg,
 	}
 	for _, c := range []prometheus.Collector{
 		m.sshConnections, m.sshHandshakes, m.sshActive, m.decisions, m.approvalsPending,
 		m.approvalWait, m.upstreamClients, m.upstreamDialErrors, m.sftpBytes, m.sftpOps,
-		m.auditWrite, m.notifications, m.readCommands,
+		m.auditWrite, m.notifications, m.readCommands, m.auditHead,
 	} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("metrics: register: %w", err)

@@ -326,3 +326,40 @@ func (s *Store) ScanAudit(ctx context.Context, fn func(AuditRow) error) error {
 		return fn(row)
 	})
 }
+
+// AuditHead returns the seq and hash of the newest audit row as stored, or
+// seq 0 and 32 zero bytes (the hash the first row chains from) when the log
+// is empty. It reads one row by the primary key, so that serve can publish
+// the head often at no cost; whether the rows up to it are intact is
+// policy.Verify's question, not this one's.
+func (s *Store) AuditHead(ctx context.Context) (seq int64, hash []byte, err error) {
+	err = s.db.QueryRowContext(ctx, lastAuditQuery).Scan(&seq, &hash)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return 0, make([]byte, 32), nil
+	case err != nil:
+		return 0, nil, fmt.Errorf("store: read audit head: %w", err)
+	}
+	return seq, hash, nil
+}
+
+// ListAuditAfter returns at most n rows (n > 0) whose seq is above
+// afterSeq and whose time is at or after since (any time if zero), oldest
+// first. An export pages through the log with it, passing the last seq of
+// one page to the next, so that a long log is never held in memory whole
+// and rows appended meanwhile are neither skipped nor repeated.
+func (s *Store) ListAuditAfter(ctx context.Context, afterSeq int64, since time.Time, n int) ([]AuditRow, error) {
+	if n <= 0 {
+		return nil, invalid("audit page size %d is not positive", n)
+	}
+	q := `SELECT ` + auditColumns + ` FROM audit WHERE seq > ?`
+	args := []any{afterSeq}
+	if !since.IsZero() {
+		q += ` AND time >= ?`
+		args = append(args, formatTime(since))
+	}
+	q += ` ORDER BY seq LIMIT ?`
+	args = append(args, n)
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	return collect(rows, err, "list audit page", scanAudit)
+}

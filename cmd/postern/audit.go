@@ -1,6 +1,10 @@
 package main
 
 import (
+	"context"
+	"encoding/csv"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"strconv"
@@ -66,7 +70,7 @@ duration meaning that long ago (24h, 90m).`,
 		}
 		return printAudit(cmd.OutOrStdout(), rows)
 	}
-	cmd.AddCommand(newAuditVerifyCmd(data))
+	cmd.AddCommand(newAuditVerifyCmd(data), newAuditHeadCmd(data), newAuditExportCmd(data))
 	return cmd
 }
 
@@ -109,29 +113,263 @@ func printAudit(w io.Writer, rows []store.AuditRow) error {
 }
 
 // newAuditVerifyCmd builds `postern audit verify`: exit 0 when the chain is
-// intact, 1 naming the first broken row otherwise.
+// intact, 1 naming the first broken row otherwise. With --from SEQ:HASH, a
+// head kept elsewhere, it also exits 1 when that row's hash differs or the
+// log ends before it: the chain alone cannot see rows removed from its end.
 func newAuditVerifyCmd(data *dataFlag) *cobra.Command {
-	return &cobra.Command{
+	var from string
+	cmd := &cobra.Command{
 		Use:   "verify",
 		Short: "Check the audit log's hash chain; exit 1 at the first broken row",
-		Args:  wantNoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			st, err := data.open(cmd.Context())
+		Long: `Check the audit log's hash chain: exit 0 when it is intact, 1 naming the
+first broken row otherwise.
+
+--from SEQ:HASH, a head printed by postern audit head or published by serve
+and kept outside postern, also proves that the rows up to that head are
+still there unchanged: row SEQ must have hash HASH, and a log that ends
+before SEQ is reported with the number of rows missing from its end.`,
+		Args: wantNoArgs,
+	}
+	cmd.Flags().StringVar(&from, "from", "", "a kept head, SEQ:HASH: fail unless the rows up to it are still there, unchanged")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		var kept *policy.Head
+		if from != "" {
+			h, err := policy.ParseHead(from)
 			if err != nil {
-				return storeErr(err)
+				return usageError{fmt.Errorf("--from: %w", err)}
 			}
-			defer st.Close()
-			res, err := policy.Verify(cmd.Context(), st)
-			if err != nil {
+			kept = &h
+		}
+		st, err := data.open(cmd.Context())
+		if err != nil {
+			return storeErr(err)
+		}
+		defer st.Close()
+		var res policy.VerifyResult
+		if kept != nil {
+			res, err = policy.VerifyFrom(cmd.Context(), st, *kept)
+		} else {
+			res, err = policy.Verify(cmd.Context(), st)
+		}
+		if err != nil {
+			return err
+		}
+		if res.Broken != nil {
+			return fmt.Errorf("audit chain broken at %s (rows before it are intact)", res.Broken)
+		}
+		switch {
+		case res.Lost > 0 && res.Rows == 0:
+			return fmt.Errorf("audit log lost rows: the kept head is row %d but the log is empty: all %d rows are missing", kept.Seq, res.Lost)
+		case res.Lost > 0:
+			return fmt.Errorf("audit log lost rows: the kept head is row %d but the newest row is %d: %d rows after row %d are missing (rows 1 to %d are intact)",
+				kept.Seq, res.Rows, res.Lost, res.Rows, res.Rows)
+		}
+		w := cmd.OutOrStdout()
+		if _, err := fmt.Fprintf(w, "audit chain intact: %d rows, head %s\n", res.Rows, res.Head); err != nil || kept == nil {
+			return err
+		}
+		_, err = fmt.Fprintf(w, "kept head %d is there unchanged; %d rows were added after it\n", kept.Seq, res.Rows-kept.Seq)
+		return err
+	}
+	return cmd
+}
+
+// auditHeadJSON is `postern audit head -o json`.
+type auditHeadJSON struct {
+	Seq  int64  `json:"seq"`
+	Hash string `json:"hash"`
+	Head string `json:"head"` // SEQ:HASH, as verify --from takes it
+}
+
+// newAuditHeadCmd builds `postern audit head`: the newest row's seq and
+// hash, to keep outside postern (cron, a ticket, another system) and check
+// later with verify --from.
+func newAuditHeadCmd(data *dataFlag) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "head",
+		Short: "Print the newest audit row's SEQ:HASH, to keep elsewhere and check with verify --from",
+		Long: `Print the audit log's head: the newest row's sequence number and hash as
+SEQ:HASH on the first line, and what to do with it on the second. Keep it
+outside postern; postern audit verify --from SEQ:HASH then proves that the
+rows up to it are still there, unchanged. The hash is the row's as stored:
+verify is what checks the chain. An empty log's head is 0 and 64 zeros.`,
+		Args: wantNoArgs,
+	}
+	out := addOutputFlag(cmd)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		asJSON, err := out.json()
+		if err != nil {
+			return err
+		}
+		st, err := data.open(cmd.Context())
+		if err != nil {
+			return storeErr(err)
+		}
+		defer st.Close()
+		seq, hash, err := st.AuditHead(cmd.Context())
+		if err != nil {
+			return err
+		}
+		h := policy.Head{Seq: seq, Hash: hash}
+		w := cmd.OutOrStdout()
+		if asJSON {
+			return writeJSON(w, auditHeadJSON{Seq: h.Seq, Hash: hex.EncodeToString(h.Hash), Head: h.String()})
+		}
+		note := fmt.Sprintf("audit head: row %d is the newest; keep the line above outside postern and check it later with postern audit verify --from %s", h.Seq, h)
+		if h.Seq == 0 {
+			note = "audit head: the audit log is empty"
+		}
+		_, err = fmt.Fprintf(w, "%s\n%s\n", h, note)
+		return err
+	}
+	return cmd
+}
+
+// exportPageSize is how many rows audit export reads at a time: enough that
+// the queries cost little next to writing, few enough that a log of
+// millions of rows is never in memory whole.
+const exportPageSize = 1000
+
+// newAuditExportCmd builds `postern audit export`: the rows from a seq or
+// a time on, as JSON lines (the API's row) or CSV, for a one-off pull into
+// another system.
+func newAuditExportCmd(data *dataFlag) *cobra.Command {
+	var since, format string
+	cmd := &cobra.Command{
+		Use:   "export",
+		Short: "Write the audit rows from a seq or time on as JSON lines or CSV",
+		Long: `Write the audit rows from --since on, oldest first, one per line: JSON lines
+(-o jsonl, the row as GET /v1/audit gives it) or CSV with a header (-o csv).
+--since takes a sequence number (rows with that seq and after), or an RFC
+3339 time, a date (2006-01-02) or a duration meaning that long ago (rows
+whose time is at or after it); without it, every row. Operations and reasons
+are redacted as on the audit page. A CSV cell that a spreadsheet would run
+as a formula (starting with = + - @, a tab or a CR) gets a leading '.`,
+		Args: wantNoArgs,
+	}
+	cmd.Flags().StringVar(&since, "since", "", "first row: a sequence number, or a time (RFC 3339, a date, or a duration ago)")
+	cmd.Flags().StringVarP(&format, "output", "o", "jsonl", "output format: jsonl or csv")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		var write func(model.AuditRow) error
+		var flush func() error
+		w := cmd.OutOrStdout()
+		switch format {
+		case "jsonl":
+			enc := json.NewEncoder(w)
+			enc.SetEscapeHTML(false)
+			write = func(r model.AuditRow) error { return enc.Encode(r) }
+			flush = func() error { return nil }
+		case "csv":
+			cw := csv.NewWriter(w)
+			if err := cw.Write(auditCSVHeader()); err != nil {
 				return err
 			}
-			if res.Broken != nil {
-				return fmt.Errorf("audit chain broken at %s (rows before it are intact)", res.Broken)
-			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "audit chain intact: %d rows, head %s\n", res.Rows, res.Head)
+			write = func(r model.AuditRow) error { return cw.Write(auditCSVRecord(r)) }
+			flush = func() error { cw.Flush(); return cw.Error() }
+		default:
+			return usageError{fmt.Errorf("unknown output format %q: want jsonl or csv", format)}
+		}
+		from, sinceTime, err := parseExportSince(since, time.Now())
+		if err != nil {
+			return usageError{err}
+		}
+		st, err := data.open(cmd.Context())
+		if err != nil {
+			return storeErr(err)
+		}
+		defer st.Close()
+		if err := exportAudit(cmd.Context(), st, from, sinceTime, exportPageSize, write); err != nil {
 			return err
-		},
+		}
+		if err := flush(); err != nil {
+			return fmt.Errorf("audit export: %w", err)
+		}
+		return nil
 	}
+	return cmd
+}
+
+// auditPager is what exportAudit reads; *store.Store implements it.
+type auditPager interface {
+	ListAuditAfter(ctx context.Context, afterSeq int64, since time.Time, n int) ([]store.AuditRow, error)
+}
+
+// exportAudit passes write every row with a seq of from or more and a time
+// at or after since (any if zero), oldest first, as the API shows it,
+// reading pageSize rows at a time. Each page starts after the last seq of
+// the one before, so rows appended meanwhile are neither skipped nor
+// repeated; the export ends at the first page that is not full.
+func exportAudit(ctx context.Context, src auditPager, from int64, since time.Time, pageSize int, write func(model.AuditRow) error) error {
+	for after := from - 1; ; {
+		page, err := src.ListAuditAfter(ctx, after, since, pageSize)
+		if err != nil {
+			return err
+		}
+		for _, r := range page {
+			if err := write(model.AuditRowOf(r)); err != nil {
+				return fmt.Errorf("audit export: %w", err)
+			}
+		}
+		if len(page) < pageSize {
+			return nil
+		}
+		after = page[len(page)-1].Seq
+	}
+}
+
+// parseExportSince reads export's --since: a sequence number (digits only)
+// gives the first seq, anything else is a time as parseSince reads it. ""
+// is every row: seq 1 and no time.
+func parseExportSince(s string, now time.Time) (seq int64, since time.Time, err error) {
+	if s == "" {
+		return 1, time.Time{}, nil
+	}
+	if strings.Trim(s, "0123456789") == "" {
+		seq, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || seq < 1 {
+			return 0, time.Time{}, fmt.Errorf("--since %q: a sequence number starts at 1", s)
+		}
+		return seq, time.Time{}, nil
+	}
+	t, err := parseSince(s, now)
+	if err != nil {
+		return 0, time.Time{}, fmt.Errorf("--since %q: want a sequence number, an RFC 3339 time, a date (2006-01-02) or a duration (24h)", s)
+	}
+	return 1, t, nil
+}
+
+// auditCSVHeader names the columns of export's CSV: model.AuditRow's JSON
+// names, without id and modified_at, which repeat seq and time.
+func auditCSVHeader() []string {
+	return []string{"seq", "time", "agent", "agent_id", "connection", "connection_id", "class", "kind",
+		"decision", "reason", "approval_id", "deciders", "operation", "exit_status", "duration_ms",
+		"bytes_in", "bytes_out", "agent_reason", "source_addr", "hash"}
+}
+
+// auditCSVRecord is r as a CSV record in auditCSVHeader's order. Text an
+// agent or admin chose goes through csvCell; deciders are joined by commas
+// (their names cannot hold one); a missing exit status is an empty cell.
+func auditCSVRecord(r model.AuditRow) []string {
+	exit := ""
+	if r.ExitStatus != nil {
+		exit = strconv.Itoa(*r.ExitStatus)
+	}
+	return []string{strconv.FormatInt(r.Seq, 10), time.Time(r.Time).UTC().Format(time.RFC3339Nano),
+		csvCell(r.Agent), r.AgentID, csvCell(r.Connection), r.ConnectionID, r.Class, r.Kind, r.Decision,
+		csvCell(r.Reason), r.ApprovalID, csvCell(strings.Join(r.Deciders, ",")), csvCell(r.Operation), exit,
+		strconv.FormatFloat(r.DurationMS, 'f', -1, 64), strconv.FormatInt(r.BytesIn, 10),
+		strconv.FormatInt(r.BytesOut, 10), csvCell(r.AgentReason), csvCell(r.SourceAddr), r.Hash}
+}
+
+// csvCell keeps a spreadsheet from running a cell as a formula: an agent
+// chooses its operation's text, and an auditor opens the export in a
+// spreadsheet (CSV injection). Such a cell gets a leading ', as OWASP
+// advises; the JSON lines keep the text exact.
+func csvCell(s string) string {
+	if s != "" && strings.ContainsRune("=+-@\t\r", rune(s[0])) {
+		return "'" + s
+	}
+	return s
 }
 
 // orDash is s, or "-" for a table cell with nothing in it.

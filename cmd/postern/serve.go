@@ -266,6 +266,8 @@ for up to ` + bastion.DefaultShutdownGrace.String() + `; a second signal stops a
 		"address to serve Prometheus metrics on at /metrics, plain HTTP and unauthenticated: keep it internal (empty: none; port 0 picks a free port)")
 	cmd.Flags().DurationVar(&flags.keyCheckTimeout, "key-check-timeout", recipes.DefaultCheckTimeout,
 		"bound on a key check, and on fetching a host key, that the web page or the API runs")
+	headInterval := cmd.Flags().Duration("audit-head-interval", defaultAuditHeadInterval,
+		"how often to publish the audit head (the newest row's SEQ:HASH) to the log and the metrics, besides at start and shutdown, to keep elsewhere for audit verify --from (0: never)")
 	lease := cmd.Flags().Duration("replica-lease", policy.DefaultReplicaLease,
 		"with several serve on one PostgreSQL database: how long a replica that stopped renewing its registration is taken to be still running its operations; after that another replica audits them as interrupted")
 	configPath := addConfigFlag(cmd)
@@ -283,6 +285,9 @@ for up to ` + bastion.DefaultShutdownGrace.String() + `; a second signal stops a
 		}
 		if *lease <= 0 {
 			return usagef("%s: --replica-lease must be positive, got %s", cmdPath(cmd), *lease)
+		}
+		if *headInterval < 0 {
+			return usagef("%s: --audit-head-interval must not be negative, got %s", cmdPath(cmd), *headInterval)
 		}
 		if flags.keyCheckTimeout <= 0 {
 			return usagef("%s: --key-check-timeout must be positive, got %s", cmdPath(cmd), flags.keyCheckTimeout)
@@ -367,6 +372,7 @@ for up to ` + bastion.DefaultShutdownGrace.String() + `; a second signal stops a
 			ReplicaLease:    *lease,
 			KeyCheckTimeout: flags.keyCheckTimeout,
 			Limits:          flags.limits,
+			AuditHead:       *headInterval,
 		})
 	}
 	return cmd
@@ -415,6 +421,9 @@ type bastionParams struct {
 	// KeyCheckTimeout bounds the key checks and host key fetches of the
 	// web page and the API (recipes.DefaultCheckTimeout if zero).
 	KeyCheckTimeout time.Duration
+	// AuditHead is how often the audit head is published, besides at
+	// start and at shutdown (headPublisher); never if zero.
+	AuditHead time.Duration
 }
 
 // addHostKeyFileFlag registers --host-key-file: replicas behind one load
@@ -593,7 +602,25 @@ func runBastion(ctx context.Context, p bastionParams) error {
 		log.Info().Str("url", "http://"+p.Metrics.Addr().String()+"/metrics").Msg("metrics serving")
 	}
 	g.Go(func() error { return serveUntil(gctx, srv, p.Listener, bastion.DefaultShutdownGrace, log) })
+	// The audit head publisher runs beside the group, not in it (it never
+	// fails), and ends with it; its last head is published once the
+	// sessions have ended and written their rows, before the store closes.
+	var heads *headPublisher
+	headsDone := make(chan struct{})
+	if p.AuditHead > 0 {
+		heads = &headPublisher{src: st, log: log, metrics: m, interval: p.AuditHead}
+		go func() {
+			defer close(headsDone)
+			heads.run(gctx)
+		}()
+	} else {
+		close(headsDone)
+	}
 	err = g.Wait()
+	<-headsDone // g.Wait has ended gctx
+	if heads != nil {
+		heads.publishFinal(ctx)
+	}
 	// runBastion owns the listeners it was given: each is closed when it
 	// returns, whichever moment the group stopped in. A server whose
 	// goroutine had not yet begun to serve when another failed never took
