@@ -65,7 +65,7 @@ func makePlan(ctx context.Context, m *manage.Manager, f *File, opts Options) (*p
 	}
 	p := &planner{m: m, f: f, opts: opts, by: opts.Actor, cur: cur,
 		agents: map[string]bool{}, conns: map[string]bool{}, channels: map[string]bool{}, grants: map[[2]string]bool{},
-		admins: map[string]bool{},
+		admins:  map[string]bool{},
 		connEnv: map[string]store.Env{}}
 	if p.by.Via == "" {
 		p.by.Via = "apply"

@@ -10,9 +10,9 @@ import (
 
 	"github.com/postern/postern/config"
 	"github.com/postern/postern/manage"
-	"github.com/postern/postern/web"
 	"github.com/postern/postern/policy"
 	"github.com/postern/postern/recipes"
+	"github.com/postern/postern/web"
 )
 
 func newApplyCmd() *cobra.Command {
