@@ -49,7 +49,7 @@ func (s *Server) apiDecide(w http.ResponseWriter, r *http.Request, c *apiCall, a
 	if err := apiNoParams(c); err != nil {
 		return err
 	}
-	return s.apiIdempotent(w, r, c, func(body []byte) (int, []byte, []byte) {
+	return s.apiIdempotent(w, r, c, apiRequestSum, func(body []byte) (int, []byte, []byte) {
 		status, out := s.decideAnswer(r, c, approve, body)
 		return status, out, out
 	})
@@ -73,11 +73,18 @@ type apiWriteFunc func(s *Server, r *http.Request, c *apiCall, body []byte) (int
 // owner required, the Idempotency-Key kept and replayed, and the answer in
 // the envelope.
 func apiWriteRoute(fn apiWriteFunc) apiHandler {
+	return apiWriteRouteSum(fn, apiRequestSum)
+}
+
+// apiWriteRouteSum is apiWriteRoute with its own binding of an
+// Idempotency-Key to the request (apiRequestSumFunc), for a body that
+// holds a secret a fast hash must not keep (apiPasswordRequestSum).
+func apiWriteRouteSum(fn apiWriteFunc, sum apiRequestSumFunc) apiHandler {
 	return func(s *Server, w http.ResponseWriter, r *http.Request, c *apiCall) error {
 		if err := apiNoParams(c); err != nil {
 			return err
 		}
-		return s.apiIdempotent(w, r, c, func(body []byte) (int, []byte, []byte) {
+		return s.apiIdempotent(w, r, c, sum, func(body []byte) (int, []byte, []byte) {
 			if c.token.AdminID == "" {
 				status, out := s.apiErrorAnswer(r, &apiError{Status: http.StatusForbidden, Code: "token_without_admin",
 					Message: "console token " + c.token.Name + " belongs to no admin and cannot change anything; " +
@@ -125,8 +132,11 @@ func apiWriteRoute(fn apiWriteFunc) apiHandler {
 // result. Answers below 500 are kept (for idempotencyKeep); a 5xx is not,
 // so that a retry after a failure tries again. answer returns the status,
 // the body to send and the body to keep for a replay, which leaves out what
-// must not rest in the database (a new token's value).
-func (s *Server) apiIdempotent(w http.ResponseWriter, r *http.Request, c *apiCall, answer func(body []byte) (int, []byte, []byte)) error {
+// must not rest in the database (a new token's value); sum binds the key to
+// the request (apiRequestSum, or apiPasswordRequestSum for a body with a
+// password).
+func (s *Server) apiIdempotent(w http.ResponseWriter, r *http.Request, c *apiCall, sum apiRequestSumFunc,
+	answer func(body []byte) (int, []byte, []byte)) error {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxAPIBody))
 	if err != nil {
 		var tooBig *http.MaxBytesError
@@ -147,7 +157,7 @@ func (s *Server) apiIdempotent(w http.ResponseWriter, r *http.Request, c *apiCal
 		return err
 	}
 	principal := "token:" + c.token.ID
-	reqSum := apiRequestSum(r, body)
+	reqSum := sum(r, principal+"\x00"+key, body)
 	unlock, err := c.keys.lock(r.Context(), principal+"\x00"+key)
 	if err != nil {
 		return fmt.Errorf("web: waiting for another request with the same Idempotency-Key: %w", err)
@@ -230,8 +240,15 @@ func apiCheckIdempotencyKey(key string) error {
 	return nil
 }
 
-// apiRequestSum binds an Idempotency-Key to one request: method, path and body.
-func apiRequestSum(r *http.Request, body []byte) string {
+// apiRequestSumFunc binds an Idempotency-Key to one request: what it
+// returns is kept with the answer, and a later request with the same key
+// is replayed only if its sum is the same. keyed is the principal and the
+// key, for a sum that needs a salt of its own.
+type apiRequestSumFunc func(r *http.Request, keyed string, body []byte) string
+
+// apiRequestSum binds an Idempotency-Key to one request: the SHA-256 of
+// method, path and body.
+func apiRequestSum(r *http.Request, _ string, body []byte) string {
 	h := sha256.New()
 	h.Write([]byte(r.Method + "\n" + r.URL.Path + "\n"))
 	h.Write(body)

@@ -438,6 +438,7 @@ func openAPITypes() map[string]reflect.Type {
 		"NotificationChannelPatch": t(apiNotifyPatch{}), "AgentBody": t(apiAgentBody{}), "AgentPatch": t(apiAgentPatch{}),
 		"ConnectionBody": t(apiConnectionBody{}), "ConnectionPatch": t(apiConnectionPatch{}), "PinBody": t(apiPinBody{}),
 		"RotateKeyBody": t(apiRotateBody{}), "GrantBody": t(apiGrantBody{}), "TokenBody": t(apiTokenBody{}),
+		"AdminBody": t(apiAdminBody{}), "AdminPatch": t(apiAdminPatch{}),
 		"ReadSandbox": t(model.ReadSandbox{}), "ReadSandboxProbe": t(model.ReadSandboxProbe{}),
 	}
 }

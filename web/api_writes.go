@@ -22,10 +22,27 @@ import (
 
 // apiActor is who a change over the API is audited as, and what it may
 // do: the token's admin, with the token's scope narrowed to that admin's
-// role (manage narrows it again to the role it reads at the change).
+// role (apiRole; manage narrows it again to the role it reads at the
+// change).
 func apiActor(r *http.Request, c *apiCall) policy.Actor {
-	return policy.Actor{Name: c.token.AdminName, AdminID: c.token.AdminID, Role: c.token.Role(), Via: "api",
+	return policy.Actor{Name: c.token.AdminName, AdminID: c.token.AdminID, Role: apiRole(c.token), Via: "api",
 		Token: c.token.Name, Addr: clientAddr(r)}
+}
+
+// apiRole is what a change made with tok may do: ConsoleToken.Role, the
+// narrower of its scope and its admin's role, except that an owner's token
+// of scope admin, the widest scope there is, acts as an owner. Without it
+// no token could reach the owner role (scope admin alone means the admin
+// role), and POST /v1/admins and PATCH /v1/admins/{id} would refuse every
+// caller, so that REST could not do what `postern admin add` and the page
+// do. It widens nothing else: every other change needs the admin role at
+// most, and manage bounds the role again by the one it reads at the change,
+// so an owner lowered since the call began no longer acts as one.
+func apiRole(tok *store.ConsoleToken) store.Role {
+	if tok.Scope == store.ScopeAdmin && tok.AdminRole == store.RoleOwner {
+		return store.RoleOwner
+	}
+	return tok.Role()
 }
 
 // apiDecodeBody reads a change's JSON body into v: the media type checked,

@@ -1,6 +1,6 @@
 // Package web serves postern's admin web page and its REST API: approvals
-// to decide, the audit log, connections, grants, recipes and notification
-// channels.
+// to decide, the audit log, connections, grants, recipes, notification
+// channels, console tokens and admins with their roles.
 //
 // One Server answers both, over HTTPS only (TLS 1.2 or newer):
 //

@@ -20,11 +20,13 @@ import (
 // result in a flash message, so that a reload never posts twice. Every page
 // is shown to every role; every form needs one (needRole, roles.go): the
 // approver role for decisions, key checks, tokens and test messages, the
-// admin role for configuration. A viewer posts nothing but logout.
+// admin role for configuration, the owner role for admins and their roles.
+// A viewer posts nothing but logout.
 func (s *Server) pageRoutes(mux *http.ServeMux) {
 	const (
 		approver = store.RoleApprover
 		admin    = store.RoleAdmin
+		owner    = store.RoleOwner
 	)
 	mux.Handle("GET /static/", staticHandler())
 	mux.HandleFunc("GET /{$}", s.requireAdmin(func(w http.ResponseWriter, r *http.Request) {
@@ -55,6 +57,9 @@ func (s *Server) pageRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /tokens", s.requireAdmin(s.tokensPage))
 	mux.HandleFunc("POST /tokens", s.requireAdmin(s.needRole(approver, s.addTokenForm)))
 	mux.HandleFunc("POST /tokens/{name}/remove", s.requireAdmin(s.needRole(approver, s.removeTokenForm)))
+	mux.HandleFunc("GET /admins", s.requireAdmin(s.adminsPage))
+	mux.HandleFunc("POST /admins", s.requireAdmin(s.needRole(owner, s.addAdminForm)))
+	mux.HandleFunc("POST /admins/{name}/role", s.requireAdmin(s.needRole(owner, s.adminRoleForm)))
 	mux.HandleFunc("GET /grants", s.requireAdmin(s.grantsPage))
 	mux.HandleFunc("POST /grants", s.requireAdmin(s.needRole(admin, s.grantForm)))
 	mux.HandleFunc("POST /grants/revoke", s.requireAdmin(s.needRole(admin, s.revokeForm)))

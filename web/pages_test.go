@@ -588,7 +588,7 @@ func TestLoginLimit(t *testing.T) {
 // and send anyone else to the login page.
 func pagePaths(approvalID string) []string {
 	return []string{"/approvals", "/approvals?all=1", "/approvals/" + approvalID, "/approvals/list",
-		"/connections", "/agents", "/grants", "/audit", "/recipes", "/recipes?q=cisco", "/tokens", "/notifications"}
+		"/connections", "/agents", "/grants", "/audit", "/recipes", "/recipes?q=cisco", "/tokens", "/notifications", "/admins"}
 }
 
 func TestPagesNeedLogin(t *testing.T) {

@@ -157,7 +157,7 @@ func TestPageRoles(t *testing.T) {
 			ps.addAdminRole(name, tc.role)
 			pc := ps.client()
 			pc.loginAs(name)
-			for _, path := range []string{"/approvals", "/connections", "/agents", "/grants", "/audit", "/tokens", "/notifications"} {
+			for _, path := range []string{"/approvals", "/connections", "/agents", "/grants", "/audit", "/tokens", "/notifications", "/admins"} {
 				if status, _, _ := pc.get(path); status != http.StatusOK {
 					t.Errorf("%s GET %s: got status %d; want 200", tc.role, path, status)
 				}
