@@ -98,9 +98,16 @@ name = "ann"
 role = "admin"
 password_file = "pw"
 `
+	// Applied as olga, a registered owner: making deciders waits for a
+	// second admin (the server's OS user, as above, makes them at once).
+	olga, err := r.st.ResolveAdmin(context.Background(), "olga")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Actor = policy.Actor{Name: olga.Name, AdminID: olga.ID, Via: "apply", Role: store.RoleOwner}
 	out, res, err = r.apply(raise, opts)
 	if err != nil || len(res.Held) != 2 || res.Done != 0 {
-		t.Fatalf("raising pat and adding ann: %+v, %v; want both waiting\n%s", res, err, out)
+		t.Fatalf("raising pat and adding ann as olga: %+v, %v; want both waiting\n%s", res, err, out)
 	}
 	if a, _ := r.st.ResolveAdmin(context.Background(), "pat"); a.Role != store.RoleApprover {
 		t.Errorf("pat before a second admin: %s; want approver", a.Role)

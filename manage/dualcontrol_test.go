@@ -170,8 +170,17 @@ func TestDualControlAdmins(t *testing.T) {
 	if _, err := r.st.ResolveAdmin(ctx, "eve"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("eve before approval: %v; want not found", err)
 	}
-	if _, err := r.m.AddAdmin(ctx, owner, "ann", "$argon2id$x", store.RoleApprover); err != nil {
-		t.Errorf("adding an approver: %v; want it made at once", err)
+	// A viewer decides nothing: made at once. An approver is a second
+	// person: no owner makes one alone (a sock puppet would meet the
+	// two-person rule), but the server's CLI without --as does.
+	if _, err := r.m.AddAdmin(ctx, owner, "ann", "$argon2id$x", store.RoleViewer); err != nil {
+		t.Errorf("adding a viewer: %v; want it made at once", err)
+	}
+	_, err = r.m.AddAdmin(ctx, owner, "amy", "$argon2id$x", store.RoleApprover)
+	held(t, "an owner adding an approver", err)
+	if _, err := r.m.AddAdmin(ctx, policy.Actor{Name: "cli:root", Via: "cli", Role: store.RoleOwner}, "abe", "$argon2id$x",
+		store.RoleApprover); err != nil {
+		t.Errorf("the CLI's OS user adding an approver: %v; want it made at once", err)
 	}
 	_, err = r.m.SetAdminRole(ctx, owner, "pat", store.RoleOwner)
 	raise := held(t, "approver -> owner", err)

@@ -205,11 +205,23 @@ func (m *Manager) resolveAdmin(ctx context.Context, name string) (*store.Admin, 
 	return a, err
 }
 
+// peopleWait reports whether making an admin of role (or raising one to
+// it) by by waits for a second admin: when a registered admin asks for
+// anyone who can decide (an approver or more). An approver is a second
+// person for the two-person rule, so an owner who could make one alone
+// could make a sock puppet and meet the rule alone. The server's CLI
+// without --as (no AdminID) makes people at once: whoever runs it holds
+// the data directory and could do anything anyway (SECURITY.md), and an
+// installation gets its first people that way.
+func peopleWait(by policy.Actor, role store.Role) bool {
+	return by.AdminID != "" && role.AtLeast(store.RoleApprover)
+}
+
 // AddAdmin adds an admin of role ("" for store.DefaultRole) with an
-// already hashed password; by must be an owner. An admin or owner waits
-// for a second admin (*HeldError), except the installation's first admin,
-// made at once and an owner unless role says otherwise: there is nobody
-// yet to ask.
+// already hashed password; by must be an owner. One who can decide waits
+// for a second admin (*HeldError) when a registered admin asks
+// (peopleWait), except the installation's first admin, made at once and
+// an owner unless role says otherwise: there is nobody yet to ask.
 func (m *Manager) AddAdmin(ctx context.Context, by policy.Actor, name, passwordHash string, role store.Role) (*store.Admin, error) {
 	if err := m.requireRole(ctx, by, store.RoleOwner, "add an admin"); err != nil {
 		return nil, err
@@ -233,7 +245,7 @@ func (m *Manager) AddAdmin(ctx context.Context, by policy.Actor, name, passwordH
 		return nil, store.Invalidf("admin %s: empty password hash", name)
 	}
 	what := "admin add " + name + ": role " + string(role)
-	if role.AtLeast(store.RoleAdmin) && !first {
+	if peopleWait(by, role) && !first {
 		if _, err := m.st.ResolveAdmin(ctx, name); err == nil {
 			return nil, &store.ConflictError{Kind: "admin", Value: name}
 		}
@@ -264,8 +276,9 @@ func (m *Manager) SetAdminPassword(ctx context.Context, by policy.Actor, name, p
 }
 
 // SetAdminRole changes an admin's role; by must be an owner. Lowering a
-// role applies at once; raising one waits for a second admin
-// (*HeldError), so that no owner alone makes another owner, or an admin.
+// role applies at once; raising one to approver or more waits for a
+// second admin (*HeldError) when a registered admin asks (peopleWait), so
+// that no owner alone makes another decider.
 func (m *Manager) SetAdminRole(ctx context.Context, by policy.Actor, name string, role store.Role) (*store.Admin, error) {
 	if err := m.requireRole(ctx, by, store.RoleOwner, "change an admin's role"); err != nil {
 		return nil, err
@@ -284,7 +297,7 @@ func (m *Manager) SetAdminRole(ctx context.Context, by policy.Actor, name string
 		return nil, store.Invalidf("admin %s already has the %s role", cur.Name, role)
 	}
 	what := "admin role " + cur.Name + ": " + string(cur.Role) + " -> " + string(role)
-	if role.AtLeast(cur.Role) {
+	if role.AtLeast(cur.Role) && peopleWait(by, role) {
 		return nil, m.hold(ctx, by, store.ChangeRequest{Kind: changeAdminRole, Summary: what,
 			Before: string(cur.Role), After: string(role)}, heldChange{Admin: &heldAdmin{Name: cur.Name, Role: role}})
 	}

@@ -19,7 +19,7 @@ import (
 )
 
 // Issue 23: admins through REST and the page, as through the CLI. An owner
-// adds an approver at once; an admin waits for a second admin, who
+// adds a viewer at once; an approver or admin waits for a second admin, who
 // approves it in the approvals queue; a lowered role applies at once; any
 // other role is refused (403); and the password is in no answer, audit
 // row, page or log line.
@@ -130,7 +130,7 @@ func checkAuditHasNoPassword(t *testing.T, st *store.Store, apiAudit string, wan
 	}
 }
 
-// TestAPIAdmins: alice (owner) adds carol as an approver, made at once,
+// TestAPIAdmins: alice (owner) adds carol as a viewer, made at once,
 // and dave as an admin, which waits until bob approves the change; she
 // lowers dave's role at once and raising carol's waits. The password is in
 // no answer, audit row or log line.
@@ -146,12 +146,14 @@ func TestAPIAdmins(t *testing.T) {
 		return r
 	}
 
-	r := call("POST", "/v1/admins", as.root, adminBody("carol", "approver"))
+	// A viewer decides nothing: made at once. (An approver would wait:
+	// a second person is not one owner's to make.)
+	r := call("POST", "/v1/admins", as.root, adminBody("carol", "viewer"))
 	checkDocumented(t, doc, "POST", "/v1/admins", r)
-	if r.status != http.StatusCreated || r.data(t)["name"] != "carol" || r.data(t)["role"] != "approver" {
-		t.Fatalf("alice adding carol (approver): %d %s; want 201 with carol, approver", r.status, r.body)
+	if r.status != http.StatusCreated || r.data(t)["name"] != "carol" || r.data(t)["role"] != "viewer" {
+		t.Fatalf("alice adding carol (viewer): %d %s; want 201 with carol, viewer", r.status, r.body)
 	}
-	wantAdmin(t, as.st, "carol", store.RoleApprover)
+	wantAdmin(t, as.st, "carol", store.RoleViewer)
 
 	r = call("POST", "/v1/admins", as.root, adminBody("dave", "admin"))
 	checkDocumented(t, doc, "POST", "/v1/admins", r)
@@ -172,18 +174,13 @@ func TestAPIAdmins(t *testing.T) {
 	}
 
 	// Lowered: at once, by name or by id.
-	r = call("PATCH", "/v1/admins/dave", as.root, `{"role": "viewer"}`)
+	daveID := as.adminIDOf("dave")
+	r = call("PATCH", "/v1/admins/"+daveID, as.root, `{"role": "viewer"}`)
 	checkDocumented(t, doc, "PATCH", "/v1/admins/{id}", r)
-	if r.status != http.StatusOK || r.data(t)["role"] != "viewer" {
-		t.Errorf("alice lowering dave to viewer: %d %s; want 200 viewer", r.status, r.body)
+	if r.status != http.StatusOK || r.data(t)["id"] != daveID || r.data(t)["role"] != "viewer" {
+		t.Errorf("alice lowering dave (by id) to viewer: %d %s; want 200 viewer", r.status, r.body)
 	}
 	wantRoleOf(t, as.st, "dave", store.RoleViewer)
-	carolID := as.adminIDOf("carol")
-	r = call("PATCH", "/v1/admins/"+carolID, as.root, `{"role": "viewer"}`)
-	if r.status != http.StatusOK || r.data(t)["id"] != carolID || r.data(t)["role"] != "viewer" {
-		t.Errorf("alice lowering carol (by id) to viewer: %d %s; want 200 viewer", r.status, r.body)
-	}
-	wantRoleOf(t, as.st, "carol", store.RoleViewer)
 
 	// Raised: waits for a second admin.
 	r = call("PATCH", "/v1/admins/carol", as.root, `{"role": "owner"}`)
@@ -332,7 +329,7 @@ func TestAPIAdminsInput(t *testing.T) {
 // passwords at SHA-256's speed.
 func TestAPIAdminsIdempotencyKey(t *testing.T) {
 	as := newAPISite(t, nil)
-	body := adminBody("carol", "approver")
+	body := adminBody("carol", "viewer")
 	first := as.call("POST", "/v1/admins", as.root, body, "Idempotency-Key", "k-carol")
 	again := as.call("POST", "/v1/admins", as.root, body, "Idempotency-Key", "k-carol")
 	if first.status != http.StatusCreated || again.status != http.StatusCreated ||
@@ -344,7 +341,7 @@ func TestAPIAdminsIdempotencyKey(t *testing.T) {
 	if r := as.call("POST", "/v1/admins", as.root, other, "Idempotency-Key", "k-carol"); r.status != http.StatusUnprocessableEntity {
 		t.Errorf("the same key with another password: %d %s; want 422", r.status, r.body)
 	}
-	wantAdmin(t, as.st, "carol", store.RoleApprover)
+	wantAdmin(t, as.st, "carol", store.RoleViewer)
 
 	ctx := context.Background()
 	toks, err := as.st.ListConsoleTokens(ctx)
@@ -398,7 +395,7 @@ func (ps *pageSite) pageAPI(method, path, token, body string) (int, string) {
 }
 
 // TestPageAdmins: on the Admins page alice (owner) sees every admin and
-// the forms; she adds carol as an approver, who can log in at once with
+// the forms; she adds carol as a viewer, who can log in at once with
 // her password, and dave as an admin, which waits (a notice with the
 // change id) until bob approves it over REST. She lowers dave's role at
 // once, and raising carol's waits. No page holds a password.
@@ -439,11 +436,11 @@ func TestPageAdmins(t *testing.T) {
 		}
 	}
 
-	flash, _ := post("/admins", "name", "carol", "password", adminPasswords["carol"], "role", "approver")
-	if !strings.Contains(flash, "Added admin carol with the approver role") {
+	flash, _ := post("/admins", "name", "carol", "password", adminPasswords["carol"], "role", "viewer")
+	if !strings.Contains(flash, "Added admin carol with the viewer role") {
 		t.Errorf("adding carol: flash %q; want that she was added", flash)
 	}
-	wantAdmin(t, ps.st, "carol", store.RoleApprover)
+	wantAdmin(t, ps.st, "carol", store.RoleViewer)
 	if status, _, body := ps.client().tryLogin("carol", adminPasswords["carol"]); status != http.StatusSeeOther {
 		t.Errorf("carol logging in with her password: got status %d; want 303\n%s", status, body)
 	}
@@ -481,7 +478,7 @@ func TestPageAdmins(t *testing.T) {
 	if !notice || changeIDIn(flash) == "" {
 		t.Errorf("raising carol: flash %q (notice %v); want a notice with the change id", flash, notice)
 	}
-	wantRoleOf(t, ps.st, "carol", store.RoleApprover)
+	wantRoleOf(t, ps.st, "carol", store.RoleViewer)
 
 	flash, _ = post("/admins", "name", "erin", "password", "tiny-pw-x9", "role", "viewer")
 	if !strings.Contains(flash, "Admin erin not added") || !strings.Contains(flash, "want at least 12") {
