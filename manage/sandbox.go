@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/postern/postern/policy"
 	"github.com/postern/postern/readsandbox"
 	"github.com/postern/postern/recipes"
 	"github.com/postern/postern/shellclass"
@@ -200,7 +201,10 @@ func checkReadSandbox(alias string, rs store.ReadSandbox, reason string) error {
 	case rs != store.ReadSandboxOff && reason != "":
 		return store.Invalidf("connection %s: a reason goes with read sandbox off only", alias)
 	}
-	return nil
+	// The reason is shown to every admin (the page, the CLI, warnings,
+	// the audit log): the rules of a denial's reason, in the layer every
+	// door uses, CLI, page, REST and apply alike.
+	return policy.CheckAdminText("read sandbox reason", reason, store.MaxSandboxReason)
 }
 
 // readSandboxText is a setting for the audit row: "require", or "off

@@ -77,9 +77,15 @@ type SandboxProbe struct {
 // maxSandboxReason bounds the admin's reason for turning the sandbox off,
 // and maxSandboxMessage the probe's message: both are shown on one line.
 const (
-	maxSandboxReason  = 500
+	maxSandboxReason  = MaxSandboxReason
 	maxSandboxMessage = 2000
 )
+
+// MaxSandboxReason is the longest reason for a read sandbox off, in bytes;
+// package manage checks a reason against it with the rules of every text
+// one person types for another (policy.CheckAdminText) before the store's
+// own check.
+const MaxSandboxReason = 500
 
 // checkReadSandbox checks a setting and its reason: off needs a reason
 // (why reads on this target may run on the classifier alone is what the

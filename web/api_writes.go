@@ -90,6 +90,10 @@ func apiChangeError(err error) error {
 	case errors.As(err, &scan):
 		return &apiError{Status: http.StatusUnprocessableEntity, Code: "host_key_unavailable",
 			Field: "accept_new_host_key", Message: usererr.Message(scan, "the host key could not be fetched")}
+	case errors.Is(err, policy.ErrInvalidText):
+		// Text one person types for another: policy's words exactly, as
+		// every door shows them (the deny route, the CLI, apply).
+		return &apiError{Status: http.StatusBadRequest, Code: "invalid_body", Message: usererr.Message(err, "the text is refused")}
 	}
 	msg, ok := userMessage(err)
 	switch {

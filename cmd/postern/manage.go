@@ -140,7 +140,7 @@ func manageErr(err error) error {
 		return usageError{userError{role}}
 	case errors.As(err, &held):
 		return heldNotice{held}
-	case errors.Is(err, store.ErrForbidden):
+	case errors.Is(err, store.ErrForbidden), errors.Is(err, policy.ErrInvalidText):
 		return usageError{userError{err}}
 	}
 	return storeErr(err)
