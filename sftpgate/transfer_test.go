@@ -6,38 +6,15 @@ import (
 	"net"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/postern/postern/internal/fakeclock"
 )
 
 // Transfers: a file's open is recorded once its handle is closed, with the
 // bytes read and written through the handle and how long it was open, so
 // that an audit row says what data left or reached a target.
-
-// testClock is a clock a test moves by hand, so that how long a handle was
-// open is known exactly without waiting on real time.
-type testClock struct {
-	// mu protects now.
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newTestClock() *testClock {
-	return &testClock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
-}
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *testClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 // endSession ends the agent's stream as a client's exit does and waits for
 // Serve: every outcome is recorded once it has returned.
@@ -86,7 +63,7 @@ func TestTransferCounted(t *testing.T) {
 		{name: "fixed view", fixed: "web", dir: "/", file: "/"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			clock := newTestClock()
+			clock := fakeclock.New()
 			h := startHarness(t, harnessOpts{fixed: tc.fixed, aliases: tc.aliases,
 				config: func(c *Config) { c.Now = clock.Now }})
 			h.writeFile("web", "/down", string(data))
@@ -95,7 +72,7 @@ func TestTransferCounted(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			clock.advance(3 * time.Second)
+			clock.Advance(3 * time.Second)
 			var got bytes.Buffer
 			if _, err := f.WriteTo(&got); err != nil {
 				t.Fatal(err)
@@ -111,7 +88,7 @@ func TestTransferCounted(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			clock.advance(5 * time.Second)
+			clock.Advance(5 * time.Second)
 			if _, err := u.ReadFrom(bytes.NewReader(data)); err != nil {
 				t.Fatal(err)
 			}
@@ -185,7 +162,7 @@ func TestTransferCountsWhatTheTargetAnswered(t *testing.T) {
 		}
 		return nil
 	}
-	clock := newTestClock()
+	clock := fakeclock.New()
 	h := startHarness(t, harnessOpts{fixed: "web", raw: true, dial: rt.dial,
 		config: func(c *Config) { c.Now = clock.Now }})
 	r := newRawConn(t, h.conn)
@@ -195,7 +172,7 @@ func TestTransferCountsWhatTheTargetAnswered(t *testing.T) {
 	}
 	d := &decoder{b: ans}
 	handle, _ := d.str()
-	clock.advance(2 * time.Second)
+	clock.Advance(2 * time.Second)
 	for _, off := range []uint64{0, 100, 140} {
 		r.call(fxpRead, handle, off, uint32(100))
 	}
@@ -242,7 +219,7 @@ func TestTransferLeftOpen(t *testing.T) {
 		{name: "fixed view", fixed: "web", prefix: "/"},
 	} {
 		t.Run(view.name, func(t *testing.T) {
-			clock := newTestClock()
+			clock := fakeclock.New()
 			h := startHarness(t, harnessOpts{fixed: view.fixed, aliases: view.aliases, raw: true,
 				config: func(c *Config) { c.Now = clock.Now }})
 			h.writeFile("web", "/f", strings.Repeat("x", 5000))
@@ -258,7 +235,7 @@ func TestTransferLeftOpen(t *testing.T) {
 			}
 			rh := open("f", fxfRead)
 			wh := open("w", fxfWrite|fxfCreat|fxfTrunc)
-			clock.advance(7 * time.Second)
+			clock.Advance(7 * time.Second)
 			if typ, _ := r.call(fxpRead, rh, uint64(0), uint32(1000)); typ != fxpData {
 				t.Fatalf("read: got packet %d; want data", typ)
 			}
