@@ -127,7 +127,7 @@ func (m *Manager) DecideChange(ctx context.Context, by policy.Actor, id string, 
 	if err := policy.CheckAdminText("reason", reason, policy.MaxDenyReason); err != nil {
 		return store.ChangeRequest{}, err
 	}
-	cur, err := m.st.ChangeRequest(ctx, id)
+	cur, err := m.st.ChangeRequestShown(ctx, id)
 	if err != nil {
 		return cur, err
 	}

@@ -68,7 +68,7 @@ const (
 // implements it.
 type Store interface {
 	GetApproval(ctx context.Context, id string) (store.Approval, error)
-	ChangeToNotify(ctx context.Context, id string) (store.ChangeRequest, error)
+	ChangeRequestShown(ctx context.Context, id string) (store.ChangeRequest, error)
 	NotifyChannel(ctx context.Context, ref string) (*store.NotifyChannel, error)
 	NotifyChannelTarget(ctx context.Context, id string) (store.NotifyTarget, error)
 	RecordNotifyResult(ctx context.Context, channelID, errText string) error
@@ -401,7 +401,7 @@ func (d *Dispatcher) attempt(ctx context.Context, n store.Notification) (store.N
 // before it could be announced, which the decided event follows.
 func (d *Dispatcher) payloadOf(ctx context.Context, n store.Notification, now time.Time) (p Payload, skip string, err error) {
 	if n.ChangeID != "" {
-		c, err := d.cfg.Store.ChangeToNotify(ctx, n.ChangeID)
+		c, err := d.cfg.Store.ChangeRequestShown(ctx, n.ChangeID)
 		switch {
 		case err != nil:
 			return Payload{}, "", err

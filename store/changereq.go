@@ -150,21 +150,36 @@ func (s *Store) ChangeRequest(ctx context.Context, id string) (ChangeRequest, er
 	return c, err
 }
 
-// ListChangeRequests returns the pending change requests (all of them with
-// all), newest first, without their payloads. Requests past their expiry
-// are marked expired first.
+// ChangeRequestShown returns the change request id without its payload,
+// which stays sealed: what a page, a list or a notification shows of it
+// (the payload can hold a private key or a password hash). A pending
+// request past its expiry is returned expired.
+func (s *Store) ChangeRequestShown(ctx context.Context, id string) (ChangeRequest, error) {
+	c, _, err := getChange(ctx, s.db, id)
+	return s.expiredAsOfNow(c), err
+}
+
+// expiredAsOfNow is c with the status a pending request past its expiry
+// has: readers see it expired without a write (the page's live list reads
+// the queue every second); DecideChangeRequest stores it.
+func (s *Store) expiredAsOfNow(c ChangeRequest) ChangeRequest {
+	if c.Status == ChangePending && !c.ExpiresAt.IsZero() && !s.nowUTC().Before(c.ExpiresAt) {
+		c.Status = ChangeExpired
+	}
+	return c
+}
+
+// ListChangeRequests returns the change requests still waiting (all of
+// them with all), newest first, without their payloads. It only reads.
 func (s *Store) ListChangeRequests(ctx context.Context, all bool) ([]ChangeRequest, error) {
-	if _, err := s.ExpireChangeRequests(ctx); err != nil {
-		return nil, err
-	}
-	q := `SELECT ` + changeColumns
+	q, args := `SELECT `+changeColumns, []any{}
 	if !all {
-		q += ` WHERE status = 'pending'`
+		q, args = q+` WHERE status = 'pending' AND expires_at > ?`, append(args, formatTime(s.nowUTC()))
 	}
-	rows, err := s.db.QueryContext(ctx, q+` ORDER BY created_at DESC, id`)
+	rows, err := s.db.QueryContext(ctx, q+` ORDER BY created_at DESC, id`, args...)
 	return collect(rows, err, "list change requests", func(r rowScanner) (ChangeRequest, error) {
 		c, _, err := scanChange(r)
-		return c, err
+		return s.expiredAsOfNow(c), err
 	})
 }
 

@@ -648,13 +648,6 @@ func (s *Store) NotificationsOf(ctx context.Context, id string) ([]Notification,
 	return s.queryNotifications(ctx, s.db, `WHERE `+column+` = ? ORDER BY o.created_at, o.id`, id)
 }
 
-// ChangeToNotify returns the change request id as a notification tells of
-// it: without its payload, which stays sealed (it can hold a private key
-// or a password hash, and a notification never needs it).
-func (s *Store) ChangeToNotify(ctx context.Context, id string) (ChangeRequest, error) {
-	c, _, err := getChange(ctx, s.db, id)
-	return c, err
-}
 
 // NextNotificationDue returns when the earliest claimable outbox row is
 // due, and false when there is none. It only reads, so a dispatcher can ask

@@ -396,7 +396,7 @@ func (s *Server) apiGetApproval(w http.ResponseWriter, r *http.Request, c *apiCa
 	if store.IsChangeID(id) {
 		// The request's payload (what it would write) stays in the
 		// store: ChangeApprovalOf shows its summary, before and after.
-		ch, err := s.cfg.Store.ChangeRequest(r.Context(), id)
+		ch, err := s.cfg.Store.ChangeRequestShown(r.Context(), id)
 		if errors.Is(err, store.ErrNotFound) {
 			return apiNotFound("change request", id)
 		} else if err != nil {

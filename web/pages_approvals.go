@@ -194,10 +194,7 @@ func (s *Server) pendingList(r *http.Request) (approvalCards, error) {
 func (s *Server) oneList(r *http.Request, id string) (approvalCards, error) {
 	now := s.cfg.Now()
 	if store.IsChangeID(id) {
-		if _, err := s.cfg.Store.ExpireChangeRequests(r.Context()); err != nil {
-			return approvalCards{}, fmt.Errorf("web: change requests: %w", err)
-		}
-		c, err := s.cfg.Store.ChangeRequest(r.Context(), id)
+		c, err := s.cfg.Store.ChangeRequestShown(r.Context(), id)
 		if err != nil {
 			return approvalCards{}, fmt.Errorf("web: change request %s: %w", id, err)
 		}
