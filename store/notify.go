@@ -648,7 +648,6 @@ func (s *Store) NotificationsOf(ctx context.Context, id string) ([]Notification,
 	return s.queryNotifications(ctx, s.db, `WHERE `+column+` = ? ORDER BY o.created_at, o.id`, id)
 }
 
-
 // NextNotificationDue returns when the earliest claimable outbox row is
 // due, and false when there is none. It only reads, so a dispatcher can ask
 // often without taking the write lock.
