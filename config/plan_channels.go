@@ -11,12 +11,11 @@ import (
 // channelDecl is a [[notify]] that passed its checks, with what apply read
 // for it.
 type channelDecl struct {
-	name      string
-	format    store.NotifyFormat
-	onPending bool
-	onDecided bool
-	url       *string // nil when the file names none
-	secret    *[]byte // likewise
+	name   string
+	format store.NotifyFormat
+	events store.NotifySubscriptions
+	url    *string // nil when the file names none
+	secret *[]byte // likewise
 }
 
 // channel plans one declared notification channel: added, changed, or as
@@ -50,7 +49,7 @@ func (p *planner) checkChannel(where string, c Channel) (*channelDecl, bool) {
 		p.bad(where, "%s", errText(err))
 		return nil, false
 	}
-	if d.onPending, d.onDecided, err = store.ParseNotifyEvents(strings.Join(c.Events, ",")); err != nil {
+	if d.events, err = store.ParseNotifyEvents(strings.Join(c.Events, ",")); err != nil {
 		p.bad(where, "%s", errText(err))
 		return nil, false
 	}
@@ -93,12 +92,13 @@ func (p *planner) addChannel(where string, d *channelDecl) {
 		p.bad(where, "a new channel needs url_file (or url)")
 		return
 	}
-	nc := store.NewNotifyChannel{Name: d.name, URL: *d.url, Format: d.format, OnPending: d.onPending, OnDecided: d.onDecided}
+	nc := store.NewNotifyChannel{Name: d.name, URL: *d.url, Format: d.format}
+	nc.SetSubscriptions(d.events)
 	if d.secret != nil {
 		nc.Secret = *d.secret
 	}
 	shown, _ := store.ParseNotifyURL(*d.url)
-	p.add(fmt.Sprintf("+ notify %s: %s to %s, events %s", d.name, d.format, shown, eventsText(d.onPending, d.onDecided)),
+	p.add(fmt.Sprintf("+ notify %s: %s to %s, events %s", d.name, d.format, shown, d.events),
 		func(ctx context.Context) (string, error) {
 			_, err := p.m.AddChannel(ctx, p.by, nc)
 			return "", err
@@ -115,9 +115,9 @@ func (p *planner) updateChannel(ctx context.Context, where string, d *channelDec
 		ch.Format = &d.format
 		diffs = append(diffs, "format "+string(have.Format)+" -> "+string(d.format))
 	}
-	if d.onPending != have.OnPending || d.onDecided != have.OnDecided {
-		ch.OnPending, ch.OnDecided = &d.onPending, &d.onDecided
-		diffs = append(diffs, "events "+eventsText(have.OnPending, have.OnDecided)+" -> "+eventsText(d.onPending, d.onDecided))
+	if d.events != have.Subscriptions() {
+		ch.SetSubscriptions(d.events)
+		diffs = append(diffs, "events "+have.Subscriptions().String()+" -> "+d.events.String())
 	}
 	if d.url != nil || d.secret != nil {
 		t, err := p.m.Store().NotifyChannelTarget(ctx, have.ID)
@@ -144,15 +144,4 @@ func (p *planner) updateChannel(ctx context.Context, where string, d *channelDec
 		_, err := p.m.UpdateChannel(ctx, p.by, d.name, ch)
 		return "", err
 	})
-}
-
-func eventsText(onPending, onDecided bool) string {
-	var ev []string
-	if onPending {
-		ev = append(ev, "pending")
-	}
-	if onDecided {
-		ev = append(ev, "decided")
-	}
-	return strings.Join(ev, ",")
 }

@@ -427,7 +427,7 @@ url = "` + opsURL + `"`,
 name = "ops"
 url_file = "ops.url"
 events = ["pending", "sent"]`,
-			want: []string{`notify "ops" (notify #1): notification event "sent": want pending, decided or both (pending,decided)`}},
+			want: []string{`notify "ops" (notify #1): notification event "sent": want pending, decided or audit.head, comma-separated`}},
 		{name: "channel's URL twice", file: notifyOps + `url = "` + opsURL + `"`,
 			want: []string{`notify "ops" (notify #1): give url or url_file, not both`}},
 		{name: "channel's URL file missing", file: `[[notify]]

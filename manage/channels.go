@@ -19,7 +19,7 @@ func (m *Manager) AddChannel(ctx context.Context, by policy.Actor, nc store.NewN
 		return nil, err
 	}
 	aud, p := audited(policy.Change{Actor: by,
-		What: "notify add " + nc.Name + ": " + channelText(nc.Format, shown, nc.Secret != nil, nc.OnPending, nc.OnDecided)})
+		What: "notify add " + nc.Name + ": " + channelText(nc.Format, shown, nc.Secret != nil, nc.Subscriptions())})
 	c, err := m.st.CreateNotifyChannel(ctx, aud, nc)
 	if err != nil {
 		return nil, err
@@ -50,14 +50,8 @@ func (m *Manager) UpdateChannel(ctx context.Context, by policy.Actor, ref string
 	if ch.Secret != nil {
 		changes = append(changes, "secret "+map[bool]string{true: "set", false: "removed"}[*ch.Secret != nil])
 	}
-	if ch.OnPending != nil || ch.OnDecided != nil {
-		on := func(p *bool, cur bool) bool {
-			if p != nil {
-				return *p
-			}
-			return cur
-		}
-		changes = append(changes, "events "+eventsText(on(ch.OnPending, cur.OnPending), on(ch.OnDecided, cur.OnDecided)))
+	if ch.ChangesSubscriptions() {
+		changes = append(changes, "events "+ch.Subscriptions(cur.Subscriptions()).String())
 	}
 	if len(changes) == 0 {
 		changes = append(changes, "unchanged")
@@ -80,7 +74,7 @@ func (m *Manager) RemoveChannel(ctx context.Context, by policy.Actor, ref string
 		return nil, err
 	}
 	aud, p := audited(policy.Change{Actor: by, What: "notify remove " + cur.Name + ": " +
-		channelText(cur.Format, cur.URLShown, cur.HasSecret, cur.OnPending, cur.OnDecided)})
+		channelText(cur.Format, cur.URLShown, cur.HasSecret, cur.Subscriptions())})
 	c, err := m.st.RemoveNotifyChannel(ctx, aud, cur.ID)
 	if err != nil {
 		return nil, err
@@ -88,27 +82,13 @@ func (m *Manager) RemoveChannel(ctx context.Context, by policy.Actor, ref string
 	return c, checkAudited(p, "notify remove")
 }
 
-func channelText(format store.NotifyFormat, shown string, secret, onPending, onDecided bool) string {
+func channelText(format store.NotifyFormat, shown string, secret bool, events store.NotifySubscriptions) string {
 	if format == "" {
 		format = store.NotifyJSON
 	}
-	s := string(format) + " to " + shown + ", events " + eventsText(onPending, onDecided)
+	s := string(format) + " to " + shown + ", events " + events.String()
 	if secret {
 		s += ", secret set"
 	}
 	return s
-}
-
-func eventsText(onPending, onDecided bool) string {
-	var ev []string
-	if onPending {
-		ev = append(ev, "pending")
-	}
-	if onDecided {
-		ev = append(ev, "decided")
-	}
-	if len(ev) == 0 {
-		return "none"
-	}
-	return strings.Join(ev, ",")
 }

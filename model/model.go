@@ -422,7 +422,7 @@ type Channel struct {
 	Name           string   `json:"name"`
 	Format         string   `json:"format"`
 	URL            string   `json:"url"`    // scheme://host/…
-	Events         []string `json:"events"` // pending, decided
+	Events         []string `json:"events"` // pending, decided, audit.head
 	SecretSet      bool     `json:"secret_set"`
 	LastDeliveryAt Time     `json:"last_delivery_at"` // null if nothing was ever delivered
 	LastFailureAt  Time     `json:"last_failure_at"`  // null if nothing ever failed

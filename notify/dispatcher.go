@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/postern/postern/metrics"
+	"github.com/postern/postern/policy"
 	"github.com/postern/postern/store"
 )
 
@@ -311,9 +312,12 @@ func (d *Dispatcher) expire(ctx context.Context) error {
 // logFor is the logger of one notification's lines.
 func (d *Dispatcher) logFor(n store.Notification) *zerolog.Logger {
 	c := d.cfg.Logger.With().Str("notification", n.ID).Str("channel", n.Channel)
-	if n.ChangeID != "" {
+	switch {
+	case n.Head != "":
+		c = c.Str("head", n.Head)
+	case n.ChangeID != "":
 		c = c.Str("change", n.ChangeID)
-	} else {
+	default:
 		c = c.Str("approval", n.ApprovalID)
 	}
 	l := c.Str("event", string(n.Event)).Int("attempt", n.Attempts).Logger()
@@ -400,6 +404,13 @@ func (d *Dispatcher) attempt(ctx context.Context, n store.Notification) (store.N
 // pending event whose request was decided (or, for a change, expired)
 // before it could be announced, which the decided event follows.
 func (d *Dispatcher) payloadOf(ctx context.Context, n store.Notification, now time.Time) (p Payload, skip string, err error) {
+	if n.Head != "" {
+		h, err := policy.ParseHead(n.Head)
+		if err != nil {
+			return Payload{}, "", fmt.Errorf("notify: %s: %w", n.ID, err)
+		}
+		return newHeadPayload(h, n.ID, now), "", nil
+	}
 	if n.ChangeID != "" {
 		c, err := d.cfg.Store.ChangeRequestShown(ctx, n.ChangeID)
 		switch {
@@ -447,6 +458,8 @@ func (d *Dispatcher) retry(n store.Notification, now time.Time, a attempt) (stor
 			why = "the retry window of a decision (" + store.NotifyDecidedWindow.String() + ") ends"
 		case n.Event == store.NotifyBound:
 			why = "the waiting requests expire"
+		case n.Event == store.NotifyAuditHead:
+			why = "the next published head supersedes it"
 		}
 		return store.NotifyOutcome{State: store.NotificationFailed, Status: a.status,
 			Error: a.err + fmt.Sprintf("; gave up after %d attempts: %s before the next", n.Attempts, why)}, a

@@ -2,6 +2,7 @@ package notify
 
 import (
 	"bytes"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -28,7 +29,7 @@ const KindChange = "change"
 // through policy.Visible: invisible and direction-changing code points
 // arrive as <U+XXXX> escapes.
 type Payload struct {
-	Event      string `json:"event"`    // pending, decided, bound or test
+	Event      string `json:"event"`    // pending, decided, bound, audit.head or test
 	Delivery   string `json:"delivery"` // the same on every retry of one notification
 	SentAt     string `json:"sent_at"`  // this attempt, RFC 3339 UTC
 	ApprovalID string `json:"approval_id"`
@@ -66,6 +67,26 @@ type Payload struct {
 	Waiting int    `json:"waiting,omitempty"`
 	// Change is set when Kind is KindChange, and absent otherwise.
 	Change *ChangeFacts `json:"change,omitempty"`
+	// AuditHead is set on an audit.head event, and absent otherwise; the
+	// request fields are then empty.
+	AuditHead *HeadFacts `json:"audit_head,omitempty"`
+}
+
+// HeadFacts is the audit log's head as serve published it: the newest
+// row's seq and hash, and both as `postern audit verify --from` takes them.
+// A receiver that keeps these can later prove that no row up to the head
+// was changed or removed (docs/deploy.md).
+type HeadFacts struct {
+	Seq  int64  `json:"seq"`
+	Hash string `json:"hash"` // hex SHA-256
+	Head string `json:"head"` // SEQ:HASH
+}
+
+// newHeadPayload describes a published audit head, as delivery sent at
+// sentAt.
+func newHeadPayload(h policy.Head, delivery string, sentAt time.Time) Payload {
+	return Payload{Event: string(store.NotifyAuditHead), Delivery: delivery, SentAt: rfc3339(sentAt),
+		DecidedBy: []string{}, AuditHead: &HeadFacts{Seq: h.Seq, Hash: hex.EncodeToString(h.Hash), Head: h.String()}}
 }
 
 // ChangeFacts is what a notification about a change request tells besides
@@ -219,6 +240,9 @@ func renderJSON(p Payload, secret []byte) message {
 
 // headline is the one-line summary every chat format leads with.
 func headline(p Payload) string {
+	if p.AuditHead != nil {
+		return fmt.Sprintf("postern audit head: row %d", p.AuditHead.Seq)
+	}
 	if p.Change != nil {
 		return changeHeadline(p)
 	}
@@ -312,6 +336,10 @@ func changeFacts(p Payload) []string {
 
 // facts are the lines under the operation in the chat formats.
 func facts(p Payload) []string {
+	if p.AuditHead != nil {
+		return []string{"Head " + p.AuditHead.Head,
+			"Keep it: `postern audit verify --from " + p.AuditHead.Head + "` proves the log up to this row is unchanged and complete"}
+	}
 	if p.Change != nil {
 		return changeFacts(p)
 	}
@@ -453,8 +481,11 @@ func renderNtfy(p Payload, secret []byte) message {
 	h := http.Header{}
 	h.Set("Title", headerText("postern: "+headline(p)))
 	tag := p.Class
-	if p.Change != nil {
+	switch {
+	case p.Change != nil:
 		tag = KindChange
+	case p.AuditHead != nil:
+		tag = "audit"
 	}
 	h.Set("Tags", "postern,"+headerText(tag))
 	if p.Event == string(store.NotifyPending) || p.Event == string(store.NotifyBound) {

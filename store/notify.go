@@ -58,25 +58,56 @@ const (
 	// refused requests, to the channels that subscribe to pending; no
 	// channel subscribes to it alone.
 	NotifyBound NotifyEvent = "bound"
+	// NotifyAuditHead: serve published the audit log's head (the newest
+	// row's seq and hash), for a receiver that keeps it outside postern
+	// (docs/deploy.md); sent only to channels that subscribe to it.
+	NotifyAuditHead NotifyEvent = "audit.head"
 )
 
-// ParseNotifyEvents reads a comma-separated list of events ("pending",
-// "decided" or both; "" is both) into the channel's subscriptions.
-func ParseNotifyEvents(s string) (onPending, onDecided bool, err error) {
-	if strings.TrimSpace(s) == "" {
-		return true, true, nil
+// NotifySubscriptions is what a channel subscribes to.
+type NotifySubscriptions struct {
+	Pending, Decided, AuditHead bool
+}
+
+// String lists the subscriptions as ParseNotifyEvents reads them, "none"
+// when there is none.
+func (n NotifySubscriptions) String() string {
+	var ev []string
+	for _, e := range []struct {
+		on   bool
+		name NotifyEvent
+	}{{n.Pending, NotifyPending}, {n.Decided, NotifyDecided}, {n.AuditHead, NotifyAuditHead}} {
+		if e.on {
+			ev = append(ev, string(e.name))
+		}
 	}
+	if len(ev) == 0 {
+		return "none"
+	}
+	return strings.Join(ev, ",")
+}
+
+// ParseNotifyEvents reads a comma-separated list of events ("pending",
+// "decided", "audit.head"; "" is pending and decided) into a channel's
+// subscriptions.
+func ParseNotifyEvents(s string) (NotifySubscriptions, error) {
+	if strings.TrimSpace(s) == "" {
+		return NotifySubscriptions{Pending: true, Decided: true}, nil
+	}
+	var n NotifySubscriptions
 	for _, e := range strings.Split(s, ",") {
 		switch NotifyEvent(strings.TrimSpace(e)) {
 		case NotifyPending:
-			onPending = true
+			n.Pending = true
 		case NotifyDecided:
-			onDecided = true
+			n.Decided = true
+		case NotifyAuditHead:
+			n.AuditHead = true
 		default:
-			return false, false, invalid("notification event %q: want pending, decided or both (pending,decided)", strings.TrimSpace(e))
+			return NotifySubscriptions{}, invalid("notification event %q: want pending, decided or audit.head, comma-separated", strings.TrimSpace(e))
 		}
 	}
-	return onPending, onDecided, nil
+	return n, nil
 }
 
 // Bounds of a channel's input.
@@ -140,6 +171,7 @@ type NotifyChannel struct {
 	HasSecret      bool
 	OnPending      bool
 	OnDecided      bool
+	OnAuditHead    bool
 	LastDeliveryAt time.Time // zero if nothing was ever delivered
 	LastFailureAt  time.Time // zero if nothing ever failed
 	LastError      string    // why the last failure failed
@@ -157,17 +189,36 @@ func (c *NotifyChannel) Events() []NotifyEvent {
 	if c.OnDecided {
 		out = append(out, NotifyDecided)
 	}
+	if c.OnAuditHead {
+		out = append(out, NotifyAuditHead)
+	}
 	return out
+}
+
+// Subscriptions is what the channel subscribes to.
+func (c *NotifyChannel) Subscriptions() NotifySubscriptions {
+	return NotifySubscriptions{Pending: c.OnPending, Decided: c.OnDecided, AuditHead: c.OnAuditHead}
 }
 
 // NewNotifyChannel is the input of CreateNotifyChannel.
 type NewNotifyChannel struct {
-	Name      string
-	URL       string       // sealed; see ParseNotifyURL
-	Format    NotifyFormat // NotifyJSON if empty
-	Secret    []byte       // nil for none; sealed
-	OnPending bool
-	OnDecided bool
+	Name        string
+	URL         string       // sealed; see ParseNotifyURL
+	Format      NotifyFormat // NotifyJSON if empty
+	Secret      []byte       // nil for none; sealed
+	OnPending   bool
+	OnDecided   bool
+	OnAuditHead bool
+}
+
+// Subscriptions is what the new channel subscribes to.
+func (nc NewNotifyChannel) Subscriptions() NotifySubscriptions {
+	return NotifySubscriptions{Pending: nc.OnPending, Decided: nc.OnDecided, AuditHead: nc.OnAuditHead}
+}
+
+// SetSubscriptions makes the new channel subscribe to n.
+func (nc *NewNotifyChannel) SetSubscriptions(n NotifySubscriptions) {
+	nc.OnPending, nc.OnDecided, nc.OnAuditHead = n.Pending, n.Decided, n.AuditHead
 }
 
 // CreateNotifyChannel validates and stores a channel, sealing its URL and
@@ -188,7 +239,7 @@ func (s *Store) CreateNotifyChannel(ctx context.Context, audit Audit, nc NewNoti
 	if err != nil {
 		return nil, err
 	}
-	if err := checkNotifyChannel(nc.Name, format, nc.Secret, nc.Secret != nil, nc.OnPending, nc.OnDecided); err != nil {
+	if err := checkNotifyChannel(nc.Name, format, nc.Secret, nc.Secret != nil, nc.Subscriptions()); err != nil {
 		return nil, err
 	}
 	id := newID(prefixNotifyChannel)
@@ -205,8 +256,8 @@ func (s *Store) CreateNotifyChannel(ctx context.Context, audit Audit, nc NewNoti
 	now := formatTime(s.nowUTC())
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO notify_channels (id, name, format, sealed_url, url_shown,
-			sealed_secret, on_pending, on_decided, created_at, modified_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			id, nc.Name, string(format), sealedURL, shown, sealedSecret, nc.OnPending, nc.OnDecided, now, now)
+			sealed_secret, on_pending, on_decided, on_audit_head, created_at, modified_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			id, nc.Name, string(format), sealedURL, shown, sealedSecret, nc.OnPending, nc.OnDecided, nc.OnAuditHead, now, now)
 		if isUniqueViolation(err) {
 			return &ConflictError{Kind: "notification channel", Value: nc.Name}
 		}
@@ -224,9 +275,9 @@ func (s *Store) CreateNotifyChannel(ctx context.Context, audit Audit, nc NewNoti
 // checkNotifyChannel checks what a channel subscribes to and whether its
 // secret fits its format; hasSecret is whether the channel will have one
 // (secret is nil when the check is about a secret already stored).
-func checkNotifyChannel(name string, format NotifyFormat, secret []byte, hasSecret, onPending, onDecided bool) error {
-	if !onPending && !onDecided {
-		return invalid("notification channel %s subscribes to no event: want pending, decided or both", name)
+func checkNotifyChannel(name string, format NotifyFormat, secret []byte, hasSecret bool, events NotifySubscriptions) error {
+	if events == (NotifySubscriptions{}) {
+		return invalid("notification channel %s subscribes to no event: want pending, decided or audit.head", name)
 	}
 	switch {
 	case secret != nil && len(secret) == 0:
@@ -245,11 +296,36 @@ func checkNotifyChannel(name string, format NotifyFormat, secret []byte, hasSecr
 // NotifyChannelChange is the input of UpdateNotifyChannel: a nil field
 // keeps what is stored.
 type NotifyChannelChange struct {
-	Format    *NotifyFormat
-	URL       *string
-	Secret    *[]byte // a pointer to nil removes the secret
-	OnPending *bool
-	OnDecided *bool
+	Format      *NotifyFormat
+	URL         *string
+	Secret      *[]byte // a pointer to nil removes the secret
+	OnPending   *bool
+	OnDecided   *bool
+	OnAuditHead *bool
+}
+
+// SetSubscriptions makes the change set every subscription to n's.
+func (ch *NotifyChannelChange) SetSubscriptions(n NotifySubscriptions) {
+	ch.OnPending, ch.OnDecided, ch.OnAuditHead = &n.Pending, &n.Decided, &n.AuditHead
+}
+
+// ChangesSubscriptions says whether the change sets any subscription.
+func (ch NotifyChannelChange) ChangesSubscriptions() bool {
+	return ch.OnPending != nil || ch.OnDecided != nil || ch.OnAuditHead != nil
+}
+
+// Subscriptions is what a channel subscribed to cur subscribes to after
+// the change.
+func (ch NotifyChannelChange) Subscriptions(cur NotifySubscriptions) NotifySubscriptions {
+	for _, f := range []struct {
+		dst *bool
+		src *bool
+	}{{&cur.Pending, ch.OnPending}, {&cur.Decided, ch.OnDecided}, {&cur.AuditHead, ch.OnAuditHead}} {
+		if f.src != nil {
+			*f.dst = *f.src
+		}
+	}
+	return cur
 }
 
 // UpdateNotifyChannel changes the channel named by id or name, sealing a
@@ -264,27 +340,21 @@ func (s *Store) UpdateNotifyChannel(ctx context.Context, audit Audit, ref string
 	if err != nil {
 		return nil, err
 	}
-	format, onPending, onDecided, hasSecret := cur.Format, cur.OnPending, cur.OnDecided, cur.HasSecret
+	format, events, hasSecret := cur.Format, ch.Subscriptions(cur.Subscriptions()), cur.HasSecret
 	if ch.Format != nil {
 		if format, err = ParseNotifyFormat(string(*ch.Format)); err != nil {
 			return nil, err
 		}
 	}
-	if ch.OnPending != nil {
-		onPending = *ch.OnPending
-	}
-	if ch.OnDecided != nil {
-		onDecided = *ch.OnDecided
-	}
 	var secret []byte
 	if ch.Secret != nil {
 		secret, hasSecret = *ch.Secret, *ch.Secret != nil
 	}
-	if err := checkNotifyChannel(cur.Name, format, secret, hasSecret, onPending, onDecided); err != nil {
+	if err := checkNotifyChannel(cur.Name, format, secret, hasSecret, events); err != nil {
 		return nil, err
 	}
-	sets := []string{"format = ?", "on_pending = ?", "on_decided = ?", "modified_at = ?"}
-	args := []any{string(format), onPending, onDecided, formatTime(s.nowUTC())}
+	sets := []string{"format = ?", "on_pending = ?", "on_decided = ?", "on_audit_head = ?", "modified_at = ?"}
+	args := []any{string(format), events.Pending, events.Decided, events.AuditHead, formatTime(s.nowUTC())}
 	if ch.URL != nil {
 		shown, err := ParseNotifyURL(*ch.URL)
 		if err != nil {
@@ -327,14 +397,14 @@ func (s *Store) UpdateNotifyChannel(ctx context.Context, audit Audit, ref string
 // notifyChannelColumns selects a NotifyChannel, with the count of its
 // notifications still to send.
 const notifyChannelColumns = `c.id, c.name, c.format, c.url_shown, c.sealed_secret IS NOT NULL,
-	c.on_pending, c.on_decided, c.last_delivery_at, c.last_failure_at, c.last_error, c.created_at, c.modified_at,
+	c.on_pending, c.on_decided, c.on_audit_head, c.last_delivery_at, c.last_failure_at, c.last_error, c.created_at, c.modified_at,
 	(SELECT COUNT(*) FROM notify_outbox o WHERE o.channel_id = c.id AND o.state IN ('queued', 'sending'))
 	FROM notify_channels c`
 
 func scanNotifyChannel(r rowScanner) (NotifyChannel, error) {
 	var c NotifyChannel
 	var format, delivered, failed, created, modified string
-	if err := r.Scan(&c.ID, &c.Name, &format, &c.URLShown, &c.HasSecret, &c.OnPending, &c.OnDecided,
+	if err := r.Scan(&c.ID, &c.Name, &format, &c.URLShown, &c.HasSecret, &c.OnPending, &c.OnDecided, &c.OnAuditHead,
 		&delivered, &failed, &c.LastError, &created, &modified, &c.Queued); err != nil {
 		return NotifyChannel{}, err
 	}
@@ -518,8 +588,11 @@ type outboxEntry struct {
 // its event (a bound summary goes to those subscribed to pending), due now.
 func queueOutbox(ctx context.Context, tx *sql.Tx, e outboxEntry, now time.Time) error {
 	column := "on_pending"
-	if e.event == NotifyDecided {
+	switch e.event {
+	case NotifyDecided:
 		column = "on_decided"
+	case NotifyAuditHead:
+		return fmt.Errorf("store: queue notification: an audit head is queued by QueueAuditHead")
 	}
 	rows, err := tx.QueryContext(ctx, `SELECT id FROM notify_channels WHERE `+column+` = 1`)
 	channels, err := collect(rows, err, "queue notifications", scanString)
@@ -545,8 +618,43 @@ func queueOutbox(ctx context.Context, tx *sql.Tx, e outboxEntry, now time.Time) 
 	return nil
 }
 
+// QueueAuditHead writes one outbox row for each channel subscribed to
+// audit.head that has none for this head yet, due now, giving up at
+// giveUp: serve publishes the head every interval, and a head not
+// delivered by the next is superseded by it. head is SEQ:HASH as `postern
+// audit head` prints it. Several replicas publish the same head; the
+// condition in the INSERT, under the write lock, queues it once per
+// channel. It returns how many rows it queued.
+func (s *Store) QueueAuditHead(ctx context.Context, head string, giveUp time.Time) (int, error) {
+	if head == "" {
+		return 0, fmt.Errorf("store: queue audit head: no head")
+	}
+	now := s.nowUTC()
+	ts := formatTime(now)
+	var queued int
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT c.id FROM notify_channels c WHERE c.on_audit_head = 1
+			AND NOT EXISTS (SELECT 1 FROM notify_outbox o WHERE o.channel_id = c.id AND o.head = ?)`, head)
+		channels, err := collect(rows, err, "queue audit head", scanString)
+		if err != nil {
+			return err
+		}
+		for _, ch := range channels {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO notify_outbox (id, channel_id, head, event,
+				state, due_at, give_up_at, created_at, modified_at) VALUES (?, ?, ?, ?, 'queued', ?, ?, ?, ?)`,
+				newID(prefixNotification), ch, head, string(NotifyAuditHead), ts, formatTime(giveUp), ts, ts); err != nil {
+				return fmt.Errorf("store: queue audit head: %w", err)
+			}
+		}
+		queued = len(channels)
+		return nil
+	})
+	return queued, err
+}
+
 // Notification is one outbox row: an event about an operation's approval
-// request, or about a change request, to deliver to a channel.
+// request, about a change request, or a published audit head, to deliver
+// to a channel.
 type Notification struct {
 	ID         string
 	ChannelID  string
@@ -554,7 +662,10 @@ type Notification struct {
 	ApprovalID string // the operation's request; "" when ChangeID is set
 	// ChangeID is the change request (chg_…) the row is about, waiting for
 	// or decided by a second admin; "" when ApprovalID is set.
-	ChangeID   string
+	ChangeID string
+	// Head is the audit head (SEQ:HASH) of an audit.head event; "" for
+	// the others, which are about ApprovalID or ChangeID.
+	Head       string
 	Event      NotifyEvent
 	State      string // NotificationQueued, ...
 	Attempts   int    // attempts made, this one included once claimed
@@ -594,7 +705,7 @@ func (n Notification) Subject() string {
 }
 
 const notificationColumns = `o.id, o.channel_id, COALESCE(c.name, ''), COALESCE(o.approval_id, ''),
-	COALESCE(o.change_id, ''), o.event, o.state, o.attempts,
+	COALESCE(o.change_id, ''), COALESCE(o.head, ''), o.event, o.state, o.attempts,
 	o.due_at, o.give_up_at, o.claim, o.last_status, o.last_error, o.created_at, o.modified_at, o.done_at,
 	o.bound_scope, o.bound_waiting
 	FROM notify_outbox o LEFT JOIN notify_channels c ON c.id = o.channel_id`
@@ -602,7 +713,7 @@ const notificationColumns = `o.id, o.channel_id, COALESCE(c.name, ''), COALESCE(
 func scanNotification(r rowScanner) (Notification, error) {
 	var n Notification
 	var event, due, giveUp, created, modified, done string
-	if err := r.Scan(&n.ID, &n.ChannelID, &n.Channel, &n.ApprovalID, &n.ChangeID, &event, &n.State, &n.Attempts,
+	if err := r.Scan(&n.ID, &n.ChannelID, &n.Channel, &n.ApprovalID, &n.ChangeID, &n.Head, &event, &n.State, &n.Attempts,
 		&due, &giveUp, &n.Claim, &n.LastStatus, &n.LastError, &created, &modified, &done,
 		&n.BoundScope, &n.BoundWaiting); err != nil {
 		return Notification{}, err

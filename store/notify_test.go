@@ -139,21 +139,24 @@ func TestNotifyChannelBadInput(t *testing.T) {
 
 func TestParseNotifyEvents(t *testing.T) {
 	tests := []struct {
-		in               string
-		pending, decided bool
-		wantErr          bool
+		in      string
+		want    NotifySubscriptions
+		wantErr bool
 	}{
-		{"", true, true, false},
-		{"pending", true, false, false},
-		{"decided", false, true, false},
-		{"pending, decided", true, true, false},
-		{"expired", false, false, true},
-		{"pending,", false, false, true},
+		{"", NotifySubscriptions{Pending: true, Decided: true}, false},
+		{"pending", NotifySubscriptions{Pending: true}, false},
+		{"decided", NotifySubscriptions{Decided: true}, false},
+		{"pending, decided", NotifySubscriptions{Pending: true, Decided: true}, false},
+		{"audit.head", NotifySubscriptions{AuditHead: true}, false},
+		{"decided,audit.head", NotifySubscriptions{Decided: true, AuditHead: true}, false},
+		{"audit-head", NotifySubscriptions{}, true},
+		{"expired", NotifySubscriptions{}, true},
+		{"pending,", NotifySubscriptions{}, true},
 	}
 	for _, tt := range tests {
-		p, d, err := ParseNotifyEvents(tt.in)
-		if p != tt.pending || d != tt.decided || (err != nil) != tt.wantErr {
-			t.Errorf("ParseNotifyEvents(%q) = %v, %v, %v; want %v, %v, error %v", tt.in, p, d, err, tt.pending, tt.decided, tt.wantErr)
+		got, err := ParseNotifyEvents(tt.in)
+		if got != tt.want || (err != nil) != tt.wantErr {
+			t.Errorf("ParseNotifyEvents(%q) = %+v, %v; want %+v, error %v", tt.in, got, err, tt.want, tt.wantErr)
 		}
 	}
 }

@@ -111,10 +111,11 @@ func (s *Server) apiAddNotification(r *http.Request, c *apiCall, body []byte) (i
 		return 0, nil, err
 	}
 	nc := store.NewNotifyChannel{Name: in.Name, URL: in.URL, Format: store.NotifyFormat(in.Format)}
-	var err error
-	if nc.OnPending, nc.OnDecided, err = store.ParseNotifyEvents(strings.Join(in.Events, ",")); err != nil {
+	events, err := store.ParseNotifyEvents(strings.Join(in.Events, ","))
+	if err != nil {
 		return 0, nil, apiStoreInput("events", err)
 	}
+	nc.SetSubscriptions(events)
 	if in.Secret != nil {
 		nc.Secret = []byte(*in.Secret)
 	}
@@ -165,13 +166,13 @@ func (s *Server) apiUpdateNotification(r *http.Request, c *apiCall, body []byte)
 	}
 	if in.Events != nil {
 		if len(*in.Events) == 0 {
-			return 0, nil, apiBadBody("events", "want pending, decided or both")
+			return 0, nil, apiBadBody("events", "want pending, decided or audit.head")
 		}
-		p, d, err := store.ParseNotifyEvents(strings.Join(*in.Events, ","))
+		events, err := store.ParseNotifyEvents(strings.Join(*in.Events, ","))
 		if err != nil {
 			return 0, nil, apiStoreInput("events", err)
 		}
-		ch.OnPending, ch.OnDecided = &p, &d
+		ch.SetSubscriptions(events)
 	}
 	updated, err := s.cfg.Manager.UpdateChannel(r.Context(), apiActor(r, c), cur.ID, ch)
 	if err != nil {

@@ -82,11 +82,13 @@ func (s *Server) addNotificationForm(w http.ResponseWriter, r *http.Request) {
 		nc.Secret = []byte(secret)
 	}
 	var err error
-	if nc.OnPending, nc.OnDecided, err = store.ParseNotifyEvents(strings.Join(r.PostForm["events"], ",")); err == nil &&
+	var events store.NotifySubscriptions
+	if events, err = store.ParseNotifyEvents(strings.Join(r.PostForm["events"], ",")); err == nil &&
 		len(r.PostForm["events"]) == 0 {
 		// The form's checkboxes: none ticked is no event, not the default.
-		nc.OnPending, nc.OnDecided = false, false
+		events = store.NotifySubscriptions{}
 	}
+	nc.SetSubscriptions(events)
 	var ch *store.NotifyChannel
 	if err == nil {
 		ch, err = s.cfg.Manager.AddChannel(r.Context(), webActor(r), nc)

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/postern/postern/internal/testwait"
 	"github.com/postern/postern/model"
+	"github.com/postern/postern/notify"
 	"github.com/postern/postern/store"
 )
 
@@ -250,11 +252,28 @@ func TestAuditExport(t *testing.T) {
 }
 
 // TestServeAuditHead: serve publishes the head at start and at shutdown to
-// the log and the metrics; a head it published catches rows deleted after
-// it, which verify alone does not. --audit-head-interval 0 publishes none.
+// the log, the metrics and a notification channel that subscribes to
+// audit.head (signed); a head it published catches rows deleted after it,
+// which verify alone does not. --audit-head-interval 0 publishes none.
 func TestServeAuditHead(t *testing.T) {
 	t.Parallel()
 	c := newAuditCLI(t, 3)
+
+	heads := make(chan []byte, 8)
+	keeper := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if notify.Verify([]byte("keeper-key"), body, r.Header.Get(notify.SignatureHeader)) {
+			select {
+			case heads <- body:
+			default: // only the first few are checked
+			}
+		}
+	}))
+	defer keeper.Close()
+	if r := c.run("keeper-key", "notify", "add", "keeper", "--url", keeper.URL+"/heads", "--secret-file", "-",
+		"--events", "audit.head"); r.code != 0 {
+		t.Fatalf("notify add keeper: got exit %d, %q; want 0", r.code, r.stderr)
+	} // the channel's addition is audit row 4
 
 	p := startServe(t, c.data, "--audit-head-interval", "0")
 	if code := p.end(syscall.SIGTERM); code != 0 {
@@ -268,15 +287,24 @@ func TestServeAuditHead(t *testing.T) {
 	metricsURL, _ := p.waitLog("metrics serving")["url"].(string)
 	start := p.waitLog("audit head")
 	head3 := c.headLine()
-	if start["head"] != head3 || start["seq"] != 3.0 || start["trigger"] != "start" {
-		t.Errorf("audit head at start: got %v; want head %s, seq 3, trigger start", start, head3)
+	select {
+	case body := <-heads:
+		var got notify.Payload
+		if err := json.Unmarshal(body, &got); err != nil || got.Event != "audit.head" || got.AuditHead == nil || got.AuditHead.Head != head3 {
+			t.Errorf("channel keeper got %s (%v); want a signed audit.head with head %s", body, err, head3)
+		}
+	case <-testwait.Context(t).Done():
+		t.Fatalf("channel keeper got no signed audit head before the test's deadline\n%s", p.stderrText())
+	}
+	if start["head"] != head3 || start["seq"] != 4.0 || start["trigger"] != "start" {
+		t.Errorf("audit head at start: got %v; want head %s, seq 4, trigger start", start, head3)
 	}
 	seq, info := scrapeAuditHead(t, metricsURL)
-	if _, hash3, _ := strings.Cut(head3, ":"); seq != 3 || info != hash3 {
-		t.Errorf("metrics at start: got seq %v, hash %q; want 3, %s", seq, info, hash3)
+	if _, hash3, _ := strings.Cut(head3, ":"); seq != 4 || info != hash3 {
+		t.Errorf("metrics at start: got seq %v, hash %q; want 4, %s", seq, info, hash3)
 	}
 
-	c.auditToggles(2) // rows 4 and 5, written while serve runs
+	c.auditToggles(2) // rows 5 and 6, written while serve runs
 	head5 := c.headLine()
 	if code := p.end(syscall.SIGTERM); code != 0 {
 		t.Fatalf("SIGTERM: got exit %d; want 0\n%s", code, p.stderrText())
@@ -292,13 +320,13 @@ func TestServeAuditHead(t *testing.T) {
 		t.Fatalf("last audit head logged: got %v; want head %s at shutdown", last, head5)
 	}
 
-	c.deleteAuditAfter(3)
+	c.deleteAuditAfter(4)
 	if r := c.run("", "audit", "verify"); r.code != 0 {
-		t.Errorf("verify after deleting rows 4 and 5: got exit %d, %q; want 0, as before --from existed", r.code, r.stderr)
+		t.Errorf("verify after deleting rows 5 and 6: got exit %d, %q; want 0, as before --from existed", r.code, r.stderr)
 	}
 	published, _ := last["head"].(string)
 	r := c.run("", "audit", "verify", "--from", published)
-	if r.code != 1 || !strings.Contains(r.stderr, "2 rows after row 3 are missing") {
+	if r.code != 1 || !strings.Contains(r.stderr, "2 rows after row 4 are missing") {
 		t.Errorf("verify --from the head published at shutdown: got exit %d, %q; want 1 and 2 rows missing", r.code, r.stderr)
 	}
 	if r := c.run("", "audit", "verify", "--from", head3); r.code != 0 {

@@ -30,16 +30,20 @@ const (
 	headAtShutdown = "shutdown"
 )
 
-// headSource is what the publisher reads; *store.Store implements it.
+// headSource is what the publisher reads and where it queues the head for
+// notification channels; *store.Store implements it.
 type headSource interface {
 	AuditHead(ctx context.Context) (seq int64, hash []byte, err error)
+	QueueAuditHead(ctx context.Context, head string, giveUp time.Time) (int, error)
 }
 
 // headPublisher publishes the audit log's head (the newest row's seq and
 // hash) to the log, an info line "audit head" with seq, hash and head
-// (SEQ:HASH, as `postern audit verify --from` takes it), and to the
-// postern_audit_head_* gauges, for the operator to keep outside postern
-// (docs/deploy.md, Keeping the audit head elsewhere).
+// (SEQ:HASH, as `postern audit verify --from` takes it), to the
+// postern_audit_head_* gauges, and to the notification channels that
+// subscribe to audit.head (queued in the outbox, delivered and signed by
+// the dispatcher like every other event), for the operator to keep outside
+// postern (docs/deploy.md, Keeping the audit head elsewhere).
 type headPublisher struct {
 	src      headSource
 	log      zerolog.Logger
@@ -87,4 +91,9 @@ func (p *headPublisher) publish(ctx context.Context, trigger string) {
 	hashHex := hex.EncodeToString(hash)
 	p.metrics.AuditHead(seq, hashHex, time.Now())
 	p.log.Info().Int64("seq", seq).Str("hash", hashHex).Str("head", h.String()).Str("trigger", trigger).Msg("audit head")
+	// A head not delivered by the next publish is superseded by it; the
+	// one published at shutdown waits as long for the next start.
+	if _, err := p.src.QueueAuditHead(ctx, h.String(), time.Now().Add(p.interval)); err != nil {
+		p.log.Error().Err(err).Str("head", h.String()).Str("trigger", trigger).Msg("audit head not queued for notification channels")
+	}
 }

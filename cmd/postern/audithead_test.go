@@ -27,6 +27,27 @@ type fakeHeads struct {
 	seq  int64
 	hash []byte
 	err  error
+	// queued are the heads queued for notification channels, each with
+	// its give-up time.
+	queued []queuedHead
+}
+
+type queuedHead struct {
+	head   string
+	giveUp time.Time
+}
+
+func (f *fakeHeads) QueueAuditHead(_ context.Context, head string, giveUp time.Time) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.queued = append(f.queued, queuedHead{head, giveUp.UTC()})
+	return 1, nil
+}
+
+func (f *fakeHeads) queuedHeads() []queuedHead {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.queued)
 }
 
 func (f *fakeHeads) set(seq int64, hash byte, err error) {
@@ -178,6 +199,19 @@ func TestAuditHeadPublisher(t *testing.T) {
 		p.publishFinal(ctx) // ctx has ended: the final publish must not use its end
 		check("at shutdown", []want{{"start", 3}, {"interval", 7}, {"failed: interval", 0}, {"interval", 8}, {"shutdown", 9}},
 			9, bb, stopped.Add(3*interval))
+
+		// Every head published is queued for the channels that subscribe
+		// to audit.head, to give up when the next one is due; a failed
+		// read queues nothing.
+		wantQueued := []queuedHead{
+			{"3:" + aa, start.Add(interval)},
+			{"7:" + bb, start.Add(2 * interval)},
+			{"8:" + cc, start.Add(4 * interval)},
+			{"9:" + bb, stopped.Add(4 * interval)},
+		}
+		if got := src.queuedHeads(); !slices.Equal(got, wantQueued) {
+			t.Errorf("queued heads: got %v; want %v", got, wantQueued)
+		}
 	})
 }
 

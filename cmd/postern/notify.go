@@ -39,7 +39,7 @@ func newNotifyCmd() *cobra.Command {
 func newNotifyAddCmd(data *dataFlag) *cobra.Command {
 	var rawURL, urlFile, format, secretFile, events string
 	cmd := &cobra.Command{
-		Use:   "add NAME --url URL [--format json|slack|ntfy] [--secret-file F] [--events pending,decided]",
+		Use:   "add NAME --url URL [--format json|slack|ntfy] [--secret-file F] [--events pending,decided,audit.head]",
 		Short: "Add a channel that postern serve tells of approval requests and decisions",
 		Long: `add stores a notification channel. A running postern serve sends each new
 approval request (event pending) and each decision (event decided) to its
@@ -63,9 +63,11 @@ ignored.`,
 			if nc.URL, err = notifyURLFlag(cmd, rawURL, urlFile); err != nil {
 				return err
 			}
-			if nc.OnPending, nc.OnDecided, err = store.ParseNotifyEvents(events); err != nil {
+			subs, err := store.ParseNotifyEvents(events)
+			if err != nil {
 				return storeErr(err)
 			}
+			nc.SetSubscriptions(subs)
 			if secretFile != "" {
 				b, err := readInput(cmd, secretFile, "secret file")
 				if err != nil {
@@ -97,7 +99,7 @@ ignored.`,
 	fl.StringVar(&urlFile, "url-file", "", "read the URL from this file (- for standard input) instead of --url")
 	fl.StringVar(&format, "format", string(store.NotifyJSON), "json, slack or ntfy")
 	fl.StringVar(&secretFile, "secret-file", "", "json: the HMAC-SHA256 signing key; ntfy: an access token (- for standard input)")
-	fl.StringVar(&events, "events", "pending,decided", "what to send: pending, decided or both")
+	fl.StringVar(&events, "events", "pending,decided", "what to send, comma-separated: pending, decided, audit.head (the audit log's head, published by serve)")
 	return cmd
 }
 
