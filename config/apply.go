@@ -91,7 +91,7 @@ func Apply(ctx context.Context, m *manage.Manager, f *File, opts Options) (*Resu
 		res.Done++
 	}
 	for _, k := range p.kept {
-		say("  " + k + " (not in the file; kept, --prune removes it)")
+		say("  " + k)
 	}
 	verb := "applied"
 	if opts.DryRun {

@@ -23,7 +23,7 @@ type change struct {
 type plan struct {
 	changes   []change
 	unchanged int
-	kept      []string
+	kept      []string // "agent bot (not in the file; kept, ...)" as printed, without the indent
 	reads     []string // the files read, each "PATH: what it is", for --dry-run
 }
 
@@ -53,6 +53,11 @@ type planner struct {
 	// connEnv is the environment each valid declared connection will
 	// have, which its grants' rules are checked against.
 	connEnv map[string]store.Env
+	// agentUsers and connUsers name, for each agent and connection that
+	// a grant in the file uses but the file does not declare, the first
+	// such grant: --prune must not remove what the file still uses.
+	agentUsers map[string]string
+	connUsers  map[string]string
 }
 
 // makePlan reads the database and compares f with it. An error means the
@@ -66,7 +71,7 @@ func makePlan(ctx context.Context, m *manage.Manager, f *File, opts Options) (*p
 	p := &planner{m: m, f: f, opts: opts, by: opts.Actor, cur: cur,
 		agents: map[string]bool{}, conns: map[string]bool{}, channels: map[string]bool{}, grants: map[[2]string]bool{},
 		admins:  map[string]bool{},
-		connEnv: map[string]store.Env{}}
+		connEnv: map[string]store.Env{}, agentUsers: map[string]string{}, connUsers: map[string]string{}}
 	if p.by.Via == "" {
 		p.by.Via = "apply"
 	}
@@ -130,7 +135,10 @@ func (p *planner) firstTime(seen map[string]bool, name, where string) bool {
 // notNamed is the last phase: what the database holds and the file does
 // not name is removed with Prune (grants first, so that no removal of an
 // agent or a connection takes a grant with it unannounced), else listed as
-// kept.
+// kept. An agent or a connection that a grant in the file uses is not the
+// file's to remove, declared or not: with Prune, the plan is an error that
+// names both, since removing it would take the declared grant with it and
+// the same file would no longer apply.
 func (p *planner) notNamed() {
 	var gone []change
 	remove := func(line string, do func(ctx context.Context) (string, error)) {
@@ -150,6 +158,10 @@ func (p *planner) notNamed() {
 		})
 	}
 	for _, alias := range sortedKeys(p.cur.conns, strLess) {
+		if user, used := p.connUsers[alias]; used {
+			p.usedButUndeclared(user, "connection", alias)
+			continue
+		}
 		if !p.conns[alias] {
 			remove("- connection "+alias, func(ctx context.Context) (string, error) {
 				_, err := p.m.RemoveConnection(ctx, p.by, alias)
@@ -158,6 +170,10 @@ func (p *planner) notNamed() {
 		}
 	}
 	for _, name := range sortedKeys(p.cur.agents, strLess) {
+		if user, used := p.agentUsers[name]; used {
+			p.usedButUndeclared(user, "agent", name)
+			continue
+		}
 		if !p.agents[name] {
 			remove("- agent "+name, func(ctx context.Context) (string, error) {
 				_, err := p.m.RemoveAgent(ctx, p.by, name)
@@ -178,8 +194,25 @@ func (p *planner) notNamed() {
 		return
 	}
 	for _, c := range gone {
-		p.out.kept = append(p.out.kept, strings.TrimPrefix(c.line, "- "))
+		p.keep(strings.TrimPrefix(c.line, "- "))
 	}
+}
+
+// keep lists what the file does not name and the plan keeps.
+func (p *planner) keep(what string) {
+	p.out.kept = append(p.out.kept, what+" (not in the file; kept, --prune removes it)")
+}
+
+// usedButUndeclared handles an agent or a connection (kind, name) that the
+// grant at where uses and the file does not declare: kept, and under Prune
+// a mistake naming both.
+func (p *planner) usedButUndeclared(where, kind, name string) {
+	if !p.opts.Prune {
+		p.out.kept = append(p.out.kept, kind+" "+name+" (not in the file; kept: "+where+" uses it)")
+		return
+	}
+	p.bad(where, "uses %s %q, which the file does not declare, so --prune would remove it and this grant with it: "+
+		"declare it in the file (export prints it) or remove the grant", kind, name)
 }
 
 // current is what the database holds.

@@ -103,7 +103,7 @@ func (p *planner) updateAgent(d *agentDecl, have store.Agent) {
 			continue
 		}
 		if !p.opts.Prune {
-			p.out.kept = append(p.out.kept, "agent "+d.name+" key "+k.Fingerprint)
+			p.keep("agent " + d.name + " key " + k.Fingerprint)
 			continue
 		}
 		same = false

@@ -24,6 +24,16 @@ func (p *planner) grant(where string, g Grant) {
 		p.bad(where, "no connection %q in the file or the database", g.Connection)
 		return
 	}
+	if !p.agents[g.Agent] {
+		if _, seen := p.agentUsers[g.Agent]; !seen {
+			p.agentUsers[g.Agent] = where
+		}
+	}
+	if !p.conns[g.Connection] {
+		if _, seen := p.connUsers[g.Connection]; !seen {
+			p.connUsers[g.Connection] = where
+		}
+	}
 	rules, ok := p.grantRules(where, g)
 	if !ok {
 		return

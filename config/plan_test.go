@@ -59,6 +59,10 @@ const (
 // kept is how a dry run lists what the file does not name.
 func kept(what string) string { return "  " + what + " (not in the file; kept, --prune removes it)" }
 
+// usedKept is how a dry run lists what the file does not declare and a
+// grant in it uses: --prune does not remove it.
+func usedKept(what, user string) string { return "  " + what + " (not in the file; kept: " + user + " uses it)" }
+
 // TestPlan: every kind of plan, as a dry run prints it (after the files it
 // read, each with what it is for). After the dry run
 // each case is applied for real (every change made), and a second apply
@@ -219,7 +223,8 @@ events = ["pending"]`,
 		{name: "new grant of an agent and a connection only in the database", seed: agentBot + connWeb, file: `[[grant]]
 agent = "bot"
 connection = "web"`,
-			want: []string{"+ grant bot web: read=allow write=deny destructive=deny", kept("connection web"), kept("agent bot"),
+			want: []string{"+ grant bot web: read=allow write=deny destructive=deny", usedKept("connection web", "grant bot on web (grant #1)"),
+				usedKept("agent bot", "grant bot on web (grant #1)"),
 				"dry run, nothing changed: 1 to change, 0 done, 0 failed, 0 unchanged, 2 not in the file"}},
 		{name: "everything new", file: agentBot + connWeb + `
 [[grant]]
@@ -265,6 +270,13 @@ destructive = "allow"`,
 name = "old"
 keys = ["{a2}"]`, file: allFour, opts: Options{Prune: true},
 			want: []string{readsWeb, readsOpsURL, readsOpsSecret, "- agent old", "dry run, nothing changed: 1 to change, 0 done, 0 failed, 4 unchanged, 0 not in the file"}},
+		{name: "a grant of an agent and a connection only in the database", seed: allFour, file: grantBotWeb + notifyOps,
+			want: []string{readsOpsURL, readsOpsSecret, "nothing to change",
+				usedKept("connection web", "grant bot on web (grant #1)"), usedKept("agent bot", "grant bot on web (grant #1)"),
+				"dry run, nothing changed: 0 to change, 0 done, 0 failed, 2 unchanged, 2 not in the file"}},
+		{name: "prune keeps what a grant of the file uses once declared", seed: allFour, file: agentBot + grantBotWeb + connWeb,
+			opts: Options{Prune: true},
+			want: []string{readsWeb, "- notify ops", "dry run, nothing changed: 1 to change, 0 done, 0 failed, 3 unchanged, 0 not in the file"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -302,6 +314,7 @@ func TestPlanErrors(t *testing.T) {
 		file  string
 		other bool // the store is opened with another master key after the seed
 		setup func(r *rig)
+		opts  Options
 		want  []string
 	}{
 		// Agents.
@@ -528,6 +541,11 @@ connection = "web"`,
 				`connection "web" (connection #1): a new connection needs host_keys or accept_new_host_key`,
 				`notify "ops" (notify #1): notification format "xml": want json, slack or ntfy`,
 				`grant ghost on web (grant #1): no agent "ghost" in the file or the database`}},
+
+		// --prune removes only what nothing in the file uses.
+		{name: "prune of what a grant uses", seed: allFour, file: grantBotWeb, opts: Options{Prune: true},
+			want: []string{`grant bot on web (grant #1): uses connection "web", which the file does not declare, so --prune would remove it and this grant with it: declare it in the file (export prints it) or remove the grant`,
+				`grant bot on web (grant #1): uses agent "bot", which the file does not declare, so --prune would remove it and this grant with it: declare it in the file (export prints it) or remove the grant`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -544,7 +562,7 @@ connection = "web"`,
 				r.reopenWithOtherKey()
 			}
 			before := r.snapshot()
-			out, res, err := r.apply(tt.file, Options{})
+			out, res, err := r.apply(tt.file, tt.opts)
 			if res != nil || out != "" {
 				t.Errorf("apply: %+v, printed %q; want no result and nothing printed", res, out)
 			}
