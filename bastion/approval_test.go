@@ -82,8 +82,14 @@ func TestDisconnectedAgentRetriesApproved(t *testing.T) {
 		t.Errorf("third run reused approval %s; want a new request", id)
 	}
 	h.eng.Deny(context.Background(), id2, h.alice, "once is enough")
-	if r := <-third; r.code != ExitRefused {
+	r := <-third
+	if r.code != ExitRefused {
 		t.Errorf("third run exit %d; want %d", r.code, ExitRefused)
+	}
+	// The denial names its admin once (issue 25: "…by admin: not now (by
+	// admin)").
+	if want := "was denied by alice: once is enough\r\n"; !strings.Contains(r.stderr, want) || strings.Count(r.stderr, "alice") != 1 {
+		t.Errorf("third run stderr %q; want %q, alice named once", r.stderr, want)
 	}
 }
 

@@ -462,12 +462,12 @@ func (s *Server) audit(rec policy.Record, start time.Time) {
 	}
 }
 
+// denialReason is what the agent reads after "denied": policy's reason,
+// which for an admin's denial already names the admin ("approval apr_…
+// was denied by alice: not now"), so it is not named twice.
 func denialReason(err error) string {
 	var de *policy.DeniedError
 	if errors.As(err, &de) && de.Reason != "" {
-		if de.DeniedBy != "" {
-			return de.Reason + " (by " + de.DeniedBy + ")"
-		}
 		return de.Reason
 	}
 	return err.Error()

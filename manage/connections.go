@@ -98,6 +98,9 @@ type ConnectionResult struct {
 	// could not run, see probeAfter).
 	Probed bool
 	Probe  store.SandboxProbe
+	// Unchanged: the edit asked for what is already stored (a re-pin of
+	// the pinned host key), so nothing was checked, stored or audited.
+	Unchanged bool
 }
 
 // NotStoredError says that a change was refused after its key check: a
@@ -366,11 +369,18 @@ func (m *Manager) UpdateConnection(ctx context.Context, by policy.Actor, alias s
 			return res, err
 		}
 	}
-	if len(e.HostKeys) > 0 || e.AcceptNewHostKey {
+	repin := len(e.HostKeys) > 0 || e.AcceptNewHostKey
+	if repin && pinsText(cur.HostKeys) != pinsText(c.pins) {
 		change("host key", pinsText(cur.HostKeys), pinsText(c.pins))
 		dialed = true
 	}
 	if len(changes) == 0 && !dialed {
+		if repin {
+			// The pin asked for is the pin stored: say so rather than
+			// "updated" (issue 25), and write nothing.
+			res.Unchanged = true
+			return res, nil
+		}
 		return res, store.Invalidf("connection %s: nothing to change", alias)
 	}
 	if len(changes) == 0 {
@@ -636,7 +646,7 @@ func orNone(s string) string {
 // Model is res in the shared JSON shape (model.ConnectionResult), as the
 // CLI's -o json and the REST API answer it.
 func (res ConnectionResult) Model() model.ConnectionResult {
-	out := model.ConnectionResult{Stored: res.Stored}
+	out := model.ConnectionResult{Stored: res.Stored, Unchanged: res.Unchanged}
 	if res.Checked {
 		out.Check = &model.KeyCheck{Status: string(KeyStatusOf(res.Check.Status)), Message: res.Check.Message,
 			Recipe: res.Recipe}

@@ -470,8 +470,11 @@ type ConnectionResult struct {
 	// Stored is false when the change was refused after the check (a host
 	// key mismatch, or a key not proved without allow_unverified):
 	// Connection is then as it was before, or null for an add.
-	Stored bool      `json:"stored"`
-	Check  *KeyCheck `json:"check"` // null when no check ran
+	Stored bool `json:"stored"`
+	// Unchanged is true when the edit asked for what is stored already
+	// (a re-pin of the pinned host key): nothing was checked or stored.
+	Unchanged bool      `json:"unchanged"`
+	Check     *KeyCheck `json:"check"` // null when no check ran
 	// Probe is the read sandbox probe the change or check ran; null when
 	// none ran. The connection records it, unless the probe could not run
 	// on a target that did not change (found unprobed).

@@ -278,6 +278,11 @@ func (s *Server) connectionFlash(w http.ResponseWriter, r *http.Request, refused
 		return
 	}
 	c := res.Conn
+	if res.Unchanged {
+		s.redirectFlash(w, r, "/connections", flashOK, "Connection "+c.Alias+" unchanged: host key "+
+			strings.Join(pinFingerprints(c), ", ")+" is pinned already.")
+		return
+	}
 	verb := "Changed"
 	if res.Previous == nil {
 		verb = "Added"

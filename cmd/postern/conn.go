@@ -141,6 +141,8 @@ func printConnectionResult(w io.Writer, res manage.ConnectionResult) {
 	switch {
 	case c == nil:
 		fmt.Fprintln(w, "nothing was stored")
+	case res.Unchanged:
+		fmt.Fprintf(w, "connection %s unchanged: host key %s is pinned already\n", c.Alias, fingerprints(c))
 	case !res.Stored:
 		fmt.Fprintf(w, "connection %s was not changed\n", c.Alias)
 	case res.Previous == nil:

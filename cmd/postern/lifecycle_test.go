@@ -201,6 +201,18 @@ func TestConnLifecycle(t *testing.T) {
 		}
 	}
 	keep("pin")
+	// Pinning the key pinned already says so and writes nothing (issue
+	// 25: it said "updated").
+	audited := len(c.auditRows())
+	for _, args := range [][]string{{"--accept-new-host-key"}, {"--host-key", strings.TrimSpace(sshd.KnownHostsLine)}} {
+		r := c.run("", append([]string{"conn", "pin", "web"}, args...)...)
+		if want := "connection web unchanged: host key " + newFP + " is pinned already\n"; r.code != 0 || !strings.HasSuffix(r.stdout, want) {
+			t.Errorf("conn pin %v of the pinned key: got exit %d, %q; want 0 ending %q", args, r.code, r.stdout, want)
+		}
+	}
+	if n := len(c.auditRows()); n != audited {
+		t.Errorf("re-pinning the pinned key wrote %d audit rows; want none", n-audited)
+	}
 
 	// Re-key from a file the target does not know: refused, nothing
 	// stored, the old key still works.

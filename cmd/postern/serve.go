@@ -202,6 +202,11 @@ func (f *serveFlags) check(cmd *cobra.Command) (zerolog.Logger, error) {
 // newLogger logs to w at level: human-readable lines when w is a terminal,
 // one JSON object per line otherwise (for journald and log shippers).
 func newLogger(w io.Writer, level string) (zerolog.Logger, error) {
+	return newLoggerAt(w, level, time.Now)
+}
+
+// newLoggerAt is newLogger with the clock of the lines' times.
+func newLoggerAt(w io.Writer, level string, now func() time.Time) (zerolog.Logger, error) {
 	lvl, err := zerolog.ParseLevel(strings.ToLower(level))
 	if err != nil || level == "" {
 		return zerolog.Logger{}, usagef("--log-level %q: want debug, info, warn or error", level)
@@ -209,7 +214,20 @@ func newLogger(w io.Writer, level string) (zerolog.Logger, error) {
 	if isTerminal(w) {
 		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly}
 	}
-	return zerolog.New(w).Level(lvl).With().Timestamp().Logger(), nil
+	return zerolog.New(w).Level(lvl).Hook(logTime{now: now}), nil
+}
+
+// logTimeLayout is the time of a log line: RFC 3339 in UTC with
+// milliseconds. zerolog's Timestamp writes whole seconds unless its
+// package-level TimeFieldFormat is changed, and whole seconds cannot order
+// the many lines of one second (a decision, its relay, its audit).
+const logTimeLayout = "2006-01-02T15:04:05.000Z07:00"
+
+// logTime adds the time to each line as it is written.
+type logTime struct{ now func() time.Time }
+
+func (h logTime) Run(e *zerolog.Event, _ zerolog.Level, _ string) {
+	e.Str(zerolog.TimestampFieldName, h.now().UTC().Format(logTimeLayout))
 }
 
 // isTerminal reports whether w is a character device (a terminal).
