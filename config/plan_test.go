@@ -61,7 +61,9 @@ func kept(what string) string { return "  " + what + " (not in the file; kept, -
 
 // usedKept is how a dry run lists what the file does not declare and a
 // grant in it uses: --prune does not remove it.
-func usedKept(what, user string) string { return "  " + what + " (not in the file; kept: " + user + " uses it)" }
+func usedKept(what, user string) string {
+	return "  " + what + " (not in the file; kept: " + user + " uses it)"
+}
 
 // TestPlan: every kind of plan, as a dry run prints it (after the files it
 // read, each with what it is for). After the dry run
