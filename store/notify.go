@@ -759,6 +759,16 @@ func (s *Store) NotificationsOf(ctx context.Context, id string) ([]Notification,
 	return s.queryNotifications(ctx, s.db, `WHERE `+column+` = ? ORDER BY o.created_at, o.id`, id)
 }
 
+// NotificationsQueued counts the outbox rows not yet delivered, given up
+// or cancelled: queued, or being sent.
+func (s *Store) NotificationsQueued(ctx context.Context) (int, error) {
+	var n int
+	if err := s.queryRow(ctx, `SELECT COUNT(*) FROM notify_outbox WHERE state IN ('queued', 'sending')`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("store: count queued notifications: %w", err)
+	}
+	return n, nil
+}
+
 // NextNotificationDue returns when the earliest claimable outbox row is
 // due, and false when there is none. It only reads, so a dispatcher can ask
 // often without taking the write lock.

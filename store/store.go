@@ -212,6 +212,17 @@ const unboundedIdleConns = 16
 // use, and how often and how long callers waited for one.
 func (s *Store) Stats() sql.DBStats { return s.db.Stats() }
 
+// Ping runs one round trip to the database (SELECT 1 on a pooled
+// connection), for health checks: an open pool says nothing of a database
+// that stopped answering.
+func (s *Store) Ping(ctx context.Context) error {
+	var one int
+	if err := s.db.QueryRowContext(ctx, `SELECT 1`).Scan(&one); err != nil {
+		return fmt.Errorf("store: ping: %w", err)
+	}
+	return nil
+}
+
 // Close releases the database.
 func (s *Store) Close() error {
 	s.audits.stop()

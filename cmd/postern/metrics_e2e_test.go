@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -101,6 +102,10 @@ func TestMetricsEndToEnd(t *testing.T) {
 		{"postern_connections_read_sandbox", []string{"env", "dev", "setting", "auto"}, 1},
 		// The cat, the one read command, in whatever sandbox it ran.
 		{"postern_read_commands_total", nil, 1},
+		// Health (issue 25): the database answers, and nothing waits
+		// to be sent (no channel).
+		{"postern_database_up", nil, 1},
+		{"postern_notifications_queued", nil, 0},
 	}
 	for _, tt := range exact {
 		if got := value(fams, tt.name, tt.labels...); got != tt.want {
@@ -123,12 +128,22 @@ func TestMetricsEndToEnd(t *testing.T) {
 		{"postern_sftp_operations_total", []string{"op", "read"}, 1},
 		{"postern_sftp_operations_total", []string{"op", "close"}, 2},
 		{"postern_upstream_clients", nil, 1},
+		{"postern_database_connections_max", nil, 1},
 	}
 	for _, tt := range atLeast {
 		if got := value(fams, tt.name, tt.labels...); got < tt.want {
 			t.Errorf("%s%v = %v; want at least %v", tt.name, tt.labels, got, tt.want)
 		}
 	}
+	// The build, joined to every series by its labels.
+	if bi := fams["postern_build_info"]; bi == nil || len(bi.GetMetric()) != 1 || bi.GetMetric()[0].GetGauge().GetValue() != 1 ||
+		!hasLabels(bi.GetMetric()[0], []string{"go_version", runtime.Version()}) {
+		t.Errorf("postern_build_info = %v; want one series of 1 with go_version %s", bi, runtime.Version())
+	}
+	if _, ok := fams["postern_database_connections"]; !ok {
+		t.Error("postern_database_connections missing; want the pool's in_use and idle")
+	}
+
 	// Every operation decided was audited: the cat, the rm, and the SFTP
 	// session's operations.
 	if got, decided := float64(histogramCount(fams, "postern_audit_write_seconds")), sum(fams, "postern_decisions_total"); got < decided || decided < 4 {

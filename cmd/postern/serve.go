@@ -485,6 +485,10 @@ func runBastion(ctx context.Context, p bastionParams) error {
 			closeListeners()
 			return fmt.Errorf("serve: %w", err)
 		}
+		if err := watchHealth(m, p.Store); err != nil {
+			closeListeners()
+			return fmt.Errorf("serve: %w", err)
+		}
 	}
 	host, _ := os.Hostname()
 	eng, err := policy.New(policy.Options{Store: p.Store, ApprovalLifetime: p.ApprovalTTL, Logger: &log, Metrics: m,
