@@ -299,6 +299,9 @@ func New(cfg Config) (*Server, error) {
 // about identity (see agentIDExt).
 func (s *Server) publicKeyQuery(meta ssh.ConnMetadata, key ssh.PublicKey) (*ssh.Permissions, error) {
 	a, err := s.cfg.Store.AgentByFingerprint(s.ctx, ssh.FingerprintSHA256(key))
+	if unavailable(err) {
+		return nil, fmt.Errorf("%w: %w", errUnavailable, err)
+	}
 	if err != nil || a.Disabled {
 		return nil, fmt.Errorf("bastion: key %s is not registered or its agent is disabled", ssh.FingerprintSHA256(key))
 	}
@@ -309,6 +312,9 @@ func (s *Server) publicKeyQuery(meta ssh.ConnMetadata, key ssh.PublicKey) (*ssh.
 // the agent's identity recorded.
 func (s *Server) publicKeyVerified(meta ssh.ConnMetadata, key ssh.PublicKey, _ *ssh.Permissions, _ string) (*ssh.Permissions, error) {
 	a, err := s.cfg.Store.AgentByFingerprint(s.ctx, ssh.FingerprintSHA256(key))
+	if unavailable(err) {
+		return nil, fmt.Errorf("%w: %w", errUnavailable, err)
+	}
 	if err != nil || a.Disabled {
 		return nil, fmt.Errorf("bastion: key %s is not registered or its agent is disabled", ssh.FingerprintSHA256(key))
 	}
@@ -487,7 +493,17 @@ func (s *Server) serveConn(nc net.Conn, hs *handshake, deadline time.Time) {
 	hello := peekClientHello(bc, peekUntil, deadline)
 	cfg := *s.ssh
 	cfg.Ciphers, cfg.MACs = offer(hello.kex)
-	sconn, chans, reqs, err := ssh.NewServerConn(newHelloConn(bc, hello), &cfg)
+	oc := &outageConn{Conn: newHelloConn(bc, hello)}
+	src := sourceOf(nc)
+	cfg.PublicKeyCallback = func(meta ssh.ConnMetadata, key ssh.PublicKey) (*ssh.Permissions, error) {
+		p, err := s.publicKeyQuery(meta, key)
+		return p, s.outageGuard(oc, src, err)
+	}
+	cfg.VerifiedPublicKeyCallback = func(meta ssh.ConnMetadata, key ssh.PublicKey, p *ssh.Permissions, alg string) (*ssh.Permissions, error) {
+		p, err := s.publicKeyVerified(meta, key, p, alg)
+		return p, s.outageGuard(oc, src, err)
+	}
+	sconn, chans, reqs, err := ssh.NewServerConn(oc, &cfg)
 	s.adm.done(hs)
 	if err != nil {
 		s.cfg.Metrics.SSHHandshake(handshakeOutcome(err))

@@ -52,11 +52,16 @@ func (e *NotReadyError) Error() string {
 
 func (e *NotReadyError) Unwrap() error { return e.Err }
 
-// checkReady is the default readiness check: the master key is loaded, and
-// the database takes a write (store.CheckWritable, which writes nothing).
+// checkReady is the default readiness check: the master key is loaded, the
+// database answers, and it takes a write (store.CheckWritable, which
+// writes nothing).
 func (s *Server) checkReady(ctx context.Context) error {
 	if err := s.cfg.Store.CheckMasterKey(); err != nil {
 		return &NotReadyError{Reason: "the master key is not loaded", Err: err}
+	}
+	if err := s.cfg.Store.Ping(ctx); err != nil {
+		// The words agents read in the outage banner (bastion.OutageBanner).
+		return &NotReadyError{Reason: "the database cannot be reached", Err: err}
 	}
 	if err := s.cfg.Store.CheckWritable(ctx); err != nil {
 		return &NotReadyError{Reason: "the database does not take writes", Err: err}

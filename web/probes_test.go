@@ -69,7 +69,7 @@ func TestProbes(t *testing.T) {
 		{"readyz with the store closed", "/readyz", func(b testBackend) func(*Config) {
 			b.st.Close()
 			return nil
-		}, http.StatusServiceUnavailable, "not ready: the database does not take writes\n"},
+		}, http.StatusServiceUnavailable, "not ready: the database cannot be reached\n"},
 		{"readyz without a master key", "/readyz", func(testBackend) func(*Config) {
 			return func(c *Config) {
 				c.Ready = func(context.Context) error {
