@@ -2,6 +2,7 @@ package bastion
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -20,6 +21,12 @@ const (
 	// DefaultCommandBurst is how many commands an agent may start at once
 	// before DefaultCommandRate applies.
 	DefaultCommandBurst = 100
+	// DefaultCommandWait is how long a command over the rate waits for its
+	// turn before it is refused instead: a loop that runs a little faster
+	// than the rate is slowed to it, as a busy server would, rather than
+	// failing a command in twenty; a burst that would wait longer is told
+	// to come back.
+	DefaultCommandWait = 5 * time.Second
 
 	// RepeatDeniedStreak is how many identical denied requests in a row
 	// (same SSH user name, same command) make postern slow the agent down:
@@ -59,9 +66,12 @@ func newLimiter(rate float64, burst int, now func() time.Time) *limiter {
 	return &limiter{rate: ratelimit.New(rate, burst, 0, now), streaks: map[string]*denialStreak{}}
 }
 
-// allow takes one command from agent's bucket. When the bucket is empty it
-// reports false and how long until the next command may start.
-func (l *limiter) allow(agent string) (bool, time.Duration) { return l.rate.Allow(agent) }
+// allow takes one command from agent's bucket if its turn comes within
+// max, and reports how long to wait for it; else it reports false and how
+// long until the next command may start.
+func (l *limiter) allow(agent string, max time.Duration) (bool, time.Duration) {
+	return l.rate.AllowWithin(agent, max)
+}
 
 // penalty returns how long agent waits before request key is decided, and
 // how many times in a row it was denied before: zero unless key is the
@@ -124,4 +134,17 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// limitsText says the server's command limits in words, for the help and
+// a rate-limited refusal.
+func (s *Server) limitsText() string {
+	if s.cfg.CommandRate < 0 {
+		return "no command rate limit"
+	}
+	t := fmt.Sprintf("an agent may start %g commands a second (%d at once)", s.cfg.CommandRate, s.cfg.CommandBurst)
+	if s.cfg.CommandWait > 0 {
+		t += fmt.Sprintf("; past that a command waits up to %v for its turn", s.cfg.CommandWait)
+	}
+	return t
 }

@@ -20,17 +20,43 @@ func TestLimiterRatePerAgent(t *testing.T) {
 	t.Parallel()
 	clk := fakeclock.New()
 	l := newLimiter(1, 1, clk.Now)
-	if ok, _ := l.allow("a1"); !ok {
+	if ok, _ := l.allow("a1", 0); !ok {
 		t.Fatal("a1 first: refused; want allowed")
 	}
-	if ok, _ := l.allow("a1"); ok {
+	if ok, _ := l.allow("a1", 0); ok {
 		t.Fatal("a1 second: allowed; want refused")
 	}
-	if ok, _ := l.allow("a2"); !ok {
+	if ok, _ := l.allow("a2", 0); !ok {
 		t.Error("a2 first: refused; want its own bucket")
 	}
-	if ok, retry := l.allow("a1"); ok || retry != time.Second {
+	if ok, retry := l.allow("a1", 0); ok || retry != time.Second {
 		t.Errorf("a1 third: allowed %v retry %v; want refused, retry 1s", ok, retry)
+	}
+}
+
+// TestLimiterWaitsWithin: a command whose turn comes within the wait
+// takes it (the token is its own while it waits); one further away takes
+// nothing.
+func TestLimiterWaitsWithin(t *testing.T) {
+	t.Parallel()
+	clk := fakeclock.New()
+	l := newLimiter(1, 1, clk.Now)
+	tests := []struct {
+		name     string
+		max      time.Duration
+		wantOK   bool
+		wantWait time.Duration
+	}{
+		{"from the burst", 5 * time.Second, true, 0},
+		{"its turn in a second", 5 * time.Second, true, time.Second},
+		{"the next turn, after the one taken", 5 * time.Second, true, 2 * time.Second},
+		{"too far for a wait of a second", time.Second, false, 3 * time.Second},
+		{"nothing was taken by the refusal", 3 * time.Second, true, 3 * time.Second},
+	}
+	for _, tt := range tests {
+		if ok, wait := l.allow("a1", tt.max); ok != tt.wantOK || wait != tt.wantWait {
+			t.Errorf("%s: got %v, wait %v; want %v, %v", tt.name, ok, wait, tt.wantOK, tt.wantWait)
+		}
 	}
 }
 
@@ -212,4 +238,58 @@ func (h *harness) sshAs(keyPath, stdin string, args ...string) sshResult {
 		}
 	}
 	return h.runClient(stdin, "ssh", append(opts, args...)...)
+}
+
+// TestRateLimitIsNotADenial: a command over the rate is refused with the
+// limit and when to retry, and the refusals do not count as denials (issue
+// 25: 200 refusals made the next allowed command wait up to 16 s); with a
+// wait, a command over the rate waits its turn and runs, saying nothing;
+// the help names the limits.
+func TestRateLimitIsNotADenial(t *testing.T) {
+	leakCheck(t)
+	clk := fakeclock.New()
+	fs := &fakeSleep{}
+	// The limiter's clock is the test's; the server's stays real (its
+	// handshake deadlines).
+	h := newHarness(t, harnessOpts{config: func(c *Config) {
+		c.CommandRate, c.CommandBurst, c.CommandWait = 1, 1, -1
+	}, server: func(s *Server) { s.limits, s.sleep = newLimiter(1, 1, clk.Now), fs.sleep }})
+	if got := h.ssh("", "127.0.0.1", "web", "echo a"); got.code != 0 {
+		t.Fatalf("within the burst: exit %d stderr %q; want 0", got.code, got.stderr)
+	}
+	for i := 1; i <= RepeatDeniedStreak; i++ {
+		got := h.ssh("", "127.0.0.1", "web", "echo b")
+		want := "postern: rate limited (a limit, not a denial): an agent may start 1 commands a second (1 at once); nothing ran; retry in 1s\r\n"
+		if got.code != ExitRefused || got.stderr != want || got.stdout != "" {
+			t.Fatalf("over the rate, %d: exit %d stdout %q stderr %q; want %d and %q", i, got.code, got.stdout, got.stderr, ExitRefused, want)
+		}
+	}
+	clk.Advance(time.Second)
+	got := h.ssh("", "127.0.0.1", "web", "echo b")
+	if got.code != 0 || got.stdout != "b\n" || got.stderr != "" {
+		t.Errorf("the same command once the rate allows it: exit %d stdout %q stderr %q; want 0, b, nothing on stderr", got.code, got.stdout, got.stderr)
+	}
+	if w := fs.take(); len(w) != 0 {
+		t.Errorf("after %d rate-limited refusals the command waited %v; want no slow-down", RepeatDeniedStreak, w)
+	}
+
+	clk2 := fakeclock.New()
+	fs2 := &fakeSleep{}
+	h2 := newHarness(t, harnessOpts{config: func(c *Config) {
+		c.CommandRate, c.CommandBurst, c.CommandWait = 1, 1, 5*time.Second
+	}, server: func(s *Server) { s.limits, s.sleep = newLimiter(1, 1, clk2.Now), fs2.sleep }})
+	for i, want := range [][]time.Duration{nil, {time.Second}, {2 * time.Second}} {
+		got := h2.ssh("", "127.0.0.1", "web", "echo c")
+		if got.code != 0 || got.stdout != "c\n" || got.stderr != "" {
+			t.Errorf("command %d with a wait: exit %d stdout %q stderr %q; want 0, c, nothing on stderr", i, got.code, got.stdout, got.stderr)
+		}
+		if w := fs2.take(); fmt.Sprint(w) != fmt.Sprint(want) {
+			t.Errorf("command %d with a wait: waited %v; want %v", i, w, want)
+		}
+	}
+	clk2.Advance(time.Minute)
+	help := h2.ssh("", "127.0.0.1", "help")
+	if want := "Limits: an agent may start 1 commands a second (1 at once); past that a command waits up to 5s for its turn.\n"; !strings.Contains(help.stdout, want) {
+		t.Errorf("help: %q; want it to hold %q", help.stdout, want)
+	}
 }

@@ -81,11 +81,16 @@ type Config struct {
 	// sessions) one agent may start per second over all its connections:
 	// DefaultCommandRate if zero, no limit if negative. CommandBurst is how
 	// many it may start at once: DefaultCommandBurst if zero. Past the
-	// limit the agent reads "postern: rate limited" on stderr, the session
-	// ends with ExitRefused (126: nothing ran) and the audit says denied,
-	// "rate limited".
+	// limit a command waits its turn, up to CommandWait
+	// (DefaultCommandWait if zero; negative: not at all); one whose turn
+	// is further away is refused: the agent reads "postern: rate limited"
+	// with the limit and when to retry, the session ends with ExitRefused
+	// (126: nothing ran) and the audit says denied, "rate limited". A
+	// limit is not a denial: it never counts toward the repeated-denial
+	// slow-down.
 	CommandRate  float64
 	CommandBurst int
+	CommandWait  time.Duration
 
 	// ApproveHint tells an agent how an admin decides approval id; the
 	// default names `postern approvals approve ID`.
@@ -142,6 +147,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.CommandBurst <= 0 {
 		c.CommandBurst = DefaultCommandBurst
+	}
+	switch {
+	case c.CommandWait == 0:
+		c.CommandWait = DefaultCommandWait
+	case c.CommandWait < 0:
+		c.CommandWait = 0
 	}
 	if c.TerminalLife <= 0 {
 		c.TerminalLife = DefaultTerminalLife

@@ -124,9 +124,14 @@ func (s *Server) session(ac *agentConn, nch ssh.NewChannel) {
 			name, _ := parseSubsystem(req.Payload)
 			if name == "sftp" {
 				replyIf(req, true)
-				if ok, retry := s.limits.allow(ac.agentID); !ok {
+				ok, wait := s.limits.allow(ac.agentID, s.cfg.CommandWait)
+				if !ok {
 					go discard(reqs)
-					s.refuseRateLimited(ac, ch, policy.SFTP, "sftp session", false, retry, s.cfg.Now())
+					s.refuseRateLimited(ac, ch, policy.SFTP, "sftp session", false, wait, s.cfg.Now())
+					return
+				}
+				if wait > 0 && !s.waitTurn(ac, ch, wait) {
+					go discard(reqs)
 					return
 				}
 				s.serveSFTP(ac, ch, reqs, st.agentReason)
@@ -188,6 +193,10 @@ func (s *Server) route(ac *agentConn, cmd string, shell bool) (route, string, ui
 	}
 	ac.setGrants(grants)
 	r, msg, code, ok := resolve(ac.user, cmd, shell, grants)
+	if !ok && code == 0 {
+		// The help: the limits are this server's settings.
+		msg += "\nLimits: " + s.limitsText() + ".\n"
+	}
 	return r, msg, code, ok, nil
 }
 
@@ -238,7 +247,7 @@ func helpText(grants []store.Grant) string {
 	b.WriteString("postern: SSH bastion. Usage:\n")
 	b.WriteString("  ssh bastion ALIAS COMMAND      run COMMAND on ALIAS\n")
 	b.WriteString("  ssh ALIAS@bastion COMMAND      the same; git, rsync and scp use this form\n")
-	b.WriteString("Exit status: the command's own; 126 denied or expired (nothing ran); 2 unknown alias; 255 target unreachable.\n\n")
+	b.WriteString("Exit status: the command's own; 126 denied, expired or rate limited (nothing ran); 2 unknown alias; 255 target unreachable.\n\n")
 	if len(grants) == 0 {
 		b.WriteString("You have no connections.\n")
 		return b.String()
@@ -273,14 +282,19 @@ func endReason(res relayResult) string {
 }
 
 // admitCommand applies the agent's limits before a command is routed and
-// decided: over the command rate it refuses the session (stderr line,
-// ExitRefused, a denied audit row); after RepeatDeniedStreak identical
+// decided: over the command rate it waits for the command's turn up to
+// CommandWait and refuses the session past it (stderr line, ExitRefused, a
+// denied audit row, and no step in the denial streak: a limit is not a
+// denial); after RepeatDeniedStreak identical
 // denials it makes the agent wait, saying so on stderr. It reports whether
 // the command goes on; if not, it has ended ch.
 func (s *Server) admitCommand(ac *agentConn, ch ssh.Channel, kind policy.Kind, cmd string, shell bool, key string, start time.Time) bool {
-	if ok, retry := s.limits.allow(ac.agentID); !ok {
-		s.limits.record(ac.agentID, key, true)
-		s.refuseRateLimited(ac, ch, kind, cmd, shell, retry, start)
+	ok, wait := s.limits.allow(ac.agentID, s.cfg.CommandWait)
+	if !ok {
+		s.refuseRateLimited(ac, ch, kind, cmd, shell, wait, start)
+		return false
+	}
+	if wait > 0 && !s.waitTurn(ac, ch, wait) {
 		return false
 	}
 	delay, streak := s.limits.penalty(ac.agentID, key)
@@ -301,13 +315,29 @@ func (s *Server) admitCommand(ac *agentConn, ch ssh.Channel, kind policy.Kind, c
 	return true
 }
 
+// waitTurn waits d for a command's turn under the rate, saying nothing:
+// the agent sees a slower server. It reports false, having ended ch, when
+// the agent left or postern is stopping first.
+func (s *Server) waitTurn(ac *agentConn, ch ssh.Channel, d time.Duration) bool {
+	s.log.Debug().Str("conn_id", ac.id).Str("agent_id", ac.agentID).Dur("wait", d).Msg("command waits its turn under the rate")
+	waitCtx, stop := context.WithCancel(ac.ctx)
+	defer stop()
+	defer context.AfterFunc(s.waits, stop)()
+	if err := s.sleep(waitCtx, d); err != nil {
+		fmt.Fprintf(ch.Stderr(), "postern: stopped waiting for your turn under the rate limit; nothing ran\r\n")
+		exitWith(ch, ExitRefused)
+		return false
+	}
+	return true
+}
+
 // refuseRateLimited ends a session its agent started over the command rate:
 // one line on stderr, ExitRefused, and a denied audit row with reason "rate
 // limited". The row names the alias and class when the connection's cached
 // grants route the command (read once per connection, as for any command).
 func (s *Server) refuseRateLimited(ac *agentConn, ch ssh.Channel, kind policy.Kind, cmd string, shell bool, retry time.Duration, start time.Time) {
-	fmt.Fprintf(ch.Stderr(), "postern: rate limited: an agent may start %g commands per second (%d at once); nothing ran; retry in %v\r\n",
-		s.cfg.CommandRate, s.cfg.CommandBurst, retry.Round(time.Millisecond))
+	fmt.Fprintf(ch.Stderr(), "postern: rate limited (a limit, not a denial): %s; nothing ran; retry in %v\r\n",
+		s.limitsText(), retry.Round(time.Millisecond))
 	s.log.Info().Str("conn_id", ac.id).Str("agent_id", ac.agentID).Str("decision", string(policy.Denied)).Msg("rate limited")
 	rec := policy.Record{AgentID: ac.agentID, AgentName: ac.agentName, SourceAddr: ac.source, Class: policy.Read, Kind: kind,
 		Outcome: policy.Denied, Reason: "rate limited", Operation: cmd}

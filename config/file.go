@@ -49,6 +49,7 @@ type Serve struct {
 	// Limits.
 	CommandRate        float64  `toml:"command_rate,omitempty"`
 	CommandBurst       int      `toml:"command_burst,omitempty"`
+	CommandWait        Duration `toml:"command_wait,omitempty"`
 	MaxSessionsPerConn int      `toml:"max_sessions_per_conn,omitempty"`
 	HandshakeTimeout   Duration `toml:"handshake_timeout,omitempty"`
 	TerminalLife       Duration `toml:"terminal_life,omitempty"`

@@ -58,6 +58,7 @@ type limitFlags struct {
 	handshakeTimeout time.Duration
 	apiRate          float64
 	apiBurst         int
+	commandWait      time.Duration
 	sessionLifetime  time.Duration
 	terminalLife     time.Duration
 	// maxPendingPerAgent and maxPendingPerConnection bound the approval
@@ -79,6 +80,8 @@ func addServeFlags(cmd *cobra.Command) *serveFlags {
 	fl.Float64Var(&l.commandRate, "command-rate", 0,
 		fmt.Sprintf("commands one agent may start a second (default %v; negative: no limit)", float64(bastion.DefaultCommandRate)))
 	fl.IntVar(&l.commandBurst, "command-burst", 0, fmt.Sprintf("commands one agent may start at once (default %d)", bastion.DefaultCommandBurst))
+	fl.DurationVar(&l.commandWait, "command-wait", 0,
+		fmt.Sprintf("how long a command over the rate waits for its turn before it is refused (default %v; negative: refused at once)", bastion.DefaultCommandWait))
 	fl.IntVar(&l.maxSessions, "max-sessions-per-conn", 0,
 		fmt.Sprintf("sessions on one agent connection (default %d)", bastion.DefaultMaxSessionsPerConn))
 	fl.DurationVar(&l.terminalLife, "terminal-life", 0,
@@ -156,6 +159,7 @@ func applyServeConfig(cmd *cobra.Command, path string, data *dataFlag, f *serveF
 	if c.CommandBurst != 0 {
 		set("command-burst", func() { l.commandBurst = c.CommandBurst })
 	}
+	dur("command-wait", &l.commandWait, c.CommandWait)
 	if c.MaxSessionsPerConn != 0 {
 		set("max-sessions-per-conn", func() { l.maxSessions = c.MaxSessionsPerConn })
 	}
@@ -186,7 +190,7 @@ func (f *serveFlags) check(cmd *cobra.Command) (zerolog.Logger, error) {
 	l := f.limits
 	if l.commandBurst < 0 || l.maxSessions < 0 || l.handshakeTimeout < 0 || l.apiRate < 0 || l.apiBurst < 0 || l.sessionLifetime < 0 || l.terminalLife < 0 ||
 		l.maxPendingPerAgent < 0 || l.maxPendingPerConnection < 0 {
-		return zerolog.Logger{}, usagef("%s: a limit is negative (only --command-rate may be, for no limit)", cmdPath(cmd))
+		return zerolog.Logger{}, usagef("%s: a limit is negative (only --command-rate may be, for no limit, and --command-wait, for no wait)", cmdPath(cmd))
 	}
 	if _, _, err := net.SplitHostPort(f.listen); err != nil {
 		return zerolog.Logger{}, usagef("%s: --ssh-listen %q: want HOST:PORT", cmdPath(cmd), f.listen)
@@ -526,6 +530,7 @@ func runBastion(ctx context.Context, p bastionParams) error {
 		ApproveHint:        p.ApproveHint,
 		CommandRate:        p.Limits.commandRate,
 		CommandBurst:       p.Limits.commandBurst,
+		CommandWait:        p.Limits.commandWait,
 		MaxSessionsPerConn: p.Limits.maxSessions,
 		HandshakeTimeout:   p.Limits.handshakeTimeout,
 		TerminalLife:       p.Limits.terminalLife,

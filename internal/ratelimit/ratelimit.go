@@ -51,6 +51,19 @@ func New(perSecond float64, burst, maxKeys int, now func() time.Time) *Keyed {
 // Allow takes one token for key. When none is left it reports false and how
 // long until one is.
 func (l *Keyed) Allow(key string) (bool, time.Duration) {
+	ok, d := l.AllowWithin(key, 0)
+	if ok {
+		return true, 0
+	}
+	return false, d
+}
+
+// AllowWithin takes one token for key if one is there within max: it
+// reports true and how long the caller must wait for it (zero when one is
+// there now; the token is the caller's, in its turn, whether it waits or
+// not). Else it takes nothing and reports false and how long until a
+// token is.
+func (l *Keyed) AllowWithin(key string, max time.Duration) (bool, time.Duration) {
 	if l.limit == rate.Inf {
 		return true, 0
 	}
@@ -65,11 +78,12 @@ func (l *Keyed) Allow(key string) (bool, time.Duration) {
 	if !r.OK() {
 		return false, never
 	}
-	if d := r.DelayFrom(now); d > 0 {
+	d := r.DelayFrom(now)
+	if d > max {
 		r.CancelAt(now)
 		return false, d
 	}
-	return true, 0
+	return true, d
 }
 
 // Peek reports whether key has a token, and if not how long until it has,
