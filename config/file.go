@@ -59,6 +59,11 @@ type Serve struct {
 	// requests that wait for a decision at once (policy.Options).
 	MaxPendingPerAgent      int `toml:"max_pending_per_agent,omitempty"`
 	MaxPendingPerConnection int `toml:"max_pending_per_connection,omitempty"`
+
+	// RecordingBound is the bytes of output one recorded session keeps;
+	// RecordingRetention how long recordings are kept.
+	RecordingBound     int64    `toml:"recording_bound,omitempty"`
+	RecordingRetention Duration `toml:"recording_retention,omitempty"`
 }
 
 // Admin declares an admin and role (viewer, approver, admin, owner;
