@@ -106,6 +106,9 @@ type Connection struct {
 	// ReadSandboxReason saying why for off (docs/config.md).
 	ReadSandbox       string `toml:"read_sandbox,omitempty"`
 	ReadSandboxReason string `toml:"read_sandbox_reason,omitempty"`
+	// Record is off (when left out), exec or all: what of the
+	// connection's sessions is recorded.
+	Record string `toml:"record,omitempty"`
 }
 
 // Grant declares one agent's rules on one connection; a rule left out is
