@@ -3,6 +3,8 @@ package bastion
 import (
 	"bytes"
 	"errors"
+	"io"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -72,6 +74,38 @@ func TestRecorder(t *testing.T) {
 			}
 			if want := sent.String()[:tc.kept]; got.String() != want {
 				t.Errorf("recorded %q; want %q", got.String(), want)
+			}
+		})
+	}
+}
+
+// BenchmarkOutputWriter: the cost per 32 KiB piece of output of the
+// relay's writer to the agent, without a recorder (recording off) and
+// with one, under the bound (a copy kept) and past it (counted only).
+func BenchmarkOutputWriter(b *testing.B) {
+	piece := make([]byte, relayBufferSize)
+	cases := []struct {
+		name  string
+		bound int64 // -1: no recorder
+	}{{"off", -1}, {"kept", DefaultRecordingBound}, {"past the bound", 0}}
+	for _, tc := range cases {
+		b.Run(tc.name, func(b *testing.B) {
+			var n atomic.Int64
+			var agent io.Writer = countingWriter{io.Discard, &n}
+			w := agent
+			var r *recorder
+			if tc.bound >= 0 {
+				r = newRecorder(time.Now, time.Now(), tc.bound, false)
+				w = r.stdout(agent)
+			}
+			b.SetBytes(int64(len(piece)))
+			for b.Loop() {
+				if tc.bound > 0 && r.kept >= tc.bound {
+					// A new session: "kept" measures output under the bound.
+					r = newRecorder(time.Now, time.Now(), tc.bound, false)
+					w = r.stdout(agent)
+				}
+				_, _ = w.Write(piece)
 			}
 		})
 	}
