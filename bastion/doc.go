@@ -24,6 +24,9 @@
 //   - openahead.go: the upstream channel opened while the policy decides,
 //     which runs nothing unless the decision allows.
 //   - relay.go: the byte-exact channel relay between agent and target.
+//   - record.go: a recorded session's output (connections whose Record
+//     setting covers it), kept as the relay passes it on and stored
+//     sealed with the operation's audit seq.
 //   - requests.go: the payloads of session channel requests, parsed and
 //     built.
 //   - sftp.go: the sftp subsystem, sftpgate with the policy as its Decider,

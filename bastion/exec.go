@@ -34,6 +34,8 @@ type execRun struct {
 	// takes them over; cleanup discards them on every other way out.
 	held    *heldRequests
 	relayed bool
+	// recordingSaved: the session's recording, if any, was stored.
+	recordingSaved bool
 
 	// Set by route.
 	r    route
@@ -267,15 +269,20 @@ func (x *execRun) relay() {
 		return
 	}
 	x.relayed = true
+	rcd := x.startRecorder()
 	// The relay runs under the server's context, not the agent
 	// connection's: an agent that goes away is seen by relay on its
 	// channel, and relay then waits for the target to report how the
 	// command ended.
 	audited := false
-	r := &relay{down: x.ch, downReqs: x.held.release(), up: up.Channel, upReqs: up.Requests, waits: s.relayWaits,
+	r := &relay{down: x.ch, downReqs: x.held.release(), up: up.Channel, upReqs: up.Requests, waits: s.relayWaits, rec: rcd,
 		beforeExit: func(res relayResult) {
 			x.ended(res)
-			s.audit(*rec, x.start)
+			seq := s.audit(*rec, x.start)
+			// The output has been copied to its end: the recording is
+			// stored before the agent learns the exit status, as the
+			// audit row is.
+			x.saveRecording(rcd, seq)
 			audited = true
 		}}
 	ctx, life := x.life()
@@ -312,7 +319,7 @@ func (x *execRun) relay() {
 		rec.ExitStatus = &lost
 		rec.Outcome, rec.Reason = policy.Failed, res.Err.Error()
 	}
-	s.audit(*rec, x.start)
+	x.saveRecording(rcd, s.audit(*rec, x.start))
 }
 
 // life returns the context the relay runs under: the server's, with a

@@ -189,6 +189,8 @@ type relay struct {
 	// gone away.
 	beforeExit func(relayResult)
 	waits      relayWaits
+	// rec, when not nil, keeps the output the agent was sent (record.go).
+	rec *recorder
 
 	// Written by the copying goroutines.
 	bytesIn, bytesOut atomic.Int64
@@ -251,13 +253,17 @@ func (r *relay) start() {
 
 	// Target → agent: stdout and stderr, concurrently, so that an unread
 	// stderr never stalls stdout at the channel window (and vice versa).
+	var stdout, stderr io.Writer = countingWriter{r.down, &r.bytesOut}, countingWriter{r.down.Stderr(), &r.bytesOut}
+	if r.rec != nil {
+		stdout, stderr = r.rec.stdout(stdout), r.rec.stderr(stderr)
+	}
 	go func() {
 		defer close(r.stdoutDone)
-		r.outErrs <- copyOutput(countingWriter{r.down, &r.bytesOut}, r.up)
+		r.outErrs <- copyOutput(stdout, r.up)
 	}()
 	go func() {
 		defer close(r.stderrDone)
-		r.outErrs <- copyOutput(countingWriter{r.down.Stderr(), &r.bytesOut}, r.up.Stderr())
+		r.outErrs <- copyOutput(stderr, r.up.Stderr())
 	}()
 }
 

@@ -105,6 +105,11 @@ type Config struct {
 	// Upstream configures the pool of connections to targets.
 	Upstream PoolOptions
 
+	// RecordingBound is how many bytes of output one recorded session
+	// keeps (connections whose Record setting covers it); the rest is
+	// counted, not kept. DefaultRecordingBound if zero.
+	RecordingBound int64
+
 	// Metrics counts agent connections and handshakes, and is handed to
 	// the upstream pool (unless Upstream.Metrics is set), the SFTP gate and
 	// nothing else; none if nil.
@@ -183,6 +188,8 @@ type Server struct {
 	// told it waits for, after the agent's line was written.
 	audited func(policy.Record)
 	waiting func(policy.Approval)
+	// recorded, for tests, is called with each recording once stored.
+	recorded func(store.Recording)
 	// relayWaits bound every relay's waits on its peers: relayTeardownWait
 	// and relayGoneWait, which a test that must not trip them raises.
 	relayWaits relayWaits

@@ -482,14 +482,18 @@ func (s *Server) unreachable(ch ssh.Channel, alias string, err error) {
 	exitWith(ch, ExitUnreachable)
 }
 
-func (s *Server) audit(rec policy.Record, start time.Time) {
+// audit writes rec's row and returns its seq (0 when it failed), which a
+// recording of the operation names.
+func (s *Server) audit(rec policy.Record, start time.Time) int64 {
 	rec.Duration = s.cfg.Now().Sub(start)
-	if _, err := s.cfg.Policy.Audit(s.ctx, rec); err != nil {
+	seq, err := s.cfg.Policy.Audit(s.ctx, rec)
+	if err != nil {
 		s.log.Error().Err(err).Msg("audit failed")
 	}
 	if s.audited != nil {
 		s.audited(rec)
 	}
+	return seq
 }
 
 // denialReason is what the agent reads after "denied": policy's reason,

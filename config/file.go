@@ -60,6 +60,11 @@ type Serve struct {
 	// requests that wait for a decision at once (policy.Options).
 	MaxPendingPerAgent      int `toml:"max_pending_per_agent,omitempty"`
 	MaxPendingPerConnection int `toml:"max_pending_per_connection,omitempty"`
+
+	// RecordingBound is the bytes of output one recorded session keeps;
+	// RecordingRetention how long recordings are kept.
+	RecordingBound     int64    `toml:"recording_bound,omitempty"`
+	RecordingRetention Duration `toml:"recording_retention,omitempty"`
 }
 
 // Admin declares an admin and role (viewer, approver, admin, owner;
@@ -102,6 +107,9 @@ type Connection struct {
 	// ReadSandboxReason saying why for off (docs/config.md).
 	ReadSandbox       string `toml:"read_sandbox,omitempty"`
 	ReadSandboxReason string `toml:"read_sandbox_reason,omitempty"`
+	// Record is off (when left out), exec or all: what of the
+	// connection's sessions is recorded.
+	Record string `toml:"record,omitempty"`
 }
 
 // Grant declares one agent's rules on one connection; a rule left out is

@@ -111,7 +111,42 @@ func connSettings() []connSetting {
 				}
 				x.ReadSandboxReason = c.ReadSandboxReason
 			}},
+		{name: "record",
+			check: func(_ *planner, c *Connection) error {
+				if c.Record == "" {
+					return nil
+				}
+				_, err := store.ParseRecord(c.Record)
+				return err
+			},
+			want: func(c *Connection) string { return string(c.record()) },
+			have: func(c *store.Connection) string { return string(recordOf(c.Record)) },
+			spec: func(c *Connection, s *manage.ConnectionSpec) { s.Record = c.record() },
+			edit: func(c *Connection, e *manage.ConnectionEdit) { r := c.record(); e.Record = &r },
+			export: func(c *store.Connection, x *Connection) {
+				if r := recordOf(c.Record); r != store.RecordOff {
+					x.Record = string(r)
+				}
+			}},
 	}
+}
+
+// record is the connection's recording setting, off if the file leaves it
+// out (or gives one that does not parse, which its check reports).
+func (c *Connection) record() store.Record {
+	r, err := store.ParseRecord(c.Record)
+	if err != nil {
+		return store.RecordOff
+	}
+	return r
+}
+
+// recordOf is a stored setting, off when empty.
+func recordOf(r store.Record) store.Record {
+	if r == "" {
+		return store.RecordOff
+	}
+	return r
 }
 
 // port is the connection's port, 22 if the file leaves it out.

@@ -44,6 +44,8 @@ type ConnectionSpec struct {
 	// the target for the sandbox it supports once its key check passes.
 	ReadSandbox       store.ReadSandbox
 	ReadSandboxReason string
+	// Record is what of its sessions' output is recorded (off if empty).
+	Record store.Record
 }
 
 // ConnectionEdit is a change to a connection: nil fields (and empty
@@ -62,6 +64,10 @@ type ConnectionEdit struct {
 	// needs.
 	ReadSandbox       *store.ReadSandbox
 	ReadSandboxReason string
+	// Record changes the recording setting. Lowering it on a production
+	// connection waits for a second admin: what is not recorded cannot be
+	// reviewed afterwards.
+	Record *store.Record
 }
 
 // CheckOptions say what becomes of a change whose key check does not prove
@@ -199,6 +205,12 @@ func (m *Manager) AddConnection(ctx context.Context, by policy.Actor, spec Conne
 	if err := checkReadSandbox(spec.Alias, spec.ReadSandbox, spec.ReadSandboxReason); err != nil {
 		return res, err
 	}
+	if spec.Record == "" {
+		spec.Record = store.RecordOff
+	}
+	if _, err := store.ParseRecord(string(spec.Record)); err != nil {
+		return res, err
+	}
 	if err := m.checkRecipe(spec.Recipe); err != nil {
 		return res, err
 	}
@@ -251,11 +263,15 @@ func (m *Manager) AddConnection(ctx context.Context, by policy.Actor, spec Conne
 	what := fmt.Sprintf("conn add %s: %s@%s, env %s, recipe %s, host key %s, key %s, read sandbox %s",
 		spec.Alias, spec.User, c.addr(), spec.Env, orNone(spec.Recipe), pinsText(c.pins), keyText(res.PublicKey, res.Generated),
 		readSandboxText(spec.ReadSandbox, spec.ReadSandboxReason))
+	if spec.Record != store.RecordOff {
+		what += ", record " + string(spec.Record)
+	}
 	aud, p := audited(policy.Change{Actor: by, ConnectionAlias: spec.Alias, What: what, Result: resultText(res)})
 	conn, err := m.st.CreateConnection(ctx, aud, store.NewConnection{
 		Alias: spec.Alias, Host: spec.Host, Port: spec.Port, User: spec.User, PrivateKey: c.key,
 		HostKeys: c.pins, Recipe: spec.Recipe, Env: spec.Env, Check: check,
 		ReadSandbox: spec.ReadSandbox, ReadSandboxReason: spec.ReadSandboxReason, Probe: probe,
+		Record: spec.Record,
 	})
 	if err != nil {
 		return res, err
@@ -342,6 +358,12 @@ func (m *Manager) UpdateConnection(ctx context.Context, by policy.Actor, alias s
 	} else if e.ReadSandboxReason != "" {
 		return res, store.Invalidf("connection %s: a read sandbox reason goes with read sandbox off", alias)
 	}
+	if e.Record != nil {
+		if _, err := store.ParseRecord(string(*e.Record)); err != nil {
+			return res, err
+		}
+		change("record", string(cur.Record), string(*e.Record))
+	}
 	oldPub, err := m.st.ConnectionPublicKey(ctx, cur.ID)
 	if err != nil {
 		return res, err
@@ -397,7 +419,8 @@ func (m *Manager) UpdateConnection(ctx context.Context, by policy.Actor, alias s
 		return res, err
 	}
 	ch := store.ConnectionChange{Host: e.Host, Port: e.Port, User: e.User, Env: e.Env, Recipe: e.Recipe,
-		PrivateKey: c.key, Check: check, ReadSandbox: e.ReadSandbox, ReadSandboxReason: e.ReadSandboxReason, Probe: probe}
+		PrivateKey: c.key, Check: check, ReadSandbox: e.ReadSandbox, ReadSandboxReason: e.ReadSandboxReason, Probe: probe,
+		Record: e.Record}
 	if len(e.HostKeys) > 0 || e.AcceptNewHostKey {
 		ch.HostKeys = c.pins
 	}
@@ -674,13 +697,17 @@ func (res ConnectionResult) Model() model.ConnectionResult {
 
 // tightensOnly reports whether edit e of production connection cur only
 // tightens it: nothing the key check depends on changes (dialed is false),
-// the environment stays production, and the read sandbox, if changed,
-// becomes required. Anything else waits for a second admin.
+// the environment stays production, the read sandbox, if changed,
+// becomes required, and recording, if changed, records no less. Anything
+// else waits for a second admin.
 func tightensOnly(cur *store.Connection, e ConnectionEdit, dialed bool) bool {
 	if dialed || e.Recipe != nil && *e.Recipe != cur.Recipe {
 		return false
 	}
 	if e.Env != nil && *e.Env != store.EnvProduction {
+		return false
+	}
+	if e.Record != nil && e.Record.Rank() < cur.Record.Rank() {
 		return false
 	}
 	return e.ReadSandbox == nil || *e.ReadSandbox == store.ReadSandboxRequire
@@ -709,13 +736,25 @@ func applyEdit(c store.Connection, ch store.ConnectionChange) store.Connection {
 	if ch.ReadSandbox != nil {
 		c.ReadSandbox, c.ReadSandboxReason = *ch.ReadSandbox, ch.ReadSandboxReason
 	}
+	if ch.Record != nil {
+		c.Record = *ch.Record
+	}
 	return c
 }
 
 // connText is a connection on one line, as a change request shows its
 // before and after.
 func connText(c *store.Connection) string {
-	t := fmt.Sprintf("%s@%s env=%s recipe=%s read-sandbox=%s host key %s", c.User, c.Addr(), c.Env, orNone(c.Recipe),
-		readSandboxText(c.ReadSandbox, c.ReadSandboxReason), pinsText(c.HostKeys))
+	t := fmt.Sprintf("%s@%s env=%s recipe=%s read-sandbox=%s record=%s host key %s", c.User, c.Addr(), c.Env, orNone(c.Recipe),
+		readSandboxText(c.ReadSandbox, c.ReadSandboxReason), orOff(c.Record), pinsText(c.HostKeys))
 	return t
+}
+
+// orOff is a recording setting as shown: off when a row made before
+// recordings existed has none.
+func orOff(r store.Record) string {
+	if r == "" {
+		return string(store.RecordOff)
+	}
+	return string(r)
 }

@@ -109,6 +109,9 @@ type Connection struct {
 	// ReadSandbox is whether its read commands run read-only on the
 	// target (readsandbox.go).
 	ReadSandbox ReadSandbox `json:"read_sandbox"`
+	// Record is what of its sessions' output is recorded: off, exec or
+	// all (store.Records).
+	Record string `json:"record"`
 }
 
 // HostKey is one pinned host key of a target.
@@ -124,7 +127,11 @@ func ConnectionOf(c store.Connection, pub ssh.PublicKey) Connection {
 	v := Connection{ID: c.ID, Alias: c.Alias, Host: c.Host, Port: c.Port, User: c.User, Env: string(c.Env),
 		Recipe: c.Recipe, KeyStatus: string(c.KeyStatus), KeyMessage: c.KeyMessage,
 		KeyCheckedAt: Time(c.KeyCheckedAt), HostKeys: []HostKey{},
-		CreatedAt: Time(c.CreatedAt), ModifiedAt: Time(c.ModifiedAt), ReadSandbox: ReadSandboxOf(c)}
+		CreatedAt: Time(c.CreatedAt), ModifiedAt: Time(c.ModifiedAt), ReadSandbox: ReadSandboxOf(c),
+		Record: string(c.Record)}
+	if v.Record == "" {
+		v.Record = string(store.RecordOff)
+	}
 	if pub != nil {
 		v.PublicKey = AuthorizedKeyLine(pub, c.Alias)
 	}

@@ -106,6 +106,9 @@ type Connection struct {
 	SandboxFound      SandboxFound
 	SandboxMessage    string
 	SandboxProbedAt   time.Time
+	// Record is what of its sessions' output is recorded (RecordOff
+	// unless an admin chose otherwise).
+	Record Record
 }
 
 // Addr is host:port for dialing.
@@ -223,6 +226,8 @@ type NewConnection struct {
 	ReadSandbox       ReadSandbox
 	ReadSandboxReason string
 	Probe             *SandboxProbe
+	// Record is the recording setting (RecordOff if empty).
+	Record Record
 }
 
 // CreateConnection validates and stores a connection, sealing its private
@@ -279,6 +284,12 @@ func (s *Store) CreateConnection(ctx context.Context, audit Audit, nc NewConnect
 	if err != nil {
 		return nil, err
 	}
+	if nc.Record == "" {
+		nc.Record = RecordOff
+	}
+	if _, err := ParseRecord(string(nc.Record)); err != nil {
+		return nil, err
+	}
 	probe := SandboxProbe{Found: SandboxUnprobed}
 	if nc.Probe != nil {
 		if probe, err = s.checkSandboxProbe(*nc.Probe); err != nil {
@@ -300,11 +311,11 @@ func (s *Store) CreateConnection(ctx context.Context, audit Audit, nc NewConnect
 		_, err := tx.ExecContext(ctx, `
 			INSERT INTO connections (id, alias, host, port, target_user, sealed_key, host_keys,
 			                         recipe, env, check_status, key_message, key_checked_at, created_at, modified_at,
-			                         read_sandbox, read_sandbox_reason, sandbox_found, sandbox_message, sandbox_probed_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			                         read_sandbox, read_sandbox_reason, sandbox_found, sandbox_message, sandbox_probed_at, record)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			id, nc.Alias, nc.Host, nc.Port, nc.User, sealed, strings.Join(pins, "\n"),
 			nc.Recipe, string(nc.Env), string(check.Status), check.Message, formatTime(check.CheckedAt), now, now,
-			string(nc.ReadSandbox), reason, string(probe.Found), probe.Message, formatTime(probe.ProbedAt))
+			string(nc.ReadSandbox), reason, string(probe.Found), probe.Message, formatTime(probe.ProbedAt), string(nc.Record))
 		if isUniqueViolation(err) {
 			return &ConflictError{Kind: "connection", Value: nc.Alias}
 		}
@@ -449,7 +460,7 @@ func (s *Store) queryConnections(ctx context.Context, where string, args ...any)
 	rows, err := s.query(ctx, `
 		SELECT id, alias, host, port, target_user, host_keys, recipe, env,
 		       check_status, key_message, key_checked_at, created_at, modified_at,
-		       read_sandbox, read_sandbox_reason, sandbox_found, sandbox_message, sandbox_probed_at
+		       read_sandbox, read_sandbox_reason, sandbox_found, sandbox_message, sandbox_probed_at, record
 		FROM connections `+where+` ORDER BY alias`, args...)
 	return collect(rows, err, "list connections", scanConnection)
 }
@@ -460,15 +471,17 @@ func scanConnection(r rowScanner) (Connection, error) {
 		hostKeys, env, status      string
 		checked, created, modified string
 		sandbox, found, probed     string
+		record                     string
 	)
 	err := r.Scan(&c.ID, &c.Alias, &c.Host, &c.Port, &c.User, &hostKeys, &c.Recipe, &env,
 		&status, &c.KeyMessage, &checked, &created, &modified,
-		&sandbox, &c.ReadSandboxReason, &found, &c.SandboxMessage, &probed)
+		&sandbox, &c.ReadSandboxReason, &found, &c.SandboxMessage, &probed, &record)
 	if err != nil {
 		return c, err
 	}
 	c.Env, c.KeyStatus = Env(env), KeyStatus(status)
 	c.ReadSandbox, c.SandboxFound = ReadSandbox(sandbox), SandboxFound(found)
+	c.Record = Record(record)
 	if c.SandboxProbedAt, err = parseTime(probed); err != nil {
 		return c, err
 	}

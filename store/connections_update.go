@@ -28,6 +28,8 @@ type ConnectionChange struct {
 	ReadSandbox       *ReadSandbox
 	ReadSandboxReason string
 	Probe             *SandboxProbe
+	// Record changes the recording setting.
+	Record *Record
 }
 
 // UpdateConnection changes the connection with that alias in place: its
@@ -119,6 +121,12 @@ func (s *Store) UpdateConnection(ctx context.Context, audit Audit, alias string,
 		set("sandbox_found", string(p.Found))
 		set("sandbox_message", p.Message)
 		set("sandbox_probed_at", formatTime(p.ProbedAt))
+	}
+	if ch.Record != nil {
+		if _, err := ParseRecord(string(*ch.Record)); err != nil {
+			return nil, err
+		}
+		set("record", string(*ch.Record))
 	}
 	set("modified_at", formatTime(s.nowUTC()))
 

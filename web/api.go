@@ -168,6 +168,8 @@ func apiRouteTable() []apiRoute {
 			handle:   (*Server).apiTestNotification},
 		{Method: "GET", Path: "/v1/audit", Statuses: apiAuthed(ok, bad), handle: (*Server).apiListAudit},
 		{Method: "GET", Path: "/v1/audit/verify", Statuses: apiAuthed(ok), handle: (*Server).apiVerifyAudit},
+		{Method: "GET", Path: "/v1/recordings", Scope: admin, Statuses: apiAuthed(ok, bad), handle: (*Server).apiListRecordings},
+		{Method: "GET", Path: "/v1/recordings/{id}", Scope: admin, Statuses: apiAuthed(ok, notFound), handle: (*Server).apiGetRecording},
 	}
 	// Every state-changing route refuses a request another site's page
 	// made (CrossOriginProtection in front of the mux): 403 cross_origin.

@@ -201,6 +201,7 @@ type apiConnectionBody struct {
 	GenerateKey       bool     `json:"generate_key"`
 	ReadSandbox       string   `json:"read_sandbox"`
 	ReadSandboxReason string   `json:"read_sandbox_reason"`
+	Record            string   `json:"record"`
 	AllowUnverified   bool     `json:"allow_unverified"`
 }
 
@@ -213,6 +214,7 @@ type apiConnectionPatch struct {
 	Recipe            *string `json:"recipe"`
 	ReadSandbox       *string `json:"read_sandbox"`
 	ReadSandboxReason string  `json:"read_sandbox_reason"`
+	Record            *string `json:"record"`
 	AllowUnverified   bool    `json:"allow_unverified"`
 }
 
@@ -250,10 +252,17 @@ func (s *Server) apiCreateConnection(r *http.Request, c *apiCall, body []byte) (
 			return 0, nil, apiBadBody("read_sandbox", "want auto, require or off")
 		}
 	}
+	rec := store.RecordOff
+	if in.Record != "" {
+		var err error
+		if rec, err = store.ParseRecord(in.Record); err != nil {
+			return 0, nil, apiBadBody("record", "want off, exec or all")
+		}
+	}
 	spec := manage.ConnectionSpec{Alias: in.Alias, Host: in.Host, Port: in.Port, User: in.User, Env: env,
 		Recipe: in.Recipe, HostKeys: in.HostKeys, AcceptNewHostKey: in.AcceptNewHostKey,
 		PrivateKey: []byte(in.PrivateKey), GenerateKey: in.GenerateKey,
-		ReadSandbox: rs, ReadSandboxReason: in.ReadSandboxReason}
+		ReadSandbox: rs, ReadSandboxReason: in.ReadSandboxReason, Record: rec}
 	defer clear(spec.PrivateKey)
 	res, err := s.cfg.Manager.AddConnection(r.Context(), apiActor(r, c), spec,
 		manage.CheckOptions{AllowUnverified: in.AllowUnverified})
@@ -299,8 +308,15 @@ func (s *Server) apiUpdateConnection(r *http.Request, c *apiCall, body []byte) (
 		}
 		e.ReadSandbox = &rs
 	}
-	if e.Host == nil && e.Port == nil && e.User == nil && e.Env == nil && e.Recipe == nil && e.ReadSandbox == nil {
-		return 0, nil, apiBadBody("", "nothing to change: give host, port, user, env, recipe or read_sandbox")
+	if in.Record != nil {
+		rec, err := store.ParseRecord(*in.Record)
+		if err != nil {
+			return 0, nil, apiBadBody("record", "want off, exec or all")
+		}
+		e.Record = &rec
+	}
+	if e.Host == nil && e.Port == nil && e.User == nil && e.Env == nil && e.Recipe == nil && e.ReadSandbox == nil && e.Record == nil {
+		return 0, nil, apiBadBody("", "nothing to change: give host, port, user, env, recipe, read_sandbox or record")
 	}
 	return s.apiEditConnection(r, c, e, in.AllowUnverified)
 }

@@ -66,6 +66,8 @@ func (s *Server) pageRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /scopes/{id}/revoke", s.requireAdmin(s.needRole(approver, s.revokeScopeForm)))
 	mux.HandleFunc("GET /audit", s.requireAdmin(s.auditPage))
 	mux.HandleFunc("GET /recipes", s.requireAdmin(s.recipesPage))
+	mux.HandleFunc("GET /recordings", s.requireAdmin(s.needRole(admin, s.recordingsPage)))
+	mux.HandleFunc("GET /recordings/{id}", s.requireAdmin(s.needRole(admin, s.recordingPage)))
 	mux.HandleFunc("GET /notifications", s.requireAdmin(s.notificationsPage))
 	mux.HandleFunc("POST /notifications", s.requireAdmin(s.needRole(admin, s.addNotificationForm)))
 	mux.HandleFunc("POST /notifications/{name}/remove", s.requireAdmin(s.needRole(admin, s.removeNotificationForm)))

@@ -57,6 +57,8 @@ type connectionRow struct {
 	// target was last probed, for the template's since.
 	ReadSandbox     model.ReadSandbox
 	SandboxProbedAt time.Time
+	// Record is what of its sessions is recorded (off, exec, all).
+	Record string
 }
 
 type connectionsData struct {
@@ -66,6 +68,8 @@ type connectionsData struct {
 	CSRF  string
 	// ReadSandboxes are the read sandbox settings, for the forms.
 	ReadSandboxes []store.ReadSandbox
+	// Records are the recording settings, for the forms.
+	Records []store.Record
 }
 
 func (s *Server) connectionsPage(w http.ResponseWriter, r *http.Request) {
@@ -84,13 +88,13 @@ func (s *Server) connectionsPage(w http.ResponseWriter, r *http.Request) {
 		perConn[g.ConnectionID]++
 	}
 	d := connectionsData{Flash: flashFrom(r), Envs: store.Envs, CSRF: sessionFrom(r.Context()).CSRFToken,
-		ReadSandboxes: store.ReadSandboxes}
+		ReadSandboxes: store.ReadSandboxes, Records: store.Records}
 	for _, c := range conns {
 		row := connectionRow{
 			Alias: c.Alias, Host: c.Host, Port: c.Port, Addr: c.Addr(), User: c.User, Env: c.Env, Recipe: c.Recipe,
 			KeyStatus: c.KeyStatus, StatusText: model.StatusText(string(c.KeyStatus), c.KeyMessage, false),
 			KeyCheckedAt: c.KeyCheckedAt, Grants: perConn[c.ID], ReadSandbox: model.ReadSandboxOf(c),
-			SandboxProbedAt: c.SandboxProbedAt,
+			SandboxProbedAt: c.SandboxProbedAt, Record: model.ConnectionOf(c, nil).Record,
 		}
 		if rc := s.cfg.Catalog.Get(c.Recipe); rc != nil {
 			row.RecipeName = rc.Name
@@ -148,6 +152,7 @@ func (s *Server) addConnectionForm(w http.ResponseWriter, r *http.Request) {
 		HostKeys: formLines(r.PostFormValue("host_keys")), AcceptNewHostKey: formBool(r, "accept_new_host_key"),
 		GenerateKey: formBool(r, "generate_key"), ReadSandbox: store.ReadSandbox(r.PostFormValue("read_sandbox")),
 		ReadSandboxReason: strings.TrimSpace(r.PostFormValue("read_sandbox_reason")),
+		Record:            store.Record(r.PostFormValue("record")),
 	}
 	if key := strings.TrimSpace(r.PostFormValue("private_key")); key != "" {
 		spec.PrivateKey = []byte(key + "\n")
@@ -208,7 +213,10 @@ func (s *Server) editConnectionForm(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	if e.Host == nil && e.Port == nil && e.User == nil && e.Env == nil && e.Recipe == nil && e.ReadSandbox == nil {
+	if rec := store.Record(r.PostFormValue("record")); rec != "" && rec != cur.Record {
+		e.Record = &rec
+	}
+	if e.Host == nil && e.Port == nil && e.User == nil && e.Env == nil && e.Recipe == nil && e.ReadSandbox == nil && e.Record == nil {
 		s.redirectFlash(w, r, "/connections", flashError, "Connection "+alias+" not changed: nothing to change.")
 		return
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"embed"
 	"fmt"
+	"github.com/postern/postern/model"
 	"github.com/postern/postern/policy"
 	"html/template"
 	"io/fs"
@@ -45,6 +46,8 @@ var templateFuncs = template.FuncMap{
 	// every control, bidi, zero-width or other invisible code point as an
 	// escape such as <U+202E>: the admin reads the bytes that run.
 	"visible": policy.Visible,
+	// timeOf is a model time as a time, for rfc3339 and since.
+	"timeOf": func(t model.Time) time.Time { return time.Time(t) },
 }
 
 // loadPages parses layout.html with each other template.

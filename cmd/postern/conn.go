@@ -172,6 +172,7 @@ type connAddFlags struct {
 	env       string
 	recipe    string
 	sandbox   readSandboxFlags
+	record    string
 	check     *checkFlags
 }
 
@@ -209,7 +210,12 @@ says what reads do with it: auto (the default) uses what the probe found
 and runs reads on the classifier's verdict alone where it found none;
 require refuses reads when no sandbox works (what production targets
 should have); off never sandboxes, with --read-sandbox-reason saying what
-it breaks.`,
+it breaks.
+
+--record says what of the connection's sessions postern records, sealed,
+for admins to play back (postern recording): off (the default), exec (the
+output of commands without a terminal) or all (also terminal sessions).
+Recording has privacy costs: see SECURITY.md.`,
 		Args: exactArgs(1, "the connection ALIAS"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runConnAdd(cmd, data, args[0], f)
@@ -226,6 +232,7 @@ it breaks.`,
 	fl.StringVar(&f.env, "env", string(store.EnvDev), "environment: dev, test, staging or production")
 	fl.StringVar(&f.recipe, "recipe", "", "recipe key; empty lets the host pick the recipe when the bastion connects")
 	f.sandbox.add(cmd, string(store.ReadSandboxAuto))
+	addRecordFlag(cmd, &f.record, string(store.RecordOff))
 	f.check = addCheckFlags(cmd)
 	return cmd
 }
@@ -265,9 +272,13 @@ func runConnAdd(cmd *cobra.Command, data *dataFlag, alias string, f connAddFlags
 	if err != nil {
 		return storeErr(err)
 	}
+	rec, err := store.ParseRecord(f.record)
+	if err != nil {
+		return storeErr(err)
+	}
 	spec := manage.ConnectionSpec{Alias: alias, Host: f.host, Port: f.port, User: f.user, Env: env, Recipe: f.recipe,
 		HostKeys: f.hostKeys, AcceptNewHostKey: f.acceptNew, GenerateKey: f.generate,
-		ReadSandbox: rs, ReadSandboxReason: f.sandbox.reason}
+		ReadSandbox: rs, ReadSandboxReason: f.sandbox.reason, Record: rec}
 	if f.keyFile != "" {
 		if spec.PrivateKey, err = readInput(cmd, f.keyFile, "private key file (--key-file)"); err != nil {
 			return err
@@ -288,13 +299,14 @@ type connUpdateFlags struct {
 	host, user, env, recipe string
 	port                    int
 	sandbox                 readSandboxFlags
+	record                  string
 	check                   *checkFlags
 }
 
 func newConnUpdateCmd(data *dataFlag) *cobra.Command {
 	var f connUpdateFlags
 	cmd := &cobra.Command{
-		Use:   "update ALIAS [--host H] [--port P] [--user U] [--env E] [--recipe R] [--read-sandbox auto|require|off]",
+		Use:   "update ALIAS [--host H] [--port P] [--user U] [--env E] [--recipe R] [--read-sandbox auto|require|off] [--record off|exec|all]",
 		Short: "Move or relabel a connection, keeping its id, key, pins and grants",
 		Long: `update changes a connection in place: its id, sealed key, pinned host keys,
 grants and approvals stay. A new host, port, user or recipe re-runs the key
@@ -304,7 +316,9 @@ another host key, so re-pin with postern conn pin). A new --env alone is
 stored without connecting; moving to production is refused while a grant
 allows destructive operations. A new --read-sandbox (auto or require)
 probes the target for the read sandbox again, as a changed target does;
-off needs --read-sandbox-reason. The change is audited.`,
+off needs --read-sandbox-reason. --record changes what is recorded (see
+conn add); recording less on a production connection waits for a second
+admin. The change is audited.`,
 		Args: exactArgs(1, "the connection ALIAS"),
 	}
 	fl := cmd.Flags()
@@ -314,6 +328,7 @@ off needs --read-sandbox-reason. The change is audited.`,
 	fl.StringVar(&f.env, "env", "", "new environment: dev, test, staging or production")
 	fl.StringVar(&f.recipe, "recipe", "", `new recipe key ("" with --recipe= for none)`)
 	f.sandbox.add(cmd, "")
+	addRecordFlag(cmd, &f.record, "")
 	f.check = addCheckFlags(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		var e manage.ConnectionEdit
@@ -345,8 +360,15 @@ off needs --read-sandbox-reason. The change is audited.`,
 			e.ReadSandbox = &rs
 		}
 		e.ReadSandboxReason = f.sandbox.reason
-		if e.Host == nil && e.Port == nil && e.User == nil && e.Env == nil && e.Recipe == nil && e.ReadSandbox == nil {
-			return usagef("conn update: nothing to change: give --host, --port, --user, --env, --recipe or --read-sandbox")
+		if changed("record") {
+			rec, err := store.ParseRecord(f.record)
+			if err != nil {
+				return storeErr(err)
+			}
+			e.Record = &rec
+		}
+		if e.Host == nil && e.Port == nil && e.User == nil && e.Env == nil && e.Recipe == nil && e.ReadSandbox == nil && e.Record == nil {
+			return usagef("conn update: nothing to change: give --host, --port, --user, --env, --recipe, --read-sandbox or --record")
 		}
 		return runConnEdit(cmd, data, args[0], e, f.check)
 	}
@@ -519,7 +541,7 @@ func newConnListCmd(data *dataFlag) *cobra.Command {
 		read:   listConnections,
 		json:   func(c connRow) any { return model.ConnectionOf(c.Connection, c.pub) },
 		empty:  "no connections; add one with: postern conn add ALIAS --host H --user U --key-file FILE --accept-new-host-key",
-		header: []string{"ALIAS", "TARGET", "ENV", "RECIPE", "KEY", "LAST CHECK", "READS", "HOST KEY"},
+		header: []string{"ALIAS", "TARGET", "ENV", "RECIPE", "KEY", "LAST CHECK", "READS", "RECORD", "HOST KEY"},
 		rows: func(c connRow) [][]string {
 			recipe := c.Recipe
 			if recipe == "" {
@@ -527,7 +549,8 @@ func newConnListCmd(data *dataFlag) *cobra.Command {
 			}
 			return [][]string{{c.Alias, c.User + "@" + c.Addr(), string(c.Env), recipe,
 				model.StatusText(string(c.KeyStatus), c.KeyMessage, true), timeText(c.KeyCheckedAt),
-				model.ReadSandboxText(model.ReadSandboxOf(c.Connection)), strings.Join(hostKeyFPs(&c.Connection), ",")}}
+				model.ReadSandboxText(model.ReadSandboxOf(c.Connection)), model.ConnectionOf(c.Connection, nil).Record,
+				strings.Join(hostKeyFPs(&c.Connection), ",")}}
 		},
 		warning: func(c connRow) string { return model.ReadSandboxOf(c.Connection).Warning },
 	})

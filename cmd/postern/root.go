@@ -41,6 +41,7 @@ func newRootCmd() *cobra.Command {
 		newBackupCmd(),
 		newApplyCmd(),
 		newExportCmd(),
+		newRecordingCmd(),
 	)
 	return root
 }

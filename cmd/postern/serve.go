@@ -65,6 +65,10 @@ type limitFlags struct {
 	// requests that wait at once (policy.Options).
 	maxPendingPerAgent      int
 	maxPendingPerConnection int
+	// recordingBound and recordingRetention: the bytes one recording
+	// keeps, and how long recordings are kept (recording.go).
+	recordingBound     int64
+	recordingRetention time.Duration
 }
 
 func addServeFlags(cmd *cobra.Command) *serveFlags {
@@ -96,6 +100,10 @@ func addServeFlags(cmd *cobra.Command) *serveFlags {
 	fl.IntVar(&l.apiBurst, "api-burst", 0, fmt.Sprintf("API requests at once per console token (default %d)", web.DefaultAPIBurst))
 	fl.DurationVar(&l.sessionLifetime, "session-lifetime", 0,
 		fmt.Sprintf("how long an admin stays logged in to the web page (default %v)", web.DefaultSessionLifetime))
+	fl.Int64Var(&l.recordingBound, "recording-bound", bastion.DefaultRecordingBound,
+		"bytes of output one recorded session keeps (connections with --record); the rest is counted, not kept")
+	fl.DurationVar(&l.recordingRetention, "recording-retention", defaultRecordingRetention,
+		"how long recordings are kept before serve deletes them")
 	return f
 }
 
@@ -178,6 +186,10 @@ func applyServeConfig(cmd *cobra.Command, path string, data *dataFlag, f *serveF
 	}
 	dur("session-lifetime", &l.sessionLifetime, c.SessionLifetime)
 	dur("terminal-life", &l.terminalLife, c.TerminalLife)
+	if c.RecordingBound != 0 {
+		set("recording-bound", func() { l.recordingBound = c.RecordingBound })
+	}
+	dur("recording-retention", &l.recordingRetention, c.RecordingRetention)
 	return nil
 }
 
@@ -189,8 +201,11 @@ func (f *serveFlags) check(cmd *cobra.Command) (zerolog.Logger, error) {
 	}
 	l := f.limits
 	if l.commandBurst < 0 || l.maxSessions < 0 || l.handshakeTimeout < 0 || l.apiRate < 0 || l.apiBurst < 0 || l.sessionLifetime < 0 || l.terminalLife < 0 ||
-		l.maxPendingPerAgent < 0 || l.maxPendingPerConnection < 0 {
+		l.maxPendingPerAgent < 0 || l.maxPendingPerConnection < 0 || l.recordingBound < 0 {
 		return zerolog.Logger{}, usagef("%s: a limit is negative (only --command-rate may be, for no limit, and --command-wait, for no wait)", cmdPath(cmd))
+	}
+	if l.recordingRetention <= 0 {
+		return zerolog.Logger{}, usagef("%s: --recording-retention must be positive, got %s", cmdPath(cmd), l.recordingRetention)
 	}
 	if _, _, err := net.SplitHostPort(f.listen); err != nil {
 		return zerolog.Logger{}, usagef("%s: --ssh-listen %q: want HOST:PORT", cmdPath(cmd), f.listen)
@@ -534,6 +549,7 @@ func runBastion(ctx context.Context, p bastionParams) error {
 		MaxSessionsPerConn: p.Limits.maxSessions,
 		HandshakeTimeout:   p.Limits.handshakeTimeout,
 		TerminalLife:       p.Limits.terminalLife,
+		RecordingBound:     p.Limits.recordingBound,
 		Metrics:            m,
 		Upstream: bastion.PoolOptions{
 			Signer: func(ctx context.Context, c *store.Connection) (ssh.Signer, error) {
@@ -643,7 +659,16 @@ func runBastion(ctx context.Context, p bastionParams) error {
 	} else {
 		close(headsDone)
 	}
+	// The recording sweep runs beside the group too, and ends with it.
+	sweepDone := make(chan struct{})
+	go func() {
+		defer close(sweepDone)
+		if p.Limits.recordingRetention > 0 {
+			newRecordingSweeper(st, log, p.Limits.recordingRetention).run(gctx)
+		}
+	}()
 	err = g.Wait()
+	<-sweepDone
 	<-headsDone // g.Wait has ended gctx
 	if heads != nil {
 		heads.publishFinal(ctx)
