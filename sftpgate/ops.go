@@ -110,6 +110,13 @@ func withHandle(r *request, h, h2 *handle) []byte {
 // A file's row is written once the close is answered: for a read at once,
 // for a write when what may ride on it has passed too.
 func (s *session) closeHandle(r *request) error {
+	if s.lookup(r.handle) == nil {
+		// Closing a handle that is not open (closed already, or never
+		// opened) gets OpenSSH's answer: its sftp-server fails the close
+		// with ENOENT, SSH_FX_NO_SUCH_FILE "No such file", where every
+		// other request on such a handle gets SSH_FX_FAILURE.
+		return s.reply(r.id, fxNoSuchFile, "No such file")
+	}
 	h, err := s.handleOf(r, r.handle)
 	if h == nil {
 		return err

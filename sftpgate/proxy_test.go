@@ -461,6 +461,13 @@ func TestHandlesNamespaced(t *testing.T) {
 	if typ, got := read(hw); typ != fxpStatus || got != "4 sftpgate: invalid handle" {
 		t.Errorf("read after close: got %d %q; want an invalid handle", typ, got)
 	}
+	// A second close is answered as OpenSSH's sftp-server answers it
+	// (issue 25: postern answered 4 with its own words).
+	for _, h := range []string{hw, "999"} {
+		if code, msg := r.status(fxpClose, h); code != fxNoSuchFile || msg != "No such file" {
+			t.Errorf("close of %q, not open: got %d %q; want %d \"No such file\"", h, code, msg, fxNoSuchFile)
+		}
+	}
 }
 
 // TestCrossAliasRefused: rename and hard link across aliases fail, and a
