@@ -55,11 +55,22 @@ func TestAuditSessionControlMaster(t *testing.T) {
 	run(overMaster, "echo one")
 	run(overMaster, "echo two")
 	run(nil, "echo three")
+	// An SFTP session over a connection of its own: each of its
+	// operations' rows names that connection's session.
+	tr := r.agent.sftp(t, p.sshAddr, "target", "ls "+r.scratch+"\nls "+r.scratch+"\n")
+	tr.wait(t)
+	if tr.code != 0 {
+		t.Fatalf("sftp: exit %d, stderr %q; want 0", tr.code, tr.stderr)
+	}
 
 	session := map[string]string{}
+	sftpSessions := map[string]bool{}
 	for _, row := range r.cli.auditRows() {
-		if row.Kind == "exec" {
+		switch row.Kind {
+		case "exec":
 			session[row.Operation] = row.SessionID
+		case "sftp":
+			sftpSessions[row.SessionID] = true
 		}
 	}
 	one, two, three := session["echo one"], session["echo two"], session["echo three"]
@@ -71,6 +82,10 @@ func TestAuditSessionControlMaster(t *testing.T) {
 	}
 	if !strings.HasPrefix(three, "ses_") || three == one {
 		t.Errorf("echo three over a connection of its own: session %q; want a session id other than %q", three, one)
+	}
+
+	if len(sftpSessions) != 1 || sftpSessions[""] || sftpSessions[one] || sftpSessions[three] {
+		t.Errorf("sftp rows' sessions %v; want one session id of their own", sftpSessions)
 	}
 
 	var rows []model.AuditRow
