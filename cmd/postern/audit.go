@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -22,13 +23,16 @@ import (
 func newAuditCmd() *cobra.Command {
 	var agent, conn, session, since string
 	var limit int
+	var sessions bool
 	cmd := &cobra.Command{
 		Use:   "audit",
 		Short: "Show the audit log (verify: check its hash chain)",
 		Long: `Show the audit log: one row per decision, oldest first, with the operation's
 secrets redacted. --session ID lists the rows of one agent SSH connection
 (the session_id of -o json and of the audit page; the commands of one
-OpenSSH ControlMaster share it). --since takes an RFC 3339 time, a date (2006-01-02), or a
+OpenSSH ControlMaster share it); --sessions lists the sessions instead, one
+line each (agent, connections, first and last time, rows), the most
+recently active last. --since takes an RFC 3339 time, a date (2006-01-02), or a
 duration meaning that long ago (24h, 90m).`,
 		Args: wantNoArgs,
 	}
@@ -37,6 +41,7 @@ duration meaning that long ago (24h, 90m).`,
 	cmd.Flags().StringVar(&agent, "agent", "", "only rows of this agent (name or id)")
 	cmd.Flags().StringVar(&conn, "conn", "", "only rows of this connection (alias or id)")
 	cmd.Flags().StringVar(&session, "session", "", "only rows of this agent SSH connection (its session id, ses_...)")
+	cmd.Flags().BoolVar(&sessions, "sessions", false, "one line per session (agent SSH connection) instead of one per row")
 	cmd.Flags().StringVar(&since, "since", "", "only rows at or after this time")
 	cmd.Flags().IntVar(&limit, "limit", 0, "only the newest N rows (0: all)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
@@ -58,6 +63,21 @@ duration meaning that long ago (24h, 90m).`,
 			return storeErr(err)
 		}
 		defer st.Close()
+		if sessions {
+			list, err := st.ListAuditSessions(cmd.Context(), f)
+			if err != nil {
+				return err
+			}
+			slices.Reverse(list) // oldest first, as the rows are
+			if asJSON {
+				js := make([]auditSessionJSON, 0, len(list))
+				for _, v := range list {
+					js = append(js, auditSessionOf(v))
+				}
+				return writeJSON(cmd.OutOrStdout(), js)
+			}
+			return printAuditSessions(cmd.OutOrStdout(), list)
+		}
 		rows, err := st.ListAudit(cmd.Context(), f)
 		if err != nil {
 			return err
@@ -109,6 +129,40 @@ func printAudit(w io.Writer, rows []store.AuditRow) error {
 			r.Seq, r.Time.Local().Format("2006-01-02 15:04:05"), orDash(r.AgentName), orDash(r.ConnectionAlias),
 			orDash(r.Class), r.Decision, by, exit, r.Duration.Round(time.Millisecond), r.BytesIn, r.BytesOut,
 			kindOp(r.Kind, r.Operation))
+	}
+	return tw.Flush()
+}
+
+// auditSessionJSON is one line of `postern audit --sessions -o json`.
+type auditSessionJSON struct {
+	SessionID   string     `json:"session_id"`
+	Agent       string     `json:"agent"`
+	Connections []string   `json:"connections"`
+	First       model.Time `json:"first"`
+	Last        model.Time `json:"last"`
+	Rows        int64      `json:"rows"`
+	LastSeq     int64      `json:"last_seq"`
+}
+
+func auditSessionOf(v store.AuditSession) auditSessionJSON {
+	aliases := v.Aliases
+	if aliases == nil {
+		aliases = []string{}
+	}
+	return auditSessionJSON{SessionID: v.ID, Agent: v.AgentName, Connections: aliases, First: model.Time(v.First),
+		Last: model.Time(v.Last), Rows: v.Rows, LastSeq: v.LastSeq}
+}
+
+func printAuditSessions(w io.Writer, list []store.AuditSession) error {
+	if len(list) == 0 {
+		_, err := fmt.Fprintln(w, "no sessions")
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SESSION\tAGENT\tCONNECTIONS\tFIRST\tLAST\tROWS")
+	for _, v := range list {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", v.ID, orDash(v.AgentName), orDash(strings.Join(v.Aliases, ",")),
+			v.First.Local().Format("2006-01-02 15:04:05"), v.Last.Local().Format("2006-01-02 15:04:05"), v.Rows)
 	}
 	return tw.Flush()
 }

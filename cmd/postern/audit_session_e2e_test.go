@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -104,6 +105,19 @@ func TestAuditSessionControlMaster(t *testing.T) {
 	}
 	if out := r.cli.ok("", "audit", "--session", three); !strings.Contains(out, "echo three") || strings.Contains(out, "echo one") {
 		t.Errorf("audit --session %s:\n%s\nwant echo three alone", three, out)
+	}
+	var sess []auditSessionJSON
+	if err := json.Unmarshal([]byte(r.cli.ok("", "audit", "--sessions", "--limit", "2", "-o", "json")), &sess); err != nil {
+		t.Fatal(err)
+	}
+	// The two most recently active, oldest first: echo three's, then
+	// the SFTP session's.
+	if len(sess) != 2 || sess[0].SessionID != three || sess[0].Rows != 1 || sess[0].Agent != "bot" ||
+		!slices.Equal(sess[0].Connections, []string{"target"}) || !sftpSessions[sess[1].SessionID] {
+		t.Errorf("audit --sessions --limit 2: %+v; want echo three's session (1 row, bot, target), then the SFTP one", sess)
+	}
+	if out := r.cli.ok("", "audit", "--sessions"); !strings.Contains(out, one) || !regexp.MustCompile(one+`\s+bot\s+target\s.*\s2\n`).MatchString(out) {
+		t.Errorf("audit --sessions:\n%s\nwant %s with bot, target and 2 rows", out, one)
 	}
 	if out := r.cli.ok("", "audit", "--session", "ses_none"); !strings.Contains(out, "no audit rows") {
 		t.Errorf("audit --session ses_none: %q; want no audit rows", out)
