@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/postern/postern/model"
 	"github.com/postern/postern/policy"
@@ -58,6 +59,11 @@ func parseAuditFilters(q url.Values) (auditFilters, store.AuditFilter, error) {
 		Session: strings.TrimSpace(q.Get("session")), Class: q.Get("class"), Decision: q.Get("decision"),
 		Kind: q.Get("kind"), Search: q.Get("q"), Since: strings.TrimSpace(q.Get("since")),
 		Until: strings.TrimSpace(q.Get("until")),
+	}
+	for _, v := range []string{f.Agent, f.Connection, f.Session, f.Class, f.Decision, f.Kind, f.Search, f.Since, f.Until} {
+		if len(v) > maxFilterLen || !utf8.ValidString(v) {
+			return f, store.AuditFilter{}, fmt.Errorf("a filter is not valid UTF-8 text of at most %d bytes", maxFilterLen)
+		}
 	}
 	sf := store.AuditFilter{Agent: f.Agent, Connection: f.Connection, Session: f.Session, Class: f.Class,
 		Decision: f.Decision, Kind: f.Kind, Search: f.Search}

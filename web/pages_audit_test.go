@@ -111,7 +111,8 @@ func TestAuditPage(t *testing.T) {
 	if strings.Contains(body, "<b>") || !strings.Contains(body, "cmd 250 &lt;b&gt;") {
 		t.Errorf("operation text is not escaped")
 	}
-	for _, bad := range []string{"/audit?before=x", "/audit?since=yesterday", "/audit?before=3&after=1", "/audit/export?format=xml"} {
+	for _, bad := range []string{"/audit?before=x", "/audit?since=yesterday", "/audit?before=3&after=1", "/audit/export?format=xml",
+		"/audit?q=" + strings.Repeat("x", 300), "/audit/export?format=csv&q=%ff"} {
 		if status, _, _ := pc.get(bad); status != http.StatusBadRequest {
 			t.Errorf("%s: got status %d; want 400", bad, status)
 		}
