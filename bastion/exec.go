@@ -92,7 +92,8 @@ func (x *execRun) abandonAhead() {
 // with what postern knows of the agent.
 func (x *execRun) record(class policy.Class, reason string) policy.Record {
 	return policy.Record{AgentID: x.ac.agentID, AgentName: x.ac.agentName, Class: class, Kind: policy.Exec,
-		Outcome: policy.Denied, Reason: reason, Operation: x.cmd, AgentReason: x.st.agentReason, SourceAddr: x.ac.source}
+		Outcome: policy.Denied, Reason: reason, Operation: x.cmd, AgentReason: x.st.agentReason, SourceAddr: x.ac.source,
+		SessionID: x.ac.session}
 }
 
 // route finds the connection: the help listing and an unknown alias end
@@ -179,6 +180,7 @@ func (x *execRun) decideOnce() error {
 		Text:                 opText(x.r),
 		AgentReason:          x.st.agentReason,
 		SourceAddr:           x.ac.source,
+		SessionID:            x.ac.session,
 	}
 	if x.r.pty || x.r.shell {
 		op.TerminalLife = s.cfg.TerminalLife

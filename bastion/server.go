@@ -2,6 +2,8 @@ package bastion
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base32"
 	"errors"
 	"fmt"
 	"net"
@@ -426,6 +428,18 @@ func sourceOf(nc net.Conn) string {
 	return host
 }
 
+// newSessionID returns a new session id: "ses_" and 16 random base32
+// characters (80 bits), in the form of the store's record ids. It is made
+// when an agent's connection is authenticated; ids of connections never
+// repeat, across replicas too.
+func newSessionID() string {
+	var b [10]byte
+	rand.Read(b[:]) // never returns an error (Go 1.24+)
+	return "ses_" + sessionIDEncoding.EncodeToString(b[:])
+}
+
+var sessionIDEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+
 // agentConn is one authenticated agent connection.
 type agentConn struct {
 	id        string
@@ -433,8 +447,12 @@ type agentConn struct {
 	agentID   string
 	agentName string
 	source    string // the agent's address, host:port
-	user      string
-	ctx       context.Context // ends when the connection does
+	// session is the connection's session id, on every audit row its
+	// operations write, so that the commands of one connection (an
+	// OpenSSH ControlMaster sends many) read together.
+	session string
+	user    string
+	ctx     context.Context // ends when the connection does
 	// sessions counts open session channels, bounded by MaxSessionsPerConn.
 	sessions atomic.Int32
 
@@ -537,6 +555,7 @@ func (s *Server) serveConn(nc net.Conn, hs *handshake, deadline time.Time) {
 		agentID:   sconn.Permissions.Extensions[agentIDExt],
 		agentName: sconn.Permissions.Extensions[agentNameExt],
 		source:    nc.RemoteAddr().String(),
+		session:   newSessionID(),
 		user:      sconn.User(),
 		ctx:       ctx,
 	}
@@ -549,7 +568,7 @@ func (s *Server) serveConn(nc net.Conn, hs *handshake, deadline time.Time) {
 	s.cfg.Metrics.SSHHandshake(metrics.HandshakeOK)
 	s.cfg.Metrics.SSHConnectionOpened()
 	defer s.cfg.Metrics.SSHConnectionClosed()
-	log := s.log.With().Str("conn_id", ac.id).Str("agent_id", ac.agentID).Logger()
+	log := s.log.With().Str("conn_id", ac.id).Str("session_id", ac.session).Str("agent_id", ac.agentID).Logger()
 	algos := negotiated(sconn.Conn)
 	log.Info().Str("source", sourceOf(nc)).Str("user", ac.user).Str("client", string(sconn.ClientVersion())).
 		Str("kex", algos.KeyExchange).Str("cipher", algos.Read.Cipher).Str("mac", algos.Read.MAC).Msg("agent connected")
@@ -681,6 +700,7 @@ func (s *Server) refuse(ac *agentConn, what string) {
 		AgentID:    ac.agentID,
 		AgentName:  ac.agentName,
 		SourceAddr: ac.source,
+		SessionID:  ac.session,
 		Class:      policy.Destructive,
 		Kind:       policy.Exec,
 		Outcome:    policy.Denied,

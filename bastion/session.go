@@ -339,7 +339,7 @@ func (s *Server) refuseRateLimited(ac *agentConn, ch ssh.Channel, kind policy.Ki
 	fmt.Fprintf(ch.Stderr(), "postern: rate limited (a limit, not a denial): %s; nothing ran; retry in %v\r\n",
 		s.limitsText(), retry.Round(time.Millisecond))
 	s.log.Info().Str("conn_id", ac.id).Str("agent_id", ac.agentID).Str("decision", string(policy.Denied)).Msg("rate limited")
-	rec := policy.Record{AgentID: ac.agentID, AgentName: ac.agentName, SourceAddr: ac.source, Class: policy.Read, Kind: kind,
+	rec := policy.Record{AgentID: ac.agentID, AgentName: ac.agentName, SourceAddr: ac.source, SessionID: ac.session, Class: policy.Read, Kind: kind,
 		Outcome: policy.Denied, Reason: "rate limited", Operation: cmd}
 	if kind == policy.Exec {
 		r := route{command: cmd, shell: shell}

@@ -141,6 +141,7 @@ func (s *Server) decideSFTP(ctx context.Context, ac *agentConn, ch ssh.Channel, 
 			Text:                 text,
 			AgentReason:          agentReason,
 			SourceAddr:           ac.source,
+			SessionID:            ac.session,
 		}
 		_, rec, err := s.authorize(ctx, pop, ch.Stderr(), text, nil)
 		return rec, err
@@ -307,7 +308,7 @@ func (s *Server) stillAllows(ctx context.Context, ac *agentConn, write sftpgate.
 // refused itself (a change in the virtual root, an operation across two
 // aliases): like every refusal, it is in the agent's audit trail.
 func (s *Server) auditSFTPRefusal(ac *agentConn, op sftpgate.Op, reason, agentReason string) {
-	rec := policy.Record{AgentID: ac.agentID, AgentName: ac.agentName, SourceAddr: ac.source, AgentReason: agentReason,
+	rec := policy.Record{AgentID: ac.agentID, AgentName: ac.agentName, SourceAddr: ac.source, SessionID: ac.session, AgentReason: agentReason,
 		Class: op.Class, Kind: policy.SFTP, Outcome: policy.Denied, Operation: sftpText(op),
 		Reason: strings.TrimPrefix(reason, "sftpgate: ")}
 	if g, ok := grantFor(ac, op.Alias); ok {

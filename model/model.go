@@ -347,7 +347,10 @@ type AuditRow struct {
 	BytesOut     int64    `json:"bytes_out"`
 	AgentReason  string   `json:"agent_reason"`
 	SourceAddr   string   `json:"source_addr"`
-	Hash         string   `json:"hash"`
+	// SessionID names the agent's SSH connection the row came from; ""
+	// for a row no agent connection wrote (an admin's change).
+	SessionID string `json:"session_id"`
+	Hash      string `json:"hash"`
 }
 
 // AuditRowOf is r as an AuditRow.
@@ -361,7 +364,7 @@ func AuditRowOf(r store.AuditRow) AuditRow {
 		Class: r.Class, Kind: r.Kind, Decision: r.Decision, Reason: r.Reason, ApprovalID: r.ApprovalID,
 		Deciders: deciders, Operation: r.Operation, ExitStatus: r.ExitStatus,
 		DurationMS: float64(r.Duration) / float64(time.Millisecond), BytesIn: r.BytesIn, BytesOut: r.BytesOut,
-		AgentReason: r.AgentReason, SourceAddr: r.SourceAddr, Hash: fmt.Sprintf("%x", r.Hash)}
+		AgentReason: r.AgentReason, SourceAddr: r.SourceAddr, SessionID: r.SessionID, Hash: fmt.Sprintf("%x", r.Hash)}
 }
 
 // ChainStatus is the audit chain's verification.

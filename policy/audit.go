@@ -45,6 +45,10 @@ type Record struct {
 	// agent connected from.
 	AgentReason string
 	SourceAddr  string
+	// SessionID names the agent's SSH connection the operation came over
+	// ("" for none, as for an admin's change), so that the rows of one
+	// connection can be read together.
+	SessionID string
 }
 
 // Record returns the audit record for an authorization, for the caller to
@@ -66,6 +70,7 @@ func (a Authorization) Record(op Operation) Record {
 		InflightID:      a.InflightID,
 		AgentReason:     op.AgentReason,
 		SourceAddr:      op.SourceAddr,
+		SessionID:       op.SessionID,
 	}
 	if r.AgentID == "" {
 		r.AgentID = op.AgentID
@@ -146,6 +151,7 @@ func auditRow(r Record) store.AuditRow {
 		BytesOut:        r.BytesOut,
 		AgentReason:     agentReason(r.AgentReason),
 		SourceAddr:      r.SourceAddr,
+		SessionID:       r.SessionID,
 		ChainVersion:    chainCurrent,
 	}
 }

@@ -21,6 +21,7 @@ func fillAudit(t *testing.T, te *testEnv, n int) {
 			Class: Read, Kind: Exec, Outcome: Allowed, Operation: fmt.Sprintf("cat /var/log/app.%d", i),
 			ExitStatus: &exit, Duration: time.Duration(i) * time.Millisecond, BytesIn: int64(i), BytesOut: int64(10 * i),
 			AgentReason: fmt.Sprintf("check log %d", i), SourceAddr: "127.0.0.1:4000",
+			SessionID: fmt.Sprintf("ses_test%d", i/3),
 		})
 		if err != nil {
 			t.Fatalf("Audit: %v", err)
@@ -54,7 +55,10 @@ func TestAuditChain(t *testing.T) {
 			}, wantSeq: 2, wantPos: 2},
 			{name: "edited agent reason", tamper: []string{`UPDATE audit SET agent_reason = 'routine' WHERE seq = 2`}, wantSeq: 2, wantPos: 2},
 			{name: "edited source address", tamper: []string{`UPDATE audit SET source_addr = '10.9.9.9:1' WHERE seq = 6`}, wantSeq: 6, wantPos: 6},
-			{name: "downgraded chain version", tamper: []string{`UPDATE audit SET chain_version = 1, agent_reason = '', source_addr = '' WHERE seq = 3`}, wantSeq: 3, wantPos: 3},
+			{name: "edited session id", tamper: []string{`UPDATE audit SET session_id = 'ses_other' WHERE seq = 4`}, wantSeq: 4, wantPos: 4},
+			{name: "session id removed", tamper: []string{`UPDATE audit SET session_id = '' WHERE seq = 5`}, wantSeq: 5, wantPos: 5},
+			{name: "downgraded chain version", tamper: []string{`UPDATE audit SET chain_version = 1, agent_reason = '', source_addr = '', session_id = '' WHERE seq = 3`}, wantSeq: 3, wantPos: 3},
+			{name: "downgraded to version 2", tamper: []string{`UPDATE audit SET chain_version = 2, session_id = '' WHERE seq = 2`}, wantSeq: 2, wantPos: 2},
 			{name: "hash recomputed for edited row only", tamper: []string{
 				`UPDATE audit SET hash = (SELECT hash FROM audit WHERE seq = 5) WHERE seq = 4`,
 			}, wantSeq: 4, wantPos: 4},
@@ -115,6 +119,61 @@ func TestAuditChainAcrossVersions(t *testing.T) {
 	})
 }
 
+// TestAuditChainV2ToV3: rows written before session ids were kept (chain
+// version 2) and rows after (version 3) make one chain; a version 1 or 2
+// row given a session id does not verify, even with its hash recomputed
+// under its own version (the version's encoding has no place for it).
+func TestAuditChainV2ToV3(t *testing.T) {
+	forEachDB(t, func(t *testing.T) {
+		for _, tt := range []struct {
+			name    string
+			version int
+			tamper  bool
+			wantBrk int64 // seq of the first broken row; 0 = intact
+		}{
+			{name: "v1 and v3 intact", version: 1},
+			{name: "v2 and v3 intact", version: 2},
+			{name: "v2 with a session id", version: 2, tamper: true, wantBrk: 2},
+			{name: "v1 with a session id", version: 1, tamper: true, wantBrk: 2},
+		} {
+			t.Run(tt.name, func(t *testing.T) {
+				te := newTestEnv(t, nil, Options{})
+				for i := range 2 {
+					row := store.AuditRow{AgentID: te.agent.ID, AgentName: "bot", Class: "read", Kind: "exec",
+						Decision: "allowed", Operation: fmt.Sprintf("uptime %d", i), ChainVersion: tt.version}
+					if tt.tamper && i == 1 {
+						// Written as if the field had been there: the hash
+						// matches the row under its version's encoding,
+						// which does not cover the session id.
+						row.SessionID = "ses_added"
+					}
+					if _, err := te.st.AppendAudit(context.Background(), row, ChainHash); err != nil {
+						t.Fatal(err)
+					}
+				}
+				fillAudit(t, te, 3)
+				res, err := Verify(context.Background(), te.st)
+				if err != nil {
+					t.Fatal(err)
+				}
+				switch {
+				case tt.wantBrk == 0 && (res.Broken != nil || res.Rows != 5):
+					t.Fatalf("Verify = %+v; want 5 intact rows", res)
+				case tt.wantBrk != 0 && (res.Broken == nil || res.Broken.Seq != tt.wantBrk || !strings.Contains(res.Broken.Reason, "session id")):
+					t.Fatalf("Verify broken = %v; want row %d, for its session id", res.Broken, tt.wantBrk)
+				}
+				rows, err := te.st.ListAudit(context.Background(), store.AuditFilter{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := rows[4]; got.ChainVersion != 3 || got.SessionID == "" {
+					t.Errorf("new row version %d, session %q; want 3 and a session id", got.ChainVersion, got.SessionID)
+				}
+			})
+		}
+	})
+}
+
 // TestAuditRecordCarriesAgentFacts: the agent's stated reason (redacted
 // and cut) and address reach the audit row.
 func TestAuditRecordCarriesAgentFacts(t *testing.T) {
@@ -124,6 +183,7 @@ func TestAuditRecordCarriesAgentFacts(t *testing.T) {
 		op := te.op(c, Write, "touch /x")
 		op.AgentReason = "deploy with PASSWORD=hunter2 " + strings.Repeat("x", 2*MaxAgentReason)
 		op.SourceAddr = "127.0.0.1:55001"
+		op.SessionID = "ses_facts"
 		auth, err := te.eng.Authorize(context.Background(), op, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -137,9 +197,10 @@ func TestAuditRecordCarriesAgentFacts(t *testing.T) {
 		}
 		r := rows[0]
 		if strings.Contains(r.AgentReason, "hunter2") || len(r.AgentReason) > MaxAgentReason+len("…") ||
-			!strings.HasPrefix(r.AgentReason, "deploy with") || r.SourceAddr != op.SourceAddr || r.ChainVersion != 2 {
-			t.Errorf("audit row reason %q (%d bytes), source %q, version %d; want redacted, cut at %d, the address, version 2",
-				r.AgentReason, len(r.AgentReason), r.SourceAddr, r.ChainVersion, MaxAgentReason)
+			!strings.HasPrefix(r.AgentReason, "deploy with") || r.SourceAddr != op.SourceAddr || r.ChainVersion != 3 ||
+			r.SessionID != op.SessionID {
+			t.Errorf("audit row reason %q (%d bytes), source %q, session %q, version %d; want redacted, cut at %d, the address, %q, version 3",
+				r.AgentReason, len(r.AgentReason), r.SourceAddr, r.SessionID, r.ChainVersion, MaxAgentReason, op.SessionID)
 		}
 	})
 }

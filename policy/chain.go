@@ -34,10 +34,17 @@ import (
 //
 //	... || field(agent_reason) || field(source_addr) )
 //
-// A row's chain_version column says which encoding its hash covers; a
-// version 1 row with either newer field set does not verify, so that the
-// fields cannot be added to an old row unnoticed, and changing a row's
-// version changes what its hash must be.
+// A row of version 3 (every row written since schema 0015) starts with
+// field("postern-audit-v3") and ends with one more field, after
+// source_addr:
+//
+//	... || field(agent_reason) || field(source_addr) || field(session_id) )
+//
+// A row's chain_version column says which encoding its hash covers; a row
+// with a field set that its version's encoding lacks does not verify (a
+// version 1 row with agent_reason or source_addr, a version 1 or 2 row
+// with session_id), so that the fields cannot be added to an old row
+// unnoticed, and changing a row's version changes what its hash must be.
 //
 // field(x) is the length of x as a 4-byte big-endian unsigned integer
 // followed by the bytes of x. Integers are written in decimal (exit_status is
@@ -59,7 +66,8 @@ import (
 const (
 	chainV1      = 1
 	chainV2      = 2
-	chainCurrent = chainV2
+	chainV3      = 3
+	chainCurrent = chainV3
 )
 
 func chainLabel(version int) string { return "postern-audit-v" + strconv.Itoa(version) }
@@ -112,6 +120,9 @@ func ChainHash(prev []byte, row *store.AuditRow) []byte {
 	if version >= chainV2 {
 		str(row.AgentReason)
 		str(row.SourceAddr)
+	}
+	if version >= chainV3 {
+		str(row.SessionID)
 	}
 	return h.Sum(nil)
 }
@@ -225,6 +236,8 @@ func verify(ctx context.Context, src AuditSource, kept *Head) (VerifyResult, err
 			return brk(fmt.Sprintf("chain version %d is unknown", row.ChainVersion))
 		case row.ChainVersion == chainV1 && (row.AgentReason != "" || row.SourceAddr != ""):
 			return brk("a version 1 row carries fields its hash does not cover: they were added after it was written")
+		case row.ChainVersion < chainV3 && row.SessionID != "":
+			return brk(fmt.Sprintf("a version %d row carries a session id its hash does not cover: it was added after the row was written", row.ChainVersion))
 		}
 		want := ChainHash(prev, &row)
 		if !bytes.Equal(want, row.Hash) {

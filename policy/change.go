@@ -12,7 +12,7 @@ import (
 // change — an agent added, a connection re-pinned or re-keyed, a grant set,
 // a token made — is audited in the same hash chain as rows of kind "admin"
 // and decision "changed". Such a row uses the same encoding as every other
-// row (chain version 2): the fields mean
+// row (chain version 3 since schema 0015, 2 before): the fields mean
 //
 //	kind        admin
 //	decision    changed
@@ -25,6 +25,7 @@ import (
 //	source_addr the address of the web or API client; "" for the CLI
 //	agent_*     the agent changed, if one was
 //	connection_* the connection changed, if one was
+//	session_id  "": an admin's change comes over no agent connection
 //
 // A new kind of row, not a new encoding: every field it needs already is in
 // the chain, and Verify checks it like any other row. The row is written in

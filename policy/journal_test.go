@@ -51,6 +51,7 @@ func TestJournalRecordsInterruptedOperations(t *testing.T) {
 		// One that is running when postern dies: its end is never audited.
 		const secret = "hunter2-journal-secret"
 		cut := te.op(c, Write, "PASSWORD="+secret+" ./deploy.sh")
+		cut.SessionID = "ses_cut"
 		if _, err := te.eng.Authorize(ctx, cut, nil); err != nil {
 			t.Fatalf("Authorize(deploy): %v", err)
 		}
@@ -86,9 +87,9 @@ func TestJournalRecordsInterruptedOperations(t *testing.T) {
 		}
 		last := rows[1]
 		if last.Decision != string(Failed) || last.Reason != InterruptedReason || last.ExitStatus != nil ||
-			last.Class != string(Write) || last.ConnectionAlias != "web" || last.AgentName != "bot" {
-			t.Errorf("recovered row: got decision %q, reason %q, exit %v, class %q, alias %q, agent %q; want failed, %q, no exit, write, web, bot",
-				last.Decision, last.Reason, last.ExitStatus, last.Class, last.ConnectionAlias, last.AgentName, InterruptedReason)
+			last.Class != string(Write) || last.ConnectionAlias != "web" || last.AgentName != "bot" || last.SessionID != "ses_cut" {
+			t.Errorf("recovered row: got decision %q, reason %q, exit %v, class %q, alias %q, agent %q, session %q; want failed, %q, no exit, write, web, bot, ses_cut",
+				last.Decision, last.Reason, last.ExitStatus, last.Class, last.ConnectionAlias, last.AgentName, last.SessionID, InterruptedReason)
 		}
 		if strings.Contains(last.Operation, secret) || !strings.Contains(last.Operation, "./deploy.sh") {
 			t.Errorf("recovered operation: got %q; want the command with the secret redacted", last.Operation)

@@ -136,6 +136,9 @@ type Operation struct {
 	AgentReason string
 	// SourceAddr is the address the agent connected from, for the admin.
 	SourceAddr string
+	// SessionID names the agent's SSH connection (see Record.SessionID);
+	// the operation's audit row, and its journal row, carry it.
+	SessionID string
 	// TerminalLife is set for a session with a terminal: any command on a
 	// pty is an interactive shell (a pager's or prompt's `!cmd` runs what
 	// is typed), so its class is destructive, it is approved on its own

@@ -33,8 +33,13 @@ type AuditRow struct {
 	// SourceAddr is the address the agent connected from.
 	AgentReason string
 	SourceAddr  string
+	// SessionID names the agent's SSH connection whose operation the row
+	// records ("ses_..."; one connection of a ControlMaster carries many
+	// commands), "" for a row no agent connection wrote.
+	SessionID string
 	// ChainVersion names the encoding the row's hash covers (1: without
-	// AgentReason and SourceAddr; 2: with them). Package policy sets it.
+	// AgentReason and SourceAddr; 2: with them; 3: with SessionID too).
+	// Package policy sets it.
 	ChainVersion int
 	Hash         []byte // SHA-256, set by AppendAudit through its chain func
 }
@@ -57,8 +62,8 @@ const (
 	insertAuditStmt = `INSERT INTO audit (seq, time, agent_id, agent_name,
 			connection_id, connection_alias, class, kind, decision, reason, approval_id, deciders,
 			operation, exit_status, duration_ns, bytes_in, bytes_out, hash, chain_version,
-			agent_reason, source_addr)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+			agent_reason, source_addr, session_id)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 )
 
 // auditStmts are the prepared statements of an audit append; nil ones are
@@ -143,7 +148,8 @@ func appendAuditTx(ctx context.Context, tx *sql.Tx, row AuditRow, chain ChainFun
 	args := []any{row.Seq, formatTime(row.Time), row.AgentID, row.AgentName, row.ConnectionID,
 		row.ConnectionAlias, row.Class, row.Kind, row.Decision, row.Reason, row.ApprovalID,
 		strings.Join(row.Deciders, ","), row.Operation, exit, int64(row.Duration),
-		row.BytesIn, row.BytesOut, row.Hash, row.ChainVersion, row.AgentReason, row.SourceAddr}
+		row.BytesIn, row.BytesOut, row.Hash, row.ChainVersion, row.AgentReason, row.SourceAddr,
+		row.SessionID}
 	if st.insert != nil {
 		_, err = tx.StmtContext(ctx, st.insert).ExecContext(ctx, args...)
 	} else {
@@ -228,18 +234,80 @@ func (p *PolicyStatements) Close() error {
 type AuditFilter struct {
 	Agent      string    // agent name or id
 	Connection string    // connection alias or id
+	Session    string    // session id: the rows of one agent SSH connection
 	Since      time.Time // rows at or after this time
 	Until      time.Time // rows before this time
 	Class      string    // read, write or destructive
 	Kind       string    // exec or sftp
 	Decision   string    // allowed, approved, denied, ...
-	BeforeSeq  int64     // rows with a smaller seq (a page of older rows)
-	Limit      int       // at most this many rows, the newest; all if zero
+	// Search keeps rows whose operation or reason contains it, without
+	// regard to ASCII case. It reads the rows the other fields leave in
+	// seq order until the page is full: no index helps a substring.
+	Search    string
+	BeforeSeq int64 // rows with a smaller seq (a page of older rows)
+	AfterSeq  int64 // rows with a larger seq (a page of newer rows)
+	Limit     int   // at most this many rows, the newest; all if zero
+	// Oldest makes Limit keep the oldest matching rows instead of the
+	// newest: the page just after AfterSeq.
+	Oldest bool
 }
+
+// where is f as SQL conditions, joined by AND, and their arguments;
+// "" when f does not filter.
+func (f AuditFilter) where() (string, []any) {
+	var where []string
+	var args []any
+	if f.Agent != "" {
+		// Two indexed lookups (audit_agent, audit_agent_id) joined by
+		// OR: SQLite and PostgreSQL both read each index for its rows.
+		where = append(where, `(agent_name = ? OR agent_id = ?)`)
+		args = append(args, f.Agent, f.Agent)
+	}
+	if f.Connection != "" {
+		where = append(where, `(connection_alias = ? OR connection_id = ?)`)
+		args = append(args, f.Connection, f.Connection)
+	}
+	if !f.Since.IsZero() {
+		where = append(where, `time >= ?`)
+		args = append(args, formatTime(f.Since))
+	}
+	if !f.Until.IsZero() {
+		where = append(where, `time < ?`)
+		args = append(args, formatTime(f.Until))
+	}
+	for _, eq := range []struct{ col, val string }{
+		{"session_id", f.Session}, {"class", f.Class}, {"kind", f.Kind}, {"decision", f.Decision},
+	} {
+		if eq.val != "" {
+			where = append(where, eq.col+` = ?`)
+			args = append(args, eq.val)
+		}
+	}
+	if f.Search != "" {
+		// lower() on both sides: SQLite's LIKE ignores ASCII case and
+		// PostgreSQL's does not; this reads the same on both.
+		pat := "%" + likeEscaper.Replace(strings.ToLower(f.Search)) + "%"
+		where = append(where, `(lower(operation) LIKE ? ESCAPE '\' OR lower(reason) LIKE ? ESCAPE '\')`)
+		args = append(args, pat, pat)
+	}
+	if f.BeforeSeq > 0 {
+		where = append(where, `seq < ?`)
+		args = append(args, f.BeforeSeq)
+	}
+	if f.AfterSeq > 0 {
+		where = append(where, `seq > ?`)
+		args = append(args, f.AfterSeq)
+	}
+	return strings.Join(where, ` AND `), args
+}
+
+// likeEscaper escapes LIKE's wildcards, so that a search for "100%" or
+// "a_b" finds that text.
+var likeEscaper = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
 
 const auditColumns = `seq, time, agent_id, agent_name, connection_id, connection_alias, class,
 	kind, decision, reason, approval_id, deciders, operation, exit_status, duration_ns, bytes_in,
-	bytes_out, hash, chain_version, agent_reason, source_addr`
+	bytes_out, hash, chain_version, agent_reason, source_addr, session_id`
 
 func scanAudit(r rowScanner) (AuditRow, error) {
 	var row AuditRow
@@ -249,7 +317,7 @@ func scanAudit(r rowScanner) (AuditRow, error) {
 	err := r.Scan(&row.Seq, &t, &row.AgentID, &row.AgentName, &row.ConnectionID,
 		&row.ConnectionAlias, &row.Class, &row.Kind, &row.Decision, &row.Reason, &row.ApprovalID,
 		&deciders, &row.Operation, &exit, &dur, &row.BytesIn, &row.BytesOut, &row.Hash,
-		&row.ChainVersion, &row.AgentReason, &row.SourceAddr)
+		&row.ChainVersion, &row.AgentReason, &row.SourceAddr, &row.SessionID)
 	if err != nil {
 		return AuditRow{}, err
 	}
@@ -267,49 +335,113 @@ func scanAudit(r rowScanner) (AuditRow, error) {
 	return row, nil
 }
 
-// ListAudit returns the rows that match f in seq order.
+// ListAudit returns the rows that match f in seq order. With a Limit it
+// reads by seq from the newest (or, with Oldest, the oldest) end, so that a
+// page costs the rows it reads, not the log's length.
 func (s *Store) ListAudit(ctx context.Context, f AuditFilter) ([]AuditRow, error) {
-	var where []string
-	var args []any
-	if f.Agent != "" {
-		where = append(where, `(agent_name = ? OR agent_id = ?)`)
-		args = append(args, f.Agent, f.Agent)
-	}
-	if f.Connection != "" {
-		where = append(where, `(connection_alias = ? OR connection_id = ?)`)
-		args = append(args, f.Connection, f.Connection)
-	}
-	if !f.Since.IsZero() {
-		where = append(where, `time >= ?`)
-		args = append(args, formatTime(f.Since))
-	}
-	if !f.Until.IsZero() {
-		where = append(where, `time < ?`)
-		args = append(args, formatTime(f.Until))
-	}
-	for _, eq := range []struct{ col, val string }{
-		{"class", f.Class}, {"kind", f.Kind}, {"decision", f.Decision},
-	} {
-		if eq.val != "" {
-			where = append(where, eq.col+` = ?`)
-			args = append(args, eq.val)
-		}
-	}
-	if f.BeforeSeq > 0 {
-		where = append(where, `seq < ?`)
-		args = append(args, f.BeforeSeq)
-	}
+	where, args := f.where()
 	q := `SELECT ` + auditColumns + ` FROM audit`
-	if len(where) > 0 {
-		q += ` WHERE ` + strings.Join(where, ` AND `)
+	if where != "" {
+		q += ` WHERE ` + where
 	}
 	if f.Limit > 0 {
-		q = `SELECT * FROM (` + q + ` ORDER BY seq DESC LIMIT ?) AS page`
+		order := `DESC`
+		if f.Oldest {
+			order = `ASC`
+		}
+		q = `SELECT * FROM (` + q + ` ORDER BY seq ` + order + ` LIMIT ?) AS page`
 		args = append(args, f.Limit)
 	}
 	q += ` ORDER BY seq`
 	rows, err := s.db.QueryContext(ctx, q, args...)
 	return collect(rows, err, "list audit", scanAudit)
+}
+
+// AuditSession sums up the rows of one agent SSH connection.
+type AuditSession struct {
+	ID        string
+	AgentName string
+	// Aliases are the connections its rows name, sorted; a connection of
+	// a ControlMaster may reach several.
+	Aliases []string
+	First   time.Time // the earliest row's time
+	Last    time.Time // the latest row's time
+	Rows    int64
+	LastSeq int64 // its newest row's seq: the sessions' order and cursor
+}
+
+// ListAuditSessions sums up, per session id, the rows that match f (rows
+// without a session are left out), newest session first: the one whose
+// newest matching row has the largest seq. f.BeforeSeq pages: only
+// sessions whose newest matching row is older than it. f.Limit bounds the
+// sessions returned (all if zero); f.AfterSeq and f.Oldest are not used.
+func (s *Store) ListAuditSessions(ctx context.Context, f AuditFilter) ([]AuditSession, error) {
+	before, limit := f.BeforeSeq, f.Limit
+	f.BeforeSeq, f.AfterSeq, f.Limit, f.Oldest = 0, 0, 0, false
+	where, args := f.where()
+	q := `SELECT session_id, MIN(agent_name), MIN(time), MAX(time), COUNT(*), MAX(seq) FROM audit WHERE session_id != ''`
+	if where != "" {
+		q += ` AND ` + where
+	}
+	q += ` GROUP BY session_id`
+	if before > 0 {
+		q += ` HAVING MAX(seq) < ?`
+		args = append(args, before)
+	}
+	q += ` ORDER BY MAX(seq) DESC`
+	if limit > 0 {
+		q += ` LIMIT ?`
+		args = append(args, limit)
+	}
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	list, err := collect(rows, err, "list audit sessions", func(r rowScanner) (AuditSession, error) {
+		var v AuditSession
+		var first, last string
+		if err := r.Scan(&v.ID, &v.AgentName, &first, &last, &v.Rows, &v.LastSeq); err != nil {
+			return v, err
+		}
+		var err error
+		if v.First, err = parseTime(first); err != nil {
+			return v, err
+		}
+		v.Last, err = parseTime(last)
+		return v, err
+	})
+	if err != nil || len(list) == 0 {
+		return list, err
+	}
+	// The aliases of the matching rows of the sessions on this page,
+	// found through the session index.
+	marks := make([]string, len(list))
+	args = args[:0]
+	for i, v := range list {
+		marks[i] = "?"
+		args = append(args, v.ID)
+	}
+	q = `SELECT DISTINCT session_id, connection_alias FROM audit
+		WHERE session_id IN (` + strings.Join(marks, ", ") + `) AND connection_alias != ''`
+	if where, wargs := f.where(); where != "" {
+		q += ` AND ` + where
+		args = append(args, wargs...)
+	}
+	arows, err := s.db.QueryContext(ctx, q+` ORDER BY session_id, connection_alias`, args...)
+	type pair struct{ id, alias string }
+	pairs, err := collect(arows, err, "list audit sessions", func(r rowScanner) (pair, error) {
+		var p pair
+		return p, r.Scan(&p.id, &p.alias)
+	})
+	if err != nil {
+		return nil, err
+	}
+	at := make(map[string]int, len(list))
+	for i, v := range list {
+		at[v.ID] = i
+	}
+	for _, p := range pairs {
+		i := at[p.id]
+		list[i].Aliases = append(list[i].Aliases, p.alias)
+	}
+	return list, nil
 }
 
 // ScanAudit calls fn for every audit row in the order of the table's

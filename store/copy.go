@@ -29,7 +29,7 @@ func (r CopyResult) Total() int64 {
 }
 
 // copyBatch is how many rows one INSERT carries: few enough that the widest
-// table (the audit log, 21 columns) stays far below PostgreSQL's 65,535
+// table (the audit log, 22 columns) stays far below PostgreSQL's 65,535
 // parameters, many enough that a long audit log is not a round trip a row.
 const copyBatch = 200
 

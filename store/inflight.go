@@ -28,6 +28,7 @@ type inflightRow struct {
 	Operation       string   `json:"operation"`
 	AgentReason     string   `json:"agent_reason,omitempty"`
 	SourceAddr      string   `json:"source_addr,omitempty"`
+	SessionID       string   `json:"session_id,omitempty"`
 	ChainVersion    int      `json:"chain_version,omitempty"`
 }
 
@@ -47,7 +48,7 @@ func (s *Store) BeginInflight(ctx context.Context, owner string, row AuditRow) (
 		ConnectionID: row.ConnectionID, ConnectionAlias: row.ConnectionAlias, Class: row.Class,
 		Kind: row.Kind, Decision: row.Decision, Reason: row.Reason, ApprovalID: row.ApprovalID,
 		Deciders: row.Deciders, Operation: row.Operation, AgentReason: row.AgentReason,
-		SourceAddr: row.SourceAddr, ChainVersion: row.ChainVersion,
+		SourceAddr: row.SourceAddr, SessionID: row.SessionID, ChainVersion: row.ChainVersion,
 	})
 	if err != nil {
 		return "", fmt.Errorf("store: journal: %w", err)
@@ -176,7 +177,8 @@ func (s *Store) RecoverInflight(ctx context.Context, chain ChainFunc, reason str
 			Time: t, AgentID: ir.AgentID, AgentName: ir.AgentName, ConnectionID: ir.ConnectionID,
 			ConnectionAlias: ir.ConnectionAlias, Class: ir.Class, Kind: ir.Kind, Decision: "failed",
 			Reason: reason, ApprovalID: ir.ApprovalID, Deciders: ir.Deciders, Operation: ir.Operation,
-			AgentReason: ir.AgentReason, SourceAddr: ir.SourceAddr, ChainVersion: ir.ChainVersion,
+			AgentReason: ir.AgentReason, SourceAddr: ir.SourceAddr, SessionID: ir.SessionID,
+			ChainVersion: ir.ChainVersion,
 		}}, nil
 	})
 	if err != nil {

@@ -323,6 +323,9 @@ func TestAPIAudit(t *testing.T) {
 		{"class=read&agent=bot", []string{"11", "10", "8", "7", "5", "4", "2", "1"}},
 		{"decision=allowed&kind=exec&since=" + rfc(start.Add(5*time.Minute)), []string{"11", "10", "8", "7"}},
 		{"since=" + rfc(start.Add(2*time.Minute)) + "&until=" + rfc(start.Add(4*time.Minute)), []string{"4", "3"}},
+		{"session=ses_db", []string{"12", "9", "6", "3"}},
+		{"session=ses_web&q=CMD+1", []string{"11", "2"}},
+		{"q=cmd+1", []string{"12", "11", "2"}},
 		{"agent=nobody", nil},
 		{"kind=sftp", nil},
 	}
@@ -336,7 +339,7 @@ func TestAPIAudit(t *testing.T) {
 	}
 	row := as.get("/v1/audit?limit=1").decode(t)["data"].([]any)[0].(map[string]any)
 	for k, want := range map[string]any{"id": "12", "seq": 12.0, "connection": "db", "agent": "bot", "class": "destructive",
-		"decision": "denied", "operation": "cmd 11", "exit_status": nil} {
+		"decision": "denied", "operation": "cmd 11", "exit_status": nil, "session_id": "ses_db"} {
 		if row[k] != want {
 			t.Errorf("newest row %s = %v; want %v", k, row[k], want)
 		}

@@ -290,7 +290,7 @@ func (s *Server) apiCheckConnection(w http.ResponseWriter, r *http.Request, c *a
 func apiGrantList() apiListSpec {
 	rule := apiEnumFilter(apiRuleWords()...)
 	return apiListSpec{resource: "grants",
-		filters: map[string]func(string) error{"agent": nil, "connection": nil, "env": apiEnumFilter(apiEnvWords()...),
+		filters: map[string]func(string) error{"agent": nil, "connection": nil, "session": nil, "q": nil, "env": apiEnumFilter(apiEnvWords()...),
 			"read": rule, "write": rule, "destructive": rule},
 		sorts: []string{"agent", "connection", "created_at", "modified_at"}, defSort: "agent"}
 }
@@ -444,7 +444,7 @@ func (s *Server) apiRevokeScope(w http.ResponseWriter, r *http.Request, c *apiCa
 
 func apiAuditList() apiListSpec {
 	return apiListSpec{resource: "audit",
-		filters: map[string]func(string) error{"agent": nil, "connection": nil,
+		filters: map[string]func(string) error{"agent": nil, "connection": nil, "session": nil, "q": nil,
 			"class": apiEnumFilter(apiClassWords()...), "kind": apiEnumFilter(apiKindWords()...),
 			"decision": apiEnumFilter(apiDecisionWords()...), "since": apiTimeFilter, "until": apiTimeFilter},
 		sorts: []string{"seq"}, defSort: "-seq"}
@@ -462,8 +462,9 @@ func (s *Server) apiListAudit(w http.ResponseWriter, r *http.Request, c *apiCall
 	if p.sort != "-seq" {
 		return apiBadParam("sort", "the audit log is listed newest first only; use -seq or leave sort out")
 	}
-	f := store.AuditFilter{Agent: p.filters["agent"], Connection: p.filters["connection"],
-		Class: p.filters["class"], Kind: p.filters["kind"], Decision: p.filters["decision"], Limit: p.limit + 1}
+	f := store.AuditFilter{Agent: p.filters["agent"], Connection: p.filters["connection"], Session: p.filters["session"],
+		Class: p.filters["class"], Kind: p.filters["kind"], Decision: p.filters["decision"], Search: p.filters["q"],
+		Limit: p.limit + 1}
 	if v, ok := p.filters["since"]; ok {
 		f.Since, _ = time.Parse(time.RFC3339, v) // checked by apiTimeFilter
 	}

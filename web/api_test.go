@@ -134,7 +134,8 @@ func (as *apiSite) ask(c *store.Connection, class, text string, needed int) stor
 func (as *apiSite) audit(c *store.Connection, class policy.Class, outcome policy.Outcome, text string) int64 {
 	as.t.Helper()
 	seq, err := as.eng.Audit(context.Background(), policy.Record{AgentID: as.agent.ID, AgentName: "bot",
-		ConnectionID: c.ID, ConnectionAlias: c.Alias, Class: class, Kind: policy.Exec, Outcome: outcome, Operation: text})
+		ConnectionID: c.ID, ConnectionAlias: c.Alias, Class: class, Kind: policy.Exec, Outcome: outcome, Operation: text,
+		SessionID: "ses_" + c.Alias})
 	if err != nil {
 		as.t.Fatalf("Audit: %v", err)
 	}

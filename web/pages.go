@@ -65,6 +65,7 @@ func (s *Server) pageRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /grants/revoke", s.requireAdmin(s.needRole(admin, s.revokeForm)))
 	mux.HandleFunc("POST /scopes/{id}/revoke", s.requireAdmin(s.needRole(approver, s.revokeScopeForm)))
 	mux.HandleFunc("GET /audit", s.requireAdmin(s.auditPage))
+	mux.HandleFunc("GET /audit/export", s.requireAdmin(s.auditExport))
 	mux.HandleFunc("GET /recipes", s.requireAdmin(s.recipesPage))
 	mux.HandleFunc("GET /recordings", s.requireAdmin(s.needRole(admin, s.recordingsPage)))
 	mux.HandleFunc("GET /recordings/{id}", s.requireAdmin(s.needRole(admin, s.recordingPage)))

@@ -9,13 +9,19 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
+	"github.com/postern/postern/model"
 	"github.com/postern/postern/policy"
 	"github.com/postern/postern/store"
 )
 
-// auditPageSize is how many audit rows one page shows.
-const auditPageSize = 50
+// auditPageSize is how many audit rows (or sessions) one page shows.
+const auditPageSize = 100
+
+// auditExportPage is how many rows an export reads from the store at a
+// time: a long log is streamed, never held whole.
+const auditExportPage = 1000
 
 // verifyTimeout bounds the audit chain's verification on a page view. It
 // walks the whole log, which takes well under a second at a bastion's
@@ -23,9 +29,70 @@ const auditPageSize = 50
 // rather than hang.
 const verifyTimeout = 20 * time.Second
 
-// auditFilters are the audit page's GET parameters.
+// auditFilters are the audit page's GET parameters, named as GET /v1/audit
+// names them, so that a filter reads the same on the page, in its export
+// link and over the API. Since and Until are as given (RFC 3339, or the
+// form's date and time, read as UTC).
 type auditFilters struct {
-	Agent, Connection, Class, Decision, Kind string
+	Agent, Connection, Session, Class, Decision, Kind, Search, Since, Until string
+}
+
+// auditTimeLayouts are what the page's since and until take: RFC 3339
+// (the API's form), and what a datetime-local input sends, read as UTC.
+var auditTimeLayouts = []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02T15:04", "2006-01-02"}
+
+// parseAuditTime reads a since or until value.
+func parseAuditTime(name, v string) (time.Time, error) {
+	for _, layout := range auditTimeLayouts {
+		if t, err := time.ParseInLocation(layout, v, time.UTC); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("%s: want a time such as 2026-03-01T12:00 (UTC) or an RFC 3339 time", name)
+}
+
+// parseAuditFilters reads the page's filters from q into the page's form
+// and the store's filter. A bad value is an error to show the admin.
+func parseAuditFilters(q url.Values) (auditFilters, store.AuditFilter, error) {
+	f := auditFilters{
+		Agent: strings.TrimSpace(q.Get("agent")), Connection: strings.TrimSpace(q.Get("connection")),
+		Session: strings.TrimSpace(q.Get("session")), Class: q.Get("class"), Decision: q.Get("decision"),
+		Kind: q.Get("kind"), Search: q.Get("q"), Since: strings.TrimSpace(q.Get("since")),
+		Until: strings.TrimSpace(q.Get("until")),
+	}
+	for _, v := range []string{f.Agent, f.Connection, f.Session, f.Class, f.Decision, f.Kind, f.Search, f.Since, f.Until} {
+		if len(v) > maxFilterLen || !utf8.ValidString(v) {
+			return f, store.AuditFilter{}, fmt.Errorf("a filter is not valid UTF-8 text of at most %d bytes", maxFilterLen)
+		}
+	}
+	sf := store.AuditFilter{Agent: f.Agent, Connection: f.Connection, Session: f.Session, Class: f.Class,
+		Decision: f.Decision, Kind: f.Kind, Search: f.Search}
+	var err error
+	if f.Since != "" {
+		if sf.Since, err = parseAuditTime("since", f.Since); err != nil {
+			return f, sf, err
+		}
+	}
+	if f.Until != "" {
+		if sf.Until, err = parseAuditTime("until", f.Until); err != nil {
+			return f, sf, err
+		}
+	}
+	for _, p := range []struct{ name, v string }{{"before", q.Get("before")}, {"after", q.Get("after")}} {
+		if p.v == "" {
+			continue
+		}
+		n, err := strconv.ParseInt(p.v, 10, 64)
+		if err != nil || n < 1 {
+			return f, sf, fmt.Errorf("%s: want a positive audit sequence number", p.name)
+		}
+		if p.name == "before" {
+			sf.BeforeSeq = n
+		} else {
+			sf.AfterSeq = n
+		}
+	}
+	return f, sf, nil
 }
 
 // auditRow is one audit row as the page shows it.
@@ -34,6 +101,15 @@ type auditRow struct {
 	Deciders string
 	Exit     string
 	Took     string
+	// SessionURL is the page filtered to the row's session, "" without one.
+	SessionURL string
+}
+
+// auditSession is one line of the collapsed session view.
+type auditSession struct {
+	store.AuditSession
+	URL     string // the page filtered to the session
+	Aliases string
 }
 
 // chainStatus is policy.Verify's answer in words.
@@ -47,34 +123,28 @@ type auditData struct {
 	Classes   []string
 	Kinds     []string
 	Decisions []string
+	Sessions  bool // the collapsed view: one line per session
 	Rows      []auditRow
-	Older     string // the next page's URL, "" on the last page
+	SessList  []auditSession
+	Older     string // the next older page's URL, "" on the oldest page
+	Newer     string // the next newer page's URL, "" on the newest page
 	Newest    string // the first page's URL, "" on the first page
+	RowsURL   string // the filter as rows
+	SessURL   string // the filter as sessions
+	ExportCSV string // the filter's rows as CSV
+	ExportJS  string // the filter's rows as JSON lines
 	Chain     chainStatus
 }
 
 func (s *Server) auditPage(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	f := auditFilters{
-		Agent: strings.TrimSpace(q.Get("agent")), Connection: strings.TrimSpace(q.Get("connection")),
-		Class: q.Get("class"), Decision: q.Get("decision"), Kind: q.Get("kind"),
-	}
-	var before int64
-	if b := q.Get("before"); b != "" {
-		n, err := strconv.ParseInt(b, 10, 64)
-		if err != nil || n < 1 {
-			http.Error(w, "before: want a positive audit sequence number", http.StatusBadRequest)
-			return
-		}
-		before = n
-	}
-	// One row more than a page tells whether there is an older page.
-	list, err := s.cfg.Store.ListAudit(r.Context(), store.AuditFilter{
-		Agent: f.Agent, Connection: f.Connection, Class: f.Class, Decision: f.Decision, Kind: f.Kind,
-		BeforeSeq: before, Limit: auditPageSize + 1,
-	})
+	f, sf, err := parseAuditFilters(q)
 	if err != nil {
-		s.serverError(w, r, "reading the audit log", err)
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	if sf.BeforeSeq > 0 && sf.AfterSeq > 0 {
+		http.Error(w, "before and after: give one of them", http.StatusBadRequest)
 		return
 	}
 	d := auditData{
@@ -82,22 +152,93 @@ func (s *Server) auditPage(w http.ResponseWriter, r *http.Request) {
 		Classes:   []string{string(policy.Read), string(policy.Write), string(policy.Destructive)},
 		Kinds:     []string{string(policy.Exec), string(policy.SFTP), string(policy.Admin)},
 		Decisions: []string{string(policy.Allowed), string(policy.Approved), string(policy.Denied), string(policy.Expired), string(policy.Asked), string(policy.Failed), string(policy.Changed)},
+		Sessions:  q.Get("view") == "sessions",
+		RowsURL:   auditURL(f, "", nil), SessURL: auditURL(f, "sessions", nil),
+		ExportCSV: auditExportURL(f, model.AuditCSV), ExportJS: auditExportURL(f, model.AuditJSONL),
 	}
-	more := len(list) > auditPageSize
-	if more {
-		list = list[1:] // ListAudit is oldest first: drop the oldest
+	if d.Sessions {
+		err = s.auditSessions(r.Context(), f, sf, &d)
+	} else {
+		err = s.auditRows(r.Context(), f, sf, &d)
 	}
-	for _, row := range slices.Backward(list) {
-		d.Rows = append(d.Rows, newAuditRow(row))
-	}
-	if more {
-		d.Older = auditURL(f, list[0].Seq)
-	}
-	if before > 0 {
-		d.Newest = auditURL(f, 0)
+	if err != nil {
+		s.serverError(w, r, "reading the audit log", err)
+		return
 	}
 	d.Chain = s.verifyChain(r.Context())
 	s.render(w, r, http.StatusOK, "audit.html", page("Audit", "audit", "", d))
+}
+
+// auditRows fills d with the page of rows sf names: the newest before
+// sf.BeforeSeq, or the oldest after sf.AfterSeq, newest first. Each page
+// and each "is there more" probe reads by seq from one end, through an
+// index when the filter has one (store/migrations/0015): no offsets.
+func (s *Server) auditRows(ctx context.Context, f auditFilters, sf store.AuditFilter, d *auditData) error {
+	page := sf
+	page.Limit, page.Oldest = auditPageSize, sf.AfterSeq > 0
+	list, err := s.cfg.Store.ListAudit(ctx, page)
+	if err != nil {
+		return err
+	}
+	for _, row := range slices.Backward(list) {
+		v := newAuditRow(row)
+		if row.SessionID != "" {
+			v.SessionURL = auditURL(auditFilters{Session: row.SessionID}, "", nil)
+		}
+		d.Rows = append(d.Rows, v)
+	}
+	if sf.BeforeSeq > 0 || sf.AfterSeq > 0 {
+		d.Newest = auditURL(f, "", nil)
+	}
+	if len(list) == 0 {
+		// An empty page past either end: the other links lead back.
+		return nil
+	}
+	oldest, newest := list[0].Seq, list[len(list)-1].Seq
+	probe := sf
+	probe.BeforeSeq, probe.AfterSeq, probe.Limit, probe.Oldest = oldest, 0, 1, false
+	if more, err := s.cfg.Store.ListAudit(ctx, probe); err != nil {
+		return err
+	} else if len(more) > 0 {
+		d.Older = auditURL(f, "", url.Values{"before": {strconv.FormatInt(oldest, 10)}})
+	}
+	probe.BeforeSeq, probe.AfterSeq, probe.Oldest = 0, newest, true
+	if more, err := s.cfg.Store.ListAudit(ctx, probe); err != nil {
+		return err
+	} else if len(more) > 0 {
+		d.Newer = auditURL(f, "", url.Values{"after": {strconv.FormatInt(newest, 10)}})
+	} else {
+		d.Newest = ""
+	}
+	return nil
+}
+
+// auditSessions fills d with a page of the collapsed view: one line per
+// session whose rows match the filter, the most recently active first.
+func (s *Server) auditSessions(ctx context.Context, f auditFilters, sf store.AuditFilter, d *auditData) error {
+	page := sf
+	page.Session, page.AfterSeq, page.Limit = "", 0, auditPageSize+1
+	list, err := s.cfg.Store.ListAuditSessions(ctx, page)
+	if err != nil {
+		return err
+	}
+	more := len(list) > auditPageSize
+	if more {
+		list = list[:auditPageSize]
+	}
+	for _, v := range list {
+		sess := f
+		sess.Session = v.ID
+		d.SessList = append(d.SessList, auditSession{AuditSession: v, URL: auditURL(sess, "", nil),
+			Aliases: strings.Join(v.Aliases, ", ")})
+	}
+	if more {
+		d.Older = auditURL(f, "sessions", url.Values{"before": {strconv.FormatInt(list[len(list)-1].LastSeq, 10)}})
+	}
+	if sf.BeforeSeq > 0 {
+		d.Newest = auditURL(f, "sessions", nil)
+	}
+	return nil
 }
 
 func newAuditRow(row store.AuditRow) auditRow {
@@ -111,24 +252,98 @@ func newAuditRow(row store.AuditRow) auditRow {
 	return v
 }
 
-// auditURL is the audit page with filters f and rows before seq (all if 0).
-func auditURL(f auditFilters, before int64) string {
+// values is f as query parameters, the empty ones left out.
+func (f auditFilters) values() url.Values {
 	v := url.Values{}
 	for _, p := range []struct{ k, v string }{
-		{"agent", f.Agent}, {"connection", f.Connection}, {"class", f.Class},
-		{"decision", f.Decision}, {"kind", f.Kind},
+		{"agent", f.Agent}, {"connection", f.Connection}, {"session", f.Session}, {"class", f.Class},
+		{"decision", f.Decision}, {"kind", f.Kind}, {"q", f.Search}, {"since", f.Since}, {"until", f.Until},
 	} {
 		if p.v != "" {
 			v.Set(p.k, p.v)
 		}
 	}
-	if before > 0 {
-		v.Set("before", strconv.FormatInt(before, 10))
+	return v
+}
+
+// auditURL is the audit page with filters f, in view ("" for rows,
+// "sessions"), with the paging parameters in extra.
+func auditURL(f auditFilters, view string, extra url.Values) string {
+	v := f.values()
+	if view != "" {
+		v.Set("view", view)
+	}
+	for k, vs := range extra {
+		v[k] = vs
 	}
 	if len(v) == 0 {
 		return "/audit"
 	}
 	return "/audit?" + v.Encode()
+}
+
+// auditExportURL downloads the rows of filter f in format.
+func auditExportURL(f auditFilters, format string) string {
+	v := f.values()
+	v.Set("format", format)
+	return "/audit/export?" + v.Encode()
+}
+
+// auditExport downloads every row of the filter, oldest first, in the
+// format `postern audit export` writes (model.AuditExporter): the same
+// columns, and the rows' own redaction. Paging parameters are ignored: the
+// export is the filter's, not the page's. It reads auditExportPage rows at
+// a time by seq, so rows appended meanwhile are neither skipped nor
+// repeated.
+func (s *Server) auditExport(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	_, sf, err := parseAuditFilters(q)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	format := q.Get("format")
+	ctype := map[string]string{model.AuditCSV: "text/csv; charset=utf-8", model.AuditJSONL: "application/jsonl; charset=utf-8"}[format]
+	if ctype == "" {
+		http.Error(w, "format: want csv or jsonl", http.StatusBadRequest)
+		return
+	}
+	sf.BeforeSeq, sf.AfterSeq, sf.Limit, sf.Oldest = 0, 0, auditExportPage, true
+	// The first page is read before the answer starts, so that a store
+	// that cannot be read is an error page, not a cut download.
+	list, err := s.cfg.Store.ListAudit(r.Context(), sf)
+	if err != nil {
+		s.serverError(w, r, "reading the audit log", err)
+		return
+	}
+	w.Header().Set("Content-Type", ctype)
+	w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="postern-audit-%s.%s"`,
+		s.cfg.Now().UTC().Format("20060102T150405Z"), format))
+	w.Header().Set("Cache-Control", "no-store")
+	exp, err := model.NewAuditExporter(w, format)
+	if err != nil {
+		s.cfg.Logger.Error().Err(err).Msg("web: audit export")
+		return
+	}
+	for {
+		for _, row := range list {
+			if err := exp.Write(model.AuditRowOf(row)); err != nil {
+				return // the client went away
+			}
+		}
+		if len(list) < auditExportPage {
+			break
+		}
+		sf.AfterSeq = list[len(list)-1].Seq
+		if list, err = s.cfg.Store.ListAudit(r.Context(), sf); err != nil {
+			// Headers are sent: the cut download is all that can say so.
+			s.cfg.Logger.Error().Err(err).Msg("web: audit export")
+			return
+		}
+	}
+	if err := exp.Close(); err != nil {
+		s.cfg.Logger.Debug().Err(err).Msg("web: audit export")
+	}
 }
 
 // verifyChain checks the whole audit chain, bounded by verifyTimeout and

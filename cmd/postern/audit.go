@@ -2,11 +2,10 @@ package main
 
 import (
 	"context"
-	"encoding/csv"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -22,13 +21,18 @@ import (
 // newAuditCmd builds `postern audit` (list rows, filtered) and
 // `postern audit verify` (check the hash chain).
 func newAuditCmd() *cobra.Command {
-	var agent, conn, since string
+	var agent, conn, session, since string
 	var limit int
+	var sessions bool
 	cmd := &cobra.Command{
 		Use:   "audit",
 		Short: "Show the audit log (verify: check its hash chain)",
 		Long: `Show the audit log: one row per decision, oldest first, with the operation's
-secrets redacted. --since takes an RFC 3339 time, a date (2006-01-02), or a
+secrets redacted. --session ID lists the rows of one agent SSH connection
+(the session_id of -o json and of the audit page; the commands of one
+OpenSSH ControlMaster share it); --sessions lists the sessions instead, one
+line each (agent, connections, first and last time, rows), the most
+recently active last. --since takes an RFC 3339 time, a date (2006-01-02), or a
 duration meaning that long ago (24h, 90m).`,
 		Args: wantNoArgs,
 	}
@@ -36,6 +40,8 @@ duration meaning that long ago (24h, 90m).`,
 	out := addOutputFlag(cmd)
 	cmd.Flags().StringVar(&agent, "agent", "", "only rows of this agent (name or id)")
 	cmd.Flags().StringVar(&conn, "conn", "", "only rows of this connection (alias or id)")
+	cmd.Flags().StringVar(&session, "session", "", "only rows of this agent SSH connection (its session id, ses_...)")
+	cmd.Flags().BoolVar(&sessions, "sessions", false, "one line per session (agent SSH connection) instead of one per row")
 	cmd.Flags().StringVar(&since, "since", "", "only rows at or after this time")
 	cmd.Flags().IntVar(&limit, "limit", 0, "only the newest N rows (0: all)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
@@ -43,7 +49,7 @@ duration meaning that long ago (24h, 90m).`,
 		if err != nil {
 			return err
 		}
-		f := store.AuditFilter{Agent: agent, Connection: conn, Limit: limit}
+		f := store.AuditFilter{Agent: agent, Connection: conn, Session: session, Limit: limit}
 		if limit < 0 {
 			return usageError{fmt.Errorf("--limit %d is negative", limit)}
 		}
@@ -57,6 +63,21 @@ duration meaning that long ago (24h, 90m).`,
 			return storeErr(err)
 		}
 		defer st.Close()
+		if sessions {
+			list, err := st.ListAuditSessions(cmd.Context(), f)
+			if err != nil {
+				return err
+			}
+			slices.Reverse(list) // oldest first, as the rows are
+			if asJSON {
+				js := make([]auditSessionJSON, 0, len(list))
+				for _, v := range list {
+					js = append(js, auditSessionOf(v))
+				}
+				return writeJSON(cmd.OutOrStdout(), js)
+			}
+			return printAuditSessions(cmd.OutOrStdout(), list)
+		}
 		rows, err := st.ListAudit(cmd.Context(), f)
 		if err != nil {
 			return err
@@ -108,6 +129,40 @@ func printAudit(w io.Writer, rows []store.AuditRow) error {
 			r.Seq, r.Time.Local().Format("2006-01-02 15:04:05"), orDash(r.AgentName), orDash(r.ConnectionAlias),
 			orDash(r.Class), r.Decision, by, exit, r.Duration.Round(time.Millisecond), r.BytesIn, r.BytesOut,
 			kindOp(r.Kind, r.Operation))
+	}
+	return tw.Flush()
+}
+
+// auditSessionJSON is one line of `postern audit --sessions -o json`.
+type auditSessionJSON struct {
+	SessionID   string     `json:"session_id"`
+	Agent       string     `json:"agent"`
+	Connections []string   `json:"connections"`
+	First       model.Time `json:"first"`
+	Last        model.Time `json:"last"`
+	Rows        int64      `json:"rows"`
+	LastSeq     int64      `json:"last_seq"`
+}
+
+func auditSessionOf(v store.AuditSession) auditSessionJSON {
+	aliases := v.Aliases
+	if aliases == nil {
+		aliases = []string{}
+	}
+	return auditSessionJSON{SessionID: v.ID, Agent: v.AgentName, Connections: aliases, First: model.Time(v.First),
+		Last: model.Time(v.Last), Rows: v.Rows, LastSeq: v.LastSeq}
+}
+
+func printAuditSessions(w io.Writer, list []store.AuditSession) error {
+	if len(list) == 0 {
+		_, err := fmt.Fprintln(w, "no sessions")
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SESSION\tAGENT\tCONNECTIONS\tFIRST\tLAST\tROWS")
+	for _, v := range list {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", v.ID, orDash(v.AgentName), orDash(strings.Join(v.Aliases, ",")),
+			v.First.Local().Format("2006-01-02 15:04:05"), v.Last.Local().Format("2006-01-02 15:04:05"), v.Rows)
 	}
 	return tw.Flush()
 }
@@ -250,23 +305,7 @@ as a formula (starting with = + - @, a tab or a CR) gets a leading '.`,
 	cmd.Flags().StringVar(&since, "since", "", "first row: a sequence number, or a time (RFC 3339, a date, or a duration ago)")
 	cmd.Flags().StringVarP(&format, "output", "o", "jsonl", "output format: jsonl or csv")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		var write func(model.AuditRow) error
-		var flush func() error
-		w := cmd.OutOrStdout()
-		switch format {
-		case "jsonl":
-			enc := json.NewEncoder(w)
-			enc.SetEscapeHTML(false)
-			write = func(r model.AuditRow) error { return enc.Encode(r) }
-			flush = func() error { return nil }
-		case "csv":
-			cw := csv.NewWriter(w)
-			if err := cw.Write(auditCSVHeader()); err != nil {
-				return err
-			}
-			write = func(r model.AuditRow) error { return cw.Write(auditCSVRecord(r)) }
-			flush = func() error { cw.Flush(); return cw.Error() }
-		default:
+		if format != model.AuditJSONL && format != model.AuditCSV {
 			return usageError{fmt.Errorf("unknown output format %q: want jsonl or csv", format)}
 		}
 		from, sinceTime, err := parseExportSince(since, time.Now())
@@ -278,13 +317,14 @@ as a formula (starting with = + - @, a tab or a CR) gets a leading '.`,
 			return storeErr(err)
 		}
 		defer st.Close()
-		if err := exportAudit(cmd.Context(), st, from, sinceTime, exportPageSize, write); err != nil {
+		exp, err := model.NewAuditExporter(cmd.OutOrStdout(), format)
+		if err != nil {
 			return err
 		}
-		if err := flush(); err != nil {
-			return fmt.Errorf("audit export: %w", err)
+		if err := exportAudit(cmd.Context(), st, from, sinceTime, exportPageSize, exp.Write); err != nil {
+			return err
 		}
-		return nil
+		return exp.Close()
 	}
 	return cmd
 }
@@ -336,40 +376,6 @@ func parseExportSince(s string, now time.Time) (seq int64, since time.Time, err 
 		return 0, time.Time{}, fmt.Errorf("--since %q: want a sequence number, an RFC 3339 time, a date (2006-01-02) or a duration (24h)", s)
 	}
 	return 1, t, nil
-}
-
-// auditCSVHeader names the columns of export's CSV: model.AuditRow's JSON
-// names, without id and modified_at, which repeat seq and time.
-func auditCSVHeader() []string {
-	return []string{"seq", "time", "agent", "agent_id", "connection", "connection_id", "class", "kind",
-		"decision", "reason", "approval_id", "deciders", "operation", "exit_status", "duration_ms",
-		"bytes_in", "bytes_out", "agent_reason", "source_addr", "hash"}
-}
-
-// auditCSVRecord is r as a CSV record in auditCSVHeader's order. Text an
-// agent or admin chose goes through csvCell; deciders are joined by commas
-// (their names cannot hold one); a missing exit status is an empty cell.
-func auditCSVRecord(r model.AuditRow) []string {
-	exit := ""
-	if r.ExitStatus != nil {
-		exit = strconv.Itoa(*r.ExitStatus)
-	}
-	return []string{strconv.FormatInt(r.Seq, 10), time.Time(r.Time).UTC().Format(time.RFC3339Nano),
-		csvCell(r.Agent), r.AgentID, csvCell(r.Connection), r.ConnectionID, r.Class, r.Kind, r.Decision,
-		csvCell(r.Reason), r.ApprovalID, csvCell(strings.Join(r.Deciders, ",")), csvCell(r.Operation), exit,
-		strconv.FormatFloat(r.DurationMS, 'f', -1, 64), strconv.FormatInt(r.BytesIn, 10),
-		strconv.FormatInt(r.BytesOut, 10), csvCell(r.AgentReason), csvCell(r.SourceAddr), r.Hash}
-}
-
-// csvCell keeps a spreadsheet from running a cell as a formula: an agent
-// chooses its operation's text, and an auditor opens the export in a
-// spreadsheet (CSV injection). Such a cell gets a leading ', as OWASP
-// advises; the JSON lines keep the text exact.
-func csvCell(s string) string {
-	if s != "" && strings.ContainsRune("=+-@\t\r", rune(s[0])) {
-		return "'" + s
-	}
-	return s
 }
 
 // orDash is s, or "-" for a table cell with nothing in it.

@@ -222,15 +222,15 @@ func TestAuditExport(t *testing.T) {
 			if err != nil {
 				t.Fatalf("reading %q: %v", out, err)
 			}
-			if len(recs) == 0 || strings.Join(recs[0], ",") != strings.Join(auditCSVHeader(), ",") {
-				t.Fatalf("got %q; want the header %v first", out, auditCSVHeader())
+			if len(recs) == 0 || strings.Join(recs[0], ",") != strings.Join(model.AuditCSVHeader(), ",") {
+				t.Fatalf("got %q; want the header %v first", out, model.AuditCSVHeader())
 			}
 			recs = recs[1:]
 			if len(recs) != len(tt.want) {
 				t.Fatalf("got %d records; want %d:\n%s", len(recs), len(tt.want), out)
 			}
 			col := map[string]int{}
-			for i, name := range auditCSVHeader() {
+			for i, name := range model.AuditCSVHeader() {
 				col[name] = i
 			}
 			for i, w := range tt.want {

@@ -308,8 +308,8 @@ func TestAuditCSVCell(t *testing.T) {
 		{"ls -l", "ls -l"}, // only the first character counts
 	}
 	for _, tt := range tests {
-		if got := csvCell(tt.in); got != tt.want {
-			t.Errorf("csvCell(%q): got %q; want %q", tt.in, got, tt.want)
+		if got := model.CSVCell(tt.in); got != tt.want {
+			t.Errorf("model.CSVCell(%q): got %q; want %q", tt.in, got, tt.want)
 		}
 	}
 }
