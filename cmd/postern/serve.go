@@ -19,6 +19,7 @@ import (
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/postern/postern/auditsink"
 	"github.com/postern/postern/bastion"
 	"github.com/postern/postern/config"
 	"github.com/postern/postern/metrics"
@@ -268,6 +269,8 @@ for up to ` + bastion.DefaultShutdownGrace.String() + `; a second signal stops a
 		"bound on a key check, and on fetching a host key, that the web page or the API runs")
 	headInterval := cmd.Flags().Duration("audit-head-interval", defaultAuditHeadInterval,
 		"how often to publish the audit head (the newest row's SEQ:HASH) to the log and the metrics, besides at start and shutdown, to keep elsewhere for audit verify --from (0: never)")
+	sinkFlags := cmd.Flags().StringArray("audit-sink", nil,
+		"ship every audit row, in order and at least once, to [NAME=]URL: syslog+tcp://HOST:PORT, jsonl:///PATH[?max_size=100MiB&keep=5] or http(s)://COLLECTOR/PATH; NAME (default: the URL without its query) keys the sink's cursor in the database (repeatable; docs/deploy.md)")
 	lease := cmd.Flags().Duration("replica-lease", policy.DefaultReplicaLease,
 		"with several serve on one PostgreSQL database: how long a replica that stopped renewing its registration is taken to be still running its operations; after that another replica audits them as interrupted")
 	configPath := addConfigFlag(cmd)
@@ -288,6 +291,10 @@ for up to ` + bastion.DefaultShutdownGrace.String() + `; a second signal stops a
 		}
 		if *headInterval < 0 {
 			return usagef("%s: --audit-head-interval must not be negative, got %s", cmdPath(cmd), *headInterval)
+		}
+		sinks, err := parseAuditSinks(*sinkFlags)
+		if err != nil {
+			return usagef("%s: --audit-sink: %w", cmdPath(cmd), err)
 		}
 		if flags.keyCheckTimeout <= 0 {
 			return usagef("%s: --key-check-timeout must be positive, got %s", cmdPath(cmd), flags.keyCheckTimeout)
@@ -373,6 +380,7 @@ for up to ` + bastion.DefaultShutdownGrace.String() + `; a second signal stops a
 			KeyCheckTimeout: flags.keyCheckTimeout,
 			Limits:          flags.limits,
 			AuditHead:       *headInterval,
+			AuditSinks:      sinks,
 		})
 	}
 	return cmd
@@ -424,6 +432,8 @@ type bastionParams struct {
 	// AuditHead is how often the audit head is published, besides at
 	// start and at shutdown (headPublisher); never if zero.
 	AuditHead time.Duration
+	// AuditSinks are where every audit row is shipped (auditsinks.go).
+	AuditSinks []auditsink.Spec
 }
 
 // addHostKeyFileFlag registers --host-key-file: replicas behind one load
@@ -565,6 +575,14 @@ func runBastion(ctx context.Context, p bastionParams) error {
 		<-notifyDone
 	}()
 
+	var sinks *auditSinks
+	if len(p.AuditSinks) > 0 {
+		if sinks, err = newAuditSinks(p.AuditSinks, st, eng.ReplicaID(), log, m); err != nil {
+			closeListeners()
+			return err
+		}
+	}
+
 	log.Info().
 		Str("addr", p.Listener.Addr().String()).
 		Str("data", p.DataDir).
@@ -616,10 +634,25 @@ func runBastion(ctx context.Context, p bastionParams) error {
 	} else {
 		close(headsDone)
 	}
+	// The audit sinks ship beside the group too, and once it has stopped
+	// they ship the sessions' last rows, within auditSinkFinalTimeout.
+	sinksDone := make(chan struct{})
+	if sinks != nil {
+		go func() {
+			defer close(sinksDone)
+			sinks.run(gctx)
+		}()
+	} else {
+		close(sinksDone)
+	}
 	err = g.Wait()
 	<-headsDone // g.Wait has ended gctx
+	<-sinksDone
 	if heads != nil {
 		heads.publishFinal(ctx)
+	}
+	if sinks != nil {
+		sinks.flush(ctx)
 	}
 	// runBastion owns the listeners it was given: each is closed when it
 	// returns, whichever moment the group stopped in. A server whose

@@ -1,0 +1,6 @@
+-- PostgreSQL's form of migrations/0015_reserved.sql (the same step; store/migrate.go).
+--
+-- 0015: reserved. Another branch of issue 24 adds the real step 0015; this
+-- placeholder only keeps the numbering contiguous on the branch that adds
+-- 0016 (audit sinks) and is dropped when the branches are merged.
+SELECT 1;
