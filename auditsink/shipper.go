@@ -67,6 +67,9 @@ type Options struct {
 	// data directory one serve holds), so a lease a killed run left is
 	// taken at once rather than after it runs out.
 	Exclusive bool
+	// Now is the clock of the lease's renewals (time.Now if nil); tests
+	// share the store's fake one.
+	Now func() time.Time
 
 	Batch       int
 	Poll        time.Duration
@@ -103,6 +106,9 @@ func New(o Options) (*Shipper, error) {
 	}
 	if o.Batch <= 0 {
 		o.Batch = DefaultBatch
+	}
+	if o.Now == nil {
+		o.Now = time.Now
 	}
 	def(&o.Poll, DefaultPoll)
 	def(&o.Lease, DefaultLease)
@@ -196,7 +202,14 @@ func (s *Shipper) step(ctx context.Context) (int, error) {
 			return 0, errNotHeld
 		}
 		s.o.Log.Info().Int64("cursor", cursor).Msg("audit sink: shipping from cursor")
-		s.held, s.cursor, s.renewedAt = true, cursor, time.Now()
+		s.held, s.cursor, s.renewedAt = true, cursor, s.o.Now()
+	} else if s.o.Now().Sub(s.renewedAt) >= s.o.Lease/3 {
+		// Renewed before sending, not only after: a replica that was
+		// stalled past its lease finds out that another took the sink
+		// over before it sends rows the other sends too.
+		if err := s.advance(ctx, s.cursor); err != nil {
+			return 0, err
+		}
 	}
 	rows, err := s.o.Store.ListAuditAfter(ctx, s.cursor, time.Time{}, s.o.Batch)
 	if err != nil {
@@ -205,23 +218,21 @@ func (s *Shipper) step(ctx context.Context) (int, error) {
 	}
 	if len(rows) == 0 {
 		s.setBehind(ctx)
-		if time.Since(s.renewedAt) >= s.o.Lease/3 {
-			return 0, s.advance(ctx, s.cursor)
-		}
 		return 0, nil
 	}
 	sctx, cancel := context.WithTimeout(ctx, s.o.SendTimeout)
 	err = s.o.Sink.Send(sctx, rows)
 	cancel()
 	if err != nil {
-		s.o.Metrics.SendFailure(s.o.Name)
 		if cerr := s.o.Sink.Close(); cerr != nil {
 			s.o.Log.Debug().Err(cerr).Msg("audit sink: close after a failure")
 		}
-		if ctx.Err() == nil {
-			s.o.Log.Warn().Err(err).Int64("first_seq", rows[0].Seq).Int("rows", len(rows)).
-				Msg("audit sink: send failed; will retry from the cursor")
+		if ctx.Err() != nil {
+			return 0, err // stopped, not failed: the next run sends them
 		}
+		s.o.Metrics.SendFailure(s.o.Name)
+		s.o.Log.Warn().Err(err).Int64("first_seq", rows[0].Seq).Int("rows", len(rows)).
+			Msg("audit sink: send failed; will retry from the cursor")
 		s.failing = true
 		return 0, err
 	}
@@ -251,7 +262,7 @@ func (s *Shipper) advance(ctx context.Context, seq int64) error {
 		s.o.Log.Error().Err(err).Msg("audit sink: store cursor failed")
 		return err
 	}
-	s.cursor, s.renewedAt = max(seq, s.cursor), time.Now()
+	s.cursor, s.renewedAt = max(seq, s.cursor), s.o.Now()
 	return nil
 }
 
