@@ -1,7 +1,6 @@
 package auditsink
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -156,5 +155,3 @@ func dedupe(t *testing.T, seqs []int64) []int64 {
 	}
 	return out
 }
-
-func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }
