@@ -231,6 +231,7 @@ func (s *Shipper) step(ctx context.Context) (int, error) {
 			return 0, err // stopped, not failed: the next run sends them
 		}
 		s.o.Metrics.SendFailure(s.o.Name)
+		s.setBehind(ctx) // a receiver that is down falls behind: say so
 		s.o.Log.Warn().Err(err).Int64("first_seq", rows[0].Seq).Int("rows", len(rows)).
 			Msg("audit sink: send failed; will retry from the cursor")
 		s.failing = true

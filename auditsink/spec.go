@@ -51,10 +51,12 @@ func ParseSpec(s string) (Spec, error) {
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return Spec{}, fmt.Errorf("auditsink: %q: %w", s, err)
+		// url.Parse's error repeats the URL, which may hold a password.
+		return Spec{}, fmt.Errorf("auditsink: the sink %q is not [NAME=]URL", sp.Name)
 	}
 	if u.User != nil {
-		return Spec{}, fmt.Errorf("auditsink: %q: no user or password in a sink's URL: it would be in the process list and the logs", s)
+		// Not repeated: the user part may be a password.
+		return Spec{}, fmt.Errorf("auditsink: %q: no user or password in a sink's URL: it would be in the process list and the logs", u.Redacted())
 	}
 	sp.URL = raw
 	switch u.Scheme {
@@ -97,7 +99,7 @@ func ParseSpec(s string) (Spec, error) {
 	}
 	if sp.Name == "" {
 		v := *u
-		v.RawQuery, v.Fragment = "", ""
+		v.RawQuery, v.Fragment, v.ForceQuery = "", "", false
 		sp.Name = v.String()
 	}
 	if len(sp.Name) > maxNameLength || strings.ContainsAny(sp.Name, "\n\r\t ") {

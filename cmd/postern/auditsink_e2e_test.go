@@ -176,7 +176,8 @@ func TestAuditSinksEndToEnd(t *testing.T) {
 	rs := startRsyslog(t, bin, t.TempDir(), "0")
 	jsonl := filepath.Join(t.TempDir(), "audit.jsonl")
 	flags := []string{"--audit-sink", "rsyslog=syslog+tcp://127.0.0.1:" + rs.port, "--audit-sink", "jsonl://" + jsonl}
-	p := r.serve(flags...)
+	p := r.serve(append(flags, "--metrics-listen", "127.0.0.1:0")...)
+	metricsURL, _ := p.waitLog("metrics serving")["url"].(string)
 
 	run := func(command string, wantCode int) {
 		t.Helper()
@@ -228,6 +229,13 @@ func TestAuditSinksEndToEnd(t *testing.T) {
 	if n, _ := inOrder(rs.seqs(t)); n != first {
 		t.Fatalf("rsyslog had rows up to %d while stopped; want %d", n, first)
 	}
+	// The metrics show the stopped receiver: failures, and rows behind.
+	testwait.Until(t, "the metrics to show rsyslog behind", func() bool {
+		fams := scrape(t, metricsURL)
+		return value(fams, "postern_audit_sink_send_failures_total", "sink", "rsyslog") >= 1 &&
+			value(fams, "postern_audit_sink_rows_behind", "sink", "rsyslog") == float64(whileDown-first) &&
+			value(fams, "postern_audit_sink_rows_behind", "sink", "jsonl://"+jsonl) == 0
+	})
 	rs = startRsyslog(t, bin, rs.dir, rs.port)
 	waitSyslog("rsyslog to get the rows written while it was stopped", whileDown)
 

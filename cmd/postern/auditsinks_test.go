@@ -1,0 +1,31 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestServeAuditSinkFlag: serve refuses a malformed --audit-sink, and two
+// sinks under one name, as a usage error naming the flag, before it
+// starts.
+func TestServeAuditSinkFlag(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--audit-sink", "udp://127.0.0.1:514"}, "unknown kind"},
+		{[]string{"--audit-sink", "jsonl://relative"}, "ABSOLUTE"},
+		{[]string{"--audit-sink", "https://user:pw@collector/x"}, "no user or password"},
+		{[]string{"--audit-sink", "a=syslog+tcp://127.0.0.1:514", "--audit-sink", "a=jsonl:///tmp/x"}, "two sinks"},
+	} {
+		r := c.run("", append([]string{"serve", "--ssh-listen", "127.0.0.1:0"}, tc.args...)...)
+		if r.code != 2 || !strings.Contains(r.stderr, "--audit-sink") || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("serve %v: got exit %d, %q; want 2 naming --audit-sink and %q", tc.args, r.code, r.stderr, tc.want)
+		}
+		if strings.Contains(r.stderr, ":pw@") {
+			t.Errorf("serve %v: the error %q repeats the password", tc.args, r.stderr)
+		}
+	}
+}
