@@ -21,7 +21,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/postern/postern/internal/testwait"
 	"github.com/postern/postern/metrics"
@@ -151,7 +150,7 @@ func TestHTTPSinkRetry(t *testing.T) {
 	}
 	testwait.Until(t, "the cursor at 5 and none behind", func() bool {
 		cs, err := st.AuditSinkCursors(ctx)
-		return err == nil && len(cs) == 1 && cs[0].Seq == 5 && testutil.ToFloat64(sm.BehindFor("test")) == 0
+		return err == nil && len(cs) == 1 && cs[0].Seq == 5 && sinkMetric(t, reg, "postern_audit_sink_rows_behind") == 0
 	})
 	cancel()
 	testwait.Done(t, "Run to return", done)
@@ -169,12 +168,35 @@ func TestHTTPSinkRetry(t *testing.T) {
 	if !slices.Equal(seqs, upTo(5)) {
 		t.Fatalf("accepted: got %v; want %v", seqs, upTo(5))
 	}
-	if f := testutil.ToFloat64(sm.FailuresFor("test")); f != 2 {
+	if f := sinkMetric(t, reg, "postern_audit_sink_send_failures_total"); f != 2 {
 		t.Errorf("send failures: got %v; want 2", f)
 	}
-	if b := testutil.ToFloat64(sm.BehindFor("test")); b != 0 {
+	if b := sinkMetric(t, reg, "postern_audit_sink_rows_behind"); b != 0 {
 		t.Errorf("rows behind: got %v; want 0", b)
 	}
+}
+
+// sinkMetric is the value of metric name's series for the sink "test".
+func sinkMetric(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "sink" && l.GetValue() == "test" {
+					return m.GetGauge().GetValue() + m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatalf("no series %s{sink=\"test\"}", name)
+	return 0
 }
 
 // syslogFrame matches one RFC 5424 message as SyslogSink writes it.

@@ -63,12 +63,3 @@ func (a *AuditSinkMetrics) SendFailure(sink string) {
 	}
 	a.failures.WithLabelValues(bounded(sink, a.names)).Inc()
 }
-
-// BehindFor and FailuresFor are sink's series, for tests.
-func (a *AuditSinkMetrics) BehindFor(sink string) prometheus.Gauge {
-	return a.behind.WithLabelValues(sink)
-}
-
-func (a *AuditSinkMetrics) FailuresFor(sink string) prometheus.Counter {
-	return a.failures.WithLabelValues(sink)
-}
