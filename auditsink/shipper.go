@@ -33,6 +33,9 @@ const (
 	DefaultSendTimeout = 30 * time.Second
 )
 
+// releaseTimeout bounds giving up the lease at the end of Flush.
+const releaseTimeout = 2 * time.Second
+
 // Store is what a Shipper reads and writes; *store.Store implements it.
 type Store interface {
 	ListAuditAfter(ctx context.Context, afterSeq int64, since time.Time, n int) ([]store.AuditRow, error)
@@ -168,9 +171,13 @@ func (s *Shipper) Flush(ctx context.Context) error {
 		err = ctx.Err()
 	}
 	if s.held {
-		if rerr := s.o.Store.ReleaseAuditSink(ctx, s.o.Name, s.o.Holder); rerr != nil && err == nil {
+		// Released even when ctx ran out shipping: another replica then
+		// takes the sink over at once rather than after the lease.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		if rerr := s.o.Store.ReleaseAuditSink(rctx, s.o.Name, s.o.Holder); rerr != nil && err == nil {
 			err = rerr
 		}
+		cancel()
 		s.held = false
 	}
 	if cerr := s.o.Sink.Close(); cerr != nil && err == nil {
