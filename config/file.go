@@ -59,6 +59,10 @@ type Serve struct {
 	// requests that wait for a decision at once (policy.Options).
 	MaxPendingPerAgent      int `toml:"max_pending_per_agent,omitempty"`
 	MaxPendingPerConnection int `toml:"max_pending_per_connection,omitempty"`
+
+	// AuditSinks are where every audit row is shipped, as --audit-sink
+	// takes them ([NAME=]URL); the command line's replace them all.
+	AuditSinks []string `toml:"audit_sinks,omitempty"`
 }
 
 // Admin declares an admin and role (viewer, approver, admin, owner;

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -27,5 +29,14 @@ func TestServeAuditSinkFlag(t *testing.T) {
 		if strings.Contains(r.stderr, ":pw@") {
 			t.Errorf("serve %v: the error %q repeats the password", tc.args, r.stderr)
 		}
+	}
+	// The config file's audit_sinks are read as the flag's values.
+	conf := filepath.Join(t.TempDir(), "postern.toml")
+	if err := os.WriteFile(conf, []byte("[serve]\naudit_sinks = [\"syslog+tcp://127.0.0.1:514\", \"udp://127.0.0.1:514\"]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := c.run("", "serve", "--ssh-listen", "127.0.0.1:0", "--config", conf)
+	if r.code != 2 || !strings.Contains(r.stderr, "--audit-sink") || !strings.Contains(r.stderr, "udp://127.0.0.1:514") {
+		t.Errorf("serve --config with audit_sinks: got exit %d, %q; want 2 naming the file's udp sink", r.code, r.stderr)
 	}
 }

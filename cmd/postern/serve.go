@@ -45,9 +45,11 @@ type serveFlags struct {
 	// keyCheckTimeout bounds the key checks the page and the API run;
 	// serve only.
 	keyCheckTimeout time.Duration
-	approvalTTL     time.Duration
-	logLevel        string
-	limits          limitFlags
+	// auditSinks are the --audit-sink values (auditsinks.go); serve only.
+	auditSinks  []string
+	approvalTTL time.Duration
+	logLevel    string
+	limits      limitFlags
 }
 
 // limitFlags are the bastion's and the API's limits that an admin may
@@ -144,6 +146,9 @@ func applyServeConfig(cmd *cobra.Command, path string, data *dataFlag, f *serveF
 	dur("approval-ttl", &f.approvalTTL, c.ApprovalTTL)
 	if cmd.Flags().Lookup("key-check-timeout") != nil {
 		dur("key-check-timeout", &f.keyCheckTimeout, c.KeyCheckTimeout)
+	}
+	if len(c.AuditSinks) > 0 && cmd.Flags().Lookup("audit-sink") != nil {
+		set("audit-sink", func() { f.auditSinks = c.AuditSinks })
 	}
 	str("http-listen", &w.listen, c.HTTPListen)
 	str("metrics-listen", &f.metricsListen, c.MetricsListen)
@@ -269,7 +274,7 @@ for up to ` + bastion.DefaultShutdownGrace.String() + `; a second signal stops a
 		"bound on a key check, and on fetching a host key, that the web page or the API runs")
 	headInterval := cmd.Flags().Duration("audit-head-interval", defaultAuditHeadInterval,
 		"how often to publish the audit head (the newest row's SEQ:HASH) to the log and the metrics, besides at start and shutdown, to keep elsewhere for audit verify --from (0: never)")
-	sinkFlags := cmd.Flags().StringArray("audit-sink", nil,
+	cmd.Flags().StringArrayVar(&flags.auditSinks, "audit-sink", nil,
 		"ship every audit row, in order and at least once, to [NAME=]URL: syslog+tcp://HOST:PORT, jsonl:///PATH[?max_size=100MiB&keep=5] or http(s)://COLLECTOR/PATH; NAME (default: the URL without its query) keys the sink's cursor in the database (repeatable; docs/deploy.md)")
 	lease := cmd.Flags().Duration("replica-lease", policy.DefaultReplicaLease,
 		"with several serve on one PostgreSQL database: how long a replica that stopped renewing its registration is taken to be still running its operations; after that another replica audits them as interrupted")
@@ -292,7 +297,7 @@ for up to ` + bastion.DefaultShutdownGrace.String() + `; a second signal stops a
 		if *headInterval < 0 {
 			return usagef("%s: --audit-head-interval must not be negative, got %s", cmdPath(cmd), *headInterval)
 		}
-		sinks, err := parseAuditSinks(*sinkFlags)
+		sinks, err := parseAuditSinks(flags.auditSinks)
 		if err != nil {
 			return usagef("%s: --audit-sink: %w", cmdPath(cmd), err)
 		}
