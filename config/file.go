@@ -65,6 +65,9 @@ type Serve struct {
 	// RecordingRetention how long recordings are kept.
 	RecordingBound     int64    `toml:"recording_bound,omitempty"`
 	RecordingRetention Duration `toml:"recording_retention,omitempty"`
+	// AuditSinks are where every audit row is shipped, as --audit-sink
+	// takes them ([NAME=]URL); the command line's replace them all.
+	AuditSinks []string `toml:"audit_sinks,omitempty"`
 }
 
 // Admin declares an admin and role (viewer, approver, admin, owner;

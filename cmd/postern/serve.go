@@ -19,6 +19,7 @@ import (
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/postern/postern/auditsink"
 	"github.com/postern/postern/bastion"
 	"github.com/postern/postern/config"
 	"github.com/postern/postern/metrics"
@@ -44,9 +45,11 @@ type serveFlags struct {
 	// keyCheckTimeout bounds the key checks the page and the API run;
 	// serve only.
 	keyCheckTimeout time.Duration
-	approvalTTL     time.Duration
-	logLevel        string
-	limits          limitFlags
+	// auditSinks are the --audit-sink values (auditsinks.go); serve only.
+	auditSinks  []string
+	approvalTTL time.Duration
+	logLevel    string
+	limits      limitFlags
 }
 
 // limitFlags are the bastion's and the API's limits that an admin may
@@ -154,6 +157,9 @@ func applyServeConfig(cmd *cobra.Command, path string, data *dataFlag, f *serveF
 	dur("approval-ttl", &f.approvalTTL, c.ApprovalTTL)
 	if cmd.Flags().Lookup("key-check-timeout") != nil {
 		dur("key-check-timeout", &f.keyCheckTimeout, c.KeyCheckTimeout)
+	}
+	if len(c.AuditSinks) > 0 && cmd.Flags().Lookup("audit-sink") != nil {
+		set("audit-sink", func() { f.auditSinks = c.AuditSinks })
 	}
 	str("http-listen", &w.listen, c.HTTPListen)
 	str("metrics-listen", &f.metricsListen, c.MetricsListen)
@@ -305,6 +311,8 @@ for up to ` + bastion.DefaultShutdownGrace.String() + `; a second signal stops a
 		"bound on a key check, and on fetching a host key, that the web page or the API runs")
 	headInterval := cmd.Flags().Duration("audit-head-interval", defaultAuditHeadInterval,
 		"how often to publish the audit head (the newest row's SEQ:HASH) to the log and the metrics, besides at start and shutdown, to keep elsewhere for audit verify --from (0: never)")
+	cmd.Flags().StringArrayVar(&flags.auditSinks, "audit-sink", nil,
+		"ship every audit row, in order and at least once, to [NAME=]URL: syslog+tcp://HOST:PORT, jsonl:///PATH[?max_size=100MiB&keep=5] or http(s)://COLLECTOR/PATH; NAME (default: the URL without its query) keys the sink's cursor in the database (repeatable; docs/deploy.md)")
 	lease := cmd.Flags().Duration("replica-lease", policy.DefaultReplicaLease,
 		"with several serve on one PostgreSQL database: how long a replica that stopped renewing its registration is taken to be still running its operations; after that another replica audits them as interrupted")
 	configPath := addConfigFlag(cmd)
@@ -325,6 +333,10 @@ for up to ` + bastion.DefaultShutdownGrace.String() + `; a second signal stops a
 		}
 		if *headInterval < 0 {
 			return usagef("%s: --audit-head-interval must not be negative, got %s", cmdPath(cmd), *headInterval)
+		}
+		sinks, err := parseAuditSinks(flags.auditSinks)
+		if err != nil {
+			return usagef("%s: --audit-sink: %w", cmdPath(cmd), err)
 		}
 		if flags.keyCheckTimeout <= 0 {
 			return usagef("%s: --key-check-timeout must be positive, got %s", cmdPath(cmd), flags.keyCheckTimeout)
@@ -410,6 +422,7 @@ for up to ` + bastion.DefaultShutdownGrace.String() + `; a second signal stops a
 			KeyCheckTimeout: flags.keyCheckTimeout,
 			Limits:          flags.limits,
 			AuditHead:       *headInterval,
+			AuditSinks:      sinks,
 		})
 	}
 	return cmd
@@ -461,6 +474,8 @@ type bastionParams struct {
 	// AuditHead is how often the audit head is published, besides at
 	// start and at shutdown (headPublisher); never if zero.
 	AuditHead time.Duration
+	// AuditSinks are where every audit row is shipped (auditsinks.go).
+	AuditSinks []auditsink.Spec
 }
 
 // addHostKeyFileFlag registers --host-key-file: replicas behind one load
@@ -608,6 +623,14 @@ func runBastion(ctx context.Context, p bastionParams) error {
 		<-notifyDone
 	}()
 
+	var sinks *auditSinks
+	if len(p.AuditSinks) > 0 {
+		if sinks, err = newAuditSinks(p.AuditSinks, st, eng.ReplicaID(), log, m); err != nil {
+			closeListeners()
+			return err
+		}
+	}
+
 	log.Info().
 		Str("addr", p.Listener.Addr().String()).
 		Str("data", p.DataDir).
@@ -667,11 +690,26 @@ func runBastion(ctx context.Context, p bastionParams) error {
 			newRecordingSweeper(st, log, p.Limits.recordingRetention).run(gctx)
 		}
 	}()
+	// The audit sinks ship beside the group too, and once it has stopped
+	// they ship the sessions' last rows, within auditSinkFinalTimeout.
+	sinksDone := make(chan struct{})
+	if sinks != nil {
+		go func() {
+			defer close(sinksDone)
+			sinks.run(gctx)
+		}()
+	} else {
+		close(sinksDone)
+	}
 	err = g.Wait()
 	<-sweepDone
 	<-headsDone // g.Wait has ended gctx
+	<-sinksDone
 	if heads != nil {
 		heads.publishFinal(ctx)
+	}
+	if sinks != nil {
+		sinks.flush(ctx)
 	}
 	// runBastion owns the listeners it was given: each is closed when it
 	// returns, whichever moment the group stopped in. A server whose
