@@ -107,11 +107,25 @@ func (x *execRun) route() bool {
 		exitWith(x.ch, ExitUnreachable)
 		return false
 	}
+	if ok && r.shell && x.st.ptyReq == nil && !x.shell && strings.TrimSpace(x.cmd) == "" {
+		// An exec of a blank command to ALIAS@bastion: the target would
+		// run `$SHELL -c ''` and read nothing; usage, as it always was.
+		r, msg, code, ok = route{}, "postern: no command given for "+r.grant.Alias+": give the command, as in\n  ssh bastion "+r.grant.Alias+" COMMAND\n", ExitUsage, false
+	}
 	if ok && r.shell && x.st.ptyReq == nil {
-		// A shell reading commands from a pipe runs whatever arrives,
-		// which cannot be classified or shown to an admin ahead: usage,
-		// not a destructive approval nobody can judge.
-		r, msg, code, ok = route{}, "postern: no command given for "+r.grant.Alias+" and no terminal for a shell: give the command, as in\n  ssh bastion "+r.grant.Alias+" COMMAND\n", ExitUsage, false
+		// A shell request without a terminal (`ssh -T alias@bastion <
+		// script.sh`): the target's shell would run the script that
+		// arrives on stdin. postern reads it to its end first and
+		// decides it as a whole, as a command.
+		script, err := readScript(x.ch, DefaultMaxScript, DefaultScriptWait)
+		if err != nil {
+			fmt.Fprintf(x.stderr, "postern: refused: %s\r\n", err.Error())
+			s.audit(x.record(policy.Write, err.Error()), x.start)
+			exitWith(x.ch, ExitRefused)
+			return false
+		}
+		r.command, r.shell, r.script = script, false, true
+		x.cmd = script
 	}
 	if !ok {
 		s.limits.record(ac.agentID, x.key, code != 0)
@@ -262,7 +276,14 @@ func (x *execRun) relay() {
 	}
 	if err == nil {
 		defer up.Close()
-		err = startUpstream(up.Channel, upstreamStart{Env: x.st.env, PtyReq: x.st.ptyReq, Command: x.run.command})
+		start := upstreamStart{Env: x.st.env, PtyReq: x.st.ptyReq, Command: x.run.command}
+		if x.r.script && x.run.command == x.r.command {
+			// As the target would: its user's shell reads the script
+			// from stdin. (A read sandbox runs it with -c instead, in
+			// its wrapper, with stdin at its end.)
+			start.Command = ""
+		}
+		err = startUpstream(up.Channel, start)
 	}
 	if err != nil {
 		s.unreachable(x.ch, x.conn.Alias, err)
@@ -278,6 +299,7 @@ func (x *execRun) relay() {
 	// command ended.
 	audited := false
 	r := &relay{down: x.ch, downReqs: x.held.release(), up: up.Channel, upReqs: up.Requests, waits: s.relayWaits, rec: rcd,
+		stdinPrefix: x.scriptStdin(),
 		beforeExit: func(res relayResult) {
 			x.ended(res)
 			seq := s.audit(*rec, x.start)

@@ -1,6 +1,7 @@
 package bastion
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -191,6 +192,9 @@ type relay struct {
 	waits      relayWaits
 	// rec, when not nil, keeps the output the agent was sent (record.go).
 	rec *recorder
+	// stdinPrefix is sent to the target before the agent's stdin: a
+	// script the session read from it already (script.go).
+	stdinPrefix []byte
 
 	// Written by the copying goroutines.
 	bytesIn, bytesOut atomic.Int64
@@ -240,7 +244,11 @@ func (r *relay) start() {
 	go func() {
 		defer close(r.stdinDone)
 		buf := make([]byte, relayBufferSize)
-		if _, err := io.CopyBuffer(countingWriter{r.up, &r.bytesIn}, r.down, buf); err == nil {
+		var in io.Reader = r.down
+		if r.stdinPrefix != nil {
+			in = io.MultiReader(bytes.NewReader(r.stdinPrefix), r.down)
+		}
+		if _, err := io.CopyBuffer(countingWriter{r.up, &r.bytesIn}, in, buf); err == nil {
 			// The agent sent EOF. An error here means the target's side is
 			// already closed, which the main loop learns from upReqs.
 			_ = r.up.CloseWrite()

@@ -73,26 +73,6 @@ func TestUnreviewableDenied(t *testing.T) {
 	}
 }
 
-// TestNoCommandNoTerminal: a session with no command and no terminal gets
-// the usage and exit 2, not an approval for an interactive shell that
-// nobody could judge.
-func TestNoCommandNoTerminal(t *testing.T) {
-	t.Parallel()
-	h := newHarness(t, harnessOpts{rules: askWrites})
-	for _, args := range [][]string{
-		{"-T", "127.0.0.1", "web"},
-		{"-T", "web@127.0.0.1"},
-	} {
-		got := h.ssh("ls\n", args...)
-		if got.code != ExitUsage || !strings.Contains(got.stderr, "no command given for web") {
-			t.Errorf("ssh %v: exit %d, stderr %q; want %d and the usage", args, got.code, got.stderr, ExitUsage)
-		}
-	}
-	if list, err := h.eng.Approvals(context.Background(), true); err != nil || len(list) != 0 {
-		t.Errorf("approval requests = %d, %v; want none", len(list), err)
-	}
-}
-
 // TestUnknownAliasAuditedWithAgent: an unknown alias is audited under the
 // agent's name, so that filtering the audit by agent shows it.
 func TestUnknownAliasAuditedWithAgent(t *testing.T) {

@@ -209,6 +209,10 @@ type route struct {
 	// pty: the session asked for a terminal. Set by the session, not by
 	// resolve.
 	pty bool
+	// script: command is a script the agent sent on stdin, with no
+	// command and no terminal; the target's shell reads it from stdin.
+	// Set by the session.
+	script bool
 }
 
 // resolve picks the connection. If the SSH user name is an alias the agent
