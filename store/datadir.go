@@ -193,20 +193,26 @@ func createFileExcl(path string, content func() ([]byte, error)) (bool, error) {
 // no secret (listing agents, deciding approvals) work; the first sealed
 // secret then fails with ErrNoMasterKey naming the file. A malformed master
 // key file is an error at once.
+//
+// With a DatabaseURL the database is elsewhere and the directory holds
+// only the secrets: when it does not exist, the store opens all the same
+// (listing agents or deciding approvals from a laptop needs only the URL),
+// and what needs the master key fails naming the file it lacks.
 func (d Dir) Open(ctx context.Context, opts Options) (*Store, error) {
 	st, err := os.Stat(d.Path)
-	if errors.Is(err, fs.ErrNotExist) {
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && d.DatabaseURL != "":
+	case errors.Is(err, fs.ErrNotExist):
 		// The directory is the one the person named (--data), not a secret.
 		return nil, shown(ErrNotFound, fmt.Sprintf("data directory %s does not exist (run postern init --data %s)", d.Path, d.Path))
-	}
-	if err != nil {
+	case err != nil:
 		return nil, fmt.Errorf("store: data directory: %w", err)
-	}
-	if !st.IsDir() {
+	case !st.IsDir():
 		return nil, fmt.Errorf("store: data directory %s is not a directory", d.Path)
-	}
-	if err := d.checkModes(opts.Logger, opts.SecretFiles); err != nil {
-		return nil, err
+	default:
+		if err := d.checkModes(opts.Logger, opts.SecretFiles); err != nil {
+			return nil, err
+		}
 	}
 	if opts.MasterKey == nil {
 		key, err := d.readMasterKey()
