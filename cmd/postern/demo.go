@@ -233,6 +233,9 @@ func runDemo(ctx context.Context, p demoParams) error {
 		AuthorizedKey: connPub,
 		HostKey:       targetKey,
 		Logger:        log,
+		// README promises commands confined to target-root; where
+		// bubblewrap cannot run, the target warns that they are not.
+		Confine: true,
 	})
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)

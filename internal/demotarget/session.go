@@ -164,7 +164,7 @@ func (s *session) start() bool {
 // it ended, in OpenSSH's order: exit-status (or exit-signal), EOF, close.
 func (s *session) run(command string) {
 	t := s.t
-	cmd := exec.Command(t.cfg.Shell, "-c", command)
+	cmd := t.confined.command(t.dir, t.cfg.Shell, "-c", command)
 	cmd.Dir = t.dir
 	cmd.Env = t.env()
 	cmd.Stdout = s.ch

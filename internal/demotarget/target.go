@@ -64,16 +64,25 @@ type Config struct {
 
 	HandshakeTimeout time.Duration // DefaultHandshakeTimeout if zero
 	OutputDrain      time.Duration // DefaultOutputDrain if zero
+
+	// Confine runs every command in bubblewrap, where only Dir is
+	// writable, the system's programs are read-only and the rest of the
+	// host's files (home directories, /etc/shadow) are not there. When
+	// bwrap is missing or cannot run, Start logs a warning and commands
+	// run as the user running postern, with that user's rights
+	// (Target.Confined says which). SFTP is not confined either way.
+	Confine bool
 }
 
 // Target is a running demo target. Close stops it and every goroutine it
 // started, killing commands still running.
 type Target struct {
-	cfg    Config
-	dir    string // absolute Dir
-	ln     net.Listener
-	sshCfg *ssh.ServerConfig
-	log    zerolog.Logger
+	cfg      Config
+	dir      string // absolute Dir
+	confined confinement
+	ln       net.Listener
+	sshCfg   *ssh.ServerConfig
+	log      zerolog.Logger
 
 	// wg counts every goroutine the target starts; Close waits for it.
 	wg sync.WaitGroup
@@ -132,6 +141,15 @@ func Start(cfg Config) (*Target, error) {
 		log:   cfg.Logger.With().Str("component", "demotarget").Logger(),
 		conns: make(map[net.Conn]struct{}),
 		procs: make(map[*process]struct{}),
+	}
+	if cfg.Confine {
+		t.confined = confine(dir, cfg.Shell)
+		if t.confined.bwrap == "" {
+			t.log.Warn().Str("reason", t.confined.reason).Str("dir", dir).
+				Msg("demo target: commands are NOT confined: they run as you, with your rights; the scratch directory is only their working directory")
+		}
+	} else {
+		t.confined.reason = "not asked to confine commands"
 	}
 	authorized := cfg.AuthorizedKey.Marshal()
 	t.sshCfg = &ssh.ServerConfig{
