@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -203,6 +204,7 @@ type client struct {
 	limit     int                      // sessions allowed; lowered when the target refuses one
 	idleSince time.Time                // when sessions last dropped to zero
 	closing   bool                     // evicted or lost: gets no new sessions
+	retired   bool                     // made under an older configuration: closes with its last session
 	reason    string                   // why it was closed, for the log
 	algos     ssh.NegotiatedAlgorithms // of the handshake, for the log
 
@@ -254,7 +256,11 @@ func (p *Pool) Stats(c *store.Connection) PoolStats {
 // on, so that a connection whose host, user or pinned keys were changed
 // gets new clients and the old ones drain and idle out.
 func targetKey(c *store.Connection) string {
-	return strings.Join([]string{c.ID, c.Addr(), c.User, strings.Join(c.HostKeys, "\n")}, "\x00")
+	// The row's modification time stands for what the key cannot name
+	// without a query per session, the connection's private key: a
+	// rotated key, like a re-pin, makes a new target (see retireLocked).
+	return strings.Join([]string{c.ID, c.Addr(), c.User, strings.Join(c.HostKeys, "\n"),
+		strconv.FormatInt(c.ModifiedAt.UnixNano(), 10)}, "\x00")
 }
 
 // UpstreamSession is one session channel on a pooled client; Close releases
@@ -286,9 +292,18 @@ func (p *Pool) Open(ctx context.Context, c *store.Connection) (*UpstreamSession,
 			return nil, ErrPoolClosed
 		}
 		t := p.targets[key]
+		var idle []*client
 		if t == nil {
 			t = &target{key: key, alias: c.Alias, id: c.ID, addr: c.Addr(), changed: make(chan struct{})}
 			p.targets[key] = t
+			idle = p.retireLocked(c.ID, key)
+		}
+		if len(idle) > 0 {
+			p.mu.Unlock()
+			for _, cl := range idle {
+				p.evict(cl, "the connection changed (re-pinned, re-keyed or edited)")
+			}
+			continue
 		}
 
 		if cl := t.freeClientLocked(); cl != nil {
@@ -410,7 +425,7 @@ func isFullAnswer(r ssh.RejectionReason) bool {
 func (t *target) freeClientLocked() *client {
 	var best *client
 	for _, cl := range t.clients {
-		if cl.closing || cl.sessions >= cl.limit {
+		if cl.closing || cl.retired || cl.sessions >= cl.limit {
 			continue
 		}
 		if best == nil || cl.sessions > best.sessions {
@@ -426,15 +441,44 @@ func (t *target) notifyLocked() {
 	t.changed = make(chan struct{})
 }
 
-// release gives a session's slot back.
+// release gives a session's slot back; the last session of a retired
+// client closes it.
 func (p *Pool) release(cl *client) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	cl.sessions--
 	if cl.sessions == 0 {
 		cl.idleSince = p.opts.Now()
 	}
 	cl.t.notifyLocked()
+	last := cl.retired && cl.sessions == 0
+	p.mu.Unlock()
+	if last {
+		p.evict(cl, "the connection changed (re-pinned, re-keyed or edited)")
+	}
+}
+
+// retireLocked retires the clients made for connection id under another
+// configuration than key's (an older pin, key or address): they were
+// verified against what no longer stands, so they take no new session.
+// Busy ones close with their last session (release); the idle ones are
+// returned for the caller to close without the lock.
+func (p *Pool) retireLocked(id, key string) []*client {
+	var idle []*client
+	for k, t := range p.targets {
+		if t.id != id || k == key {
+			continue
+		}
+		for _, cl := range t.clients {
+			if cl.closing || cl.retired {
+				continue
+			}
+			cl.retired = true
+			if cl.sessions == 0 {
+				idle = append(idle, cl)
+			}
+		}
+	}
+	return idle
 }
 
 // dial runs one handshake for t and adds the client to the pool, then

@@ -929,3 +929,59 @@ func TestPoolErrorsCarryNoKey(t *testing.T) {
 		}
 	}
 }
+
+// TestPoolRetiresClientsOfAChangedConnection: once the connection changes
+// (a re-pin, a rotated key, any edit: its row's modification time), the
+// clients made before take no new session; an idle one closes at once, a
+// busy one with its last session (issue 25: pooled connections outlived a
+// re-pin or a rotated key).
+func TestPoolRetiresClientsOfAChangedConnection(t *testing.T) {
+	leakCheck(t)
+	tt := newTestTarget(t, nil)
+	p, dc := newTestPool(t, tt.st, PoolOptions{})
+	old := *tt.conn
+	busy := open(t, p, &old)
+	if got := p.Stats(&old).Clients; got != 1 {
+		t.Fatalf("before the change: %d clients; want 1", got)
+	}
+
+	changed := old
+	changed.ModifiedAt = old.ModifiedAt.Add(time.Second)
+	s := open(t, p, &changed)
+	if got, want := dc.count(), 2; got != want {
+		t.Errorf("after the change: %d dials; want %d (a new client)", got, want)
+	}
+	if got, want := p.Stats(&old), (PoolStats{Clients: 1, Sessions: 1}); got != want {
+		t.Errorf("old configuration while a session runs: %+v; want %+v (the busy client kept for it)", got, want)
+	}
+	if got := run(t, busy, "echo still"); got != "still\n" {
+		t.Errorf("the running session after the change: %q; want it to go on", got)
+	}
+	busy.Close()
+	if got := p.Stats(&old); got != (PoolStats{}) {
+		t.Errorf("old configuration after its last session: %+v; want no client", got)
+	}
+	if got := run(t, s, "echo new"); got != "new\n" {
+		t.Errorf("new client: %q; want new", got)
+	}
+	s.Close()
+	if got := p.Stats(&changed).Clients; got != 1 {
+		t.Errorf("new configuration: %d clients; want 1", got)
+	}
+}
+
+// TestPoolClosesIdleClientsOfAChangedConnection: an idle client of the old
+// configuration closes as soon as the changed connection is opened.
+func TestPoolClosesIdleClientsOfAChangedConnection(t *testing.T) {
+	leakCheck(t)
+	tt := newTestTarget(t, nil)
+	p, _ := newTestPool(t, tt.st, PoolOptions{})
+	old := *tt.conn
+	open(t, p, &old).Close()
+	changed := old
+	changed.ModifiedAt = old.ModifiedAt.Add(time.Second)
+	open(t, p, &changed).Close()
+	if got := p.Stats(&old); got != (PoolStats{}) {
+		t.Errorf("old configuration after the change: %+v; want its idle client closed", got)
+	}
+}
