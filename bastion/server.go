@@ -100,6 +100,10 @@ type Config struct {
 	// Upstream configures the pool of connections to targets.
 	Upstream PoolOptions
 
+	// LockPoll is how often the locks are read to end the sessions they
+	// forbid (locks.go): DefaultLockPoll if zero.
+	LockPoll time.Duration
+
 	// Metrics counts agent connections and handshakes, and is handed to
 	// the upstream pool (unless Upstream.Metrics is set), the SFTP gate and
 	// nothing else; none if nil.
@@ -145,6 +149,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.TerminalLife <= 0 {
 		c.TerminalLife = DefaultTerminalLife
+	}
+	if c.LockPoll <= 0 {
+		c.LockPoll = DefaultLockPoll
 	}
 	if c.ApproveHint == nil {
 		c.ApproveHint = func(id string) string { return "decide with `postern approvals approve " + id + "`" }
@@ -200,11 +207,15 @@ type Server struct {
 	// adm admits unauthenticated connections to their handshake.
 	adm *admission
 
+	// live are the sessions a lock can end (locks.go).
+	live liveSet
+
 	// mu guards the fields below. Lock order: mu before nothing else.
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
 	conns     map[net.Conn]struct{}
 	shutting  bool
+	lockWatch bool // the lock watch has started (locks.go)
 
 	// conns and sessions in flight; Shutdown waits for them.
 	wg       sync.WaitGroup
@@ -324,6 +335,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		return ErrServerClosed
 	}
 	s.listeners[ln] = struct{}{}
+	s.startLockWatch()
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()

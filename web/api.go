@@ -166,6 +166,11 @@ func apiRouteTable() []apiRoute {
 		{Method: "POST", Path: "/v1/notifications/{id}/test", Scope: approve,
 			Statuses: apiAuthed(ok, bad, http.StatusForbidden, notFound, http.StatusNotImplemented),
 			handle:   (*Server).apiTestNotification},
+		{Method: "GET", Path: "/v1/locks", Statuses: apiAuthed(ok, bad), handle: (*Server).apiListLocks},
+		{Method: "POST", Path: "/v1/locks", Scope: admin, Statuses: apiAuthed(apiWriteStatuses(http.StatusCreated, notFound)...),
+			handle: apiWriteRoute((*Server).apiCreateLock)},
+		{Method: "DELETE", Path: "/v1/locks/{id}", Scope: admin, Statuses: apiAuthed(apiWriteStatuses(ok, notFound)...),
+			handle: apiWriteRoute((*Server).apiDeleteLock)},
 		{Method: "GET", Path: "/v1/audit", Statuses: apiAuthed(ok, bad), handle: (*Server).apiListAudit},
 		{Method: "GET", Path: "/v1/audit/verify", Statuses: apiAuthed(ok), handle: (*Server).apiVerifyAudit},
 	}

@@ -41,6 +41,8 @@ func newRootCmd() *cobra.Command {
 		newBackupCmd(),
 		newApplyCmd(),
 		newExportCmd(),
+		newLockCmd(),
+		newUnlockCmd(),
 	)
 	return root
 }
