@@ -146,6 +146,7 @@ func (s *Server) startLockWatch() {
 				s.log.Error().Err(err).Msg("reading the locks to end locked sessions")
 			}
 			cancel()
+			s.lockPolls.Add(1)
 		}
 	}()
 }

@@ -207,8 +207,10 @@ type Server struct {
 	// adm admits unauthenticated connections to their handshake.
 	adm *admission
 
-	// live are the sessions a lock can end (locks.go).
-	live liveSet
+	// live are the sessions a lock can end (locks.go); lockPolls counts
+	// the lock watch's rounds, for tests.
+	live      liveSet
+	lockPolls atomic.Int64
 
 	// mu guards the fields below. Lock order: mu before nothing else.
 	mu        sync.Mutex
