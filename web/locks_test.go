@@ -72,3 +72,54 @@ func TestAPILocks(t *testing.T) {
 		t.Errorf("locking a grant: %d %s; want 400", r.status, r.body)
 	}
 }
+
+// TestPageLocks: on the Locks page an admin locks the agent for a time
+// with a reason, sees the lock listed, and unlocks it; a viewer and an
+// approver see the page and are refused both forms (403), and nothing is
+// locked by them.
+func TestPageLocks(t *testing.T) {
+	ps := newPageSite(t, nil)
+	ctx := context.Background()
+	for _, tc := range roleCases() {
+		t.Run(string(tc.role), func(t *testing.T) {
+			name := "l-" + string(tc.role)
+			ps.addAdminRole(name, tc.role)
+			pc := ps.client()
+			pc.loginAs(name)
+			if status, _, body := pc.get("/locks"); status != http.StatusOK || !strings.Contains(body, `value="agent:bot"`) {
+				t.Fatalf("GET /locks: %d; want 200 with agent bot to lock\n%s", status, body)
+			}
+			status, h, _ := pc.post("/locks", pc.form("target", "agent:bot", "for", "2h", "reason", "incident "+name))
+			wantPage(t, status, tc.configure, "lock")
+			locks, err := ps.st.ActiveLocks(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := len(locks) == 1 && locks[0].Reason == "incident "+name; got != tc.configure {
+				t.Fatalf("after %s's lock: %+v; want locked %v", tc.role, locks, tc.configure)
+			}
+			if !tc.configure {
+				if _, _, err := ps.st.SetLock(ctx, store.Unaudited(), store.LockInput{Kind: store.LockAgent, Name: "bot", CreatedBy: "x"}); err != nil {
+					t.Fatal(err)
+				}
+				defer ps.st.RemoveLock(ctx, store.Unaudited(), store.LockAgent, "bot")
+			} else {
+				if f := flashText(pc.follow(h)); !strings.Contains(f, "agent bot is locked until") {
+					t.Errorf("flash %q; want the lock", f)
+				}
+				if _, _, body := pc.get("/locks"); !strings.Contains(body, `id="lock-agent-bot"`) || !strings.Contains(body, "incident "+name) {
+					t.Errorf("the page does not list the lock:\n%s", body)
+				}
+			}
+			status, _, _ = pc.post("/locks/agent/bot/remove", pc.form())
+			wantPage(t, status, tc.configure, "unlock")
+			locks, err = ps.st.ActiveLocks(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (len(locks) == 0) != tc.configure {
+				t.Errorf("after %s's unlock: %d locks; want unlocked %v", tc.role, len(locks), tc.configure)
+			}
+		})
+	}
+}
