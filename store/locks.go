@@ -100,7 +100,10 @@ func (s *Store) SetLock(ctx context.Context, audit Audit, in LockInput) (*Lock, 
 		if err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM locks WHERE target_kind = ? AND target_id = ?`, l.Kind, l.TargetID); err != nil {
+		// The lock it replaces goes, and so do locks whose time is over,
+		// which nothing reads any more.
+		if _, err := tx.ExecContext(ctx, `DELETE FROM locks WHERE (target_kind = ? AND target_id = ?)
+			OR (expires_at <> '' AND expires_at <= ?)`, l.Kind, l.TargetID, formatTime(now)); err != nil {
 			return fmt.Errorf("store: replace lock: %w", err)
 		}
 		expires := ""
@@ -157,9 +160,8 @@ func (s *Store) RemoveLock(ctx context.Context, audit Audit, kind, name string) 
 }
 
 // ActiveLocks lists the locks that hold now, oldest first. Locks past their
-// end are left out (and deleted by the next SetLock of the same target or
-// a RemoveLock); the bastion polls this list to end the sessions of what is
-// locked.
+// end are left out (and deleted by the next SetLock); the bastion polls
+// this list to end the sessions of what is locked.
 func (s *Store) ActiveLocks(ctx context.Context) ([]Lock, error) {
 	rows, err := s.query(ctx, `SELECT `+lockColumns+` FROM locks WHERE expires_at = '' OR expires_at > ?
 		ORDER BY created_at, id`, formatTime(s.nowUTC()))
