@@ -341,6 +341,27 @@ func TestLockClosesSFTPSession(t *testing.T) {
 	if _, _, err := h.st.SetLock(ctx, store.Unaudited(), store.LockInput{Kind: store.LockConnection, Name: "web", Reason: "incident 9", CreatedBy: "alice"}); err != nil {
 		t.Fatal(err)
 	}
+	// The client in batch mode notices the end at its next command: it
+	// is sent one until it has ended. The lock refuses the command before
+	// it ends the session; the leading - lets the client go on after a
+	// refusal, while a closed session ends it.
+	testwait.Until(t, "sftp to end", func() bool {
+		select {
+		case <-c.done:
+			return true
+		default:
+		}
+		_, _ = io.WriteString(c.stdin, "-ls /\n")
+		return false
+	})
+	took := time.Since(start)
+	t.Logf("sftp ended %v after the lock", took)
+	if took > lockBound {
+		t.Errorf("sftp ended %v after the lock; want within %v", took, lockBound)
+	}
+	if c.code == 0 {
+		t.Errorf("sftp exit status 0; want the session cut (stderr %q)", c.stderr.String())
+	}
 	h.events.await(t, "the sftp session's end audited", func(audits []policy.Record, _ []policy.Approval) bool {
 		for _, r := range audits {
 			if r.Operation == "sftp session" && strings.Contains(r.Reason, "ended by postern: connection web is locked: incident 9") {
@@ -349,18 +370,6 @@ func TestLockClosesSFTPSession(t *testing.T) {
 		}
 		return false
 	})
-	took := time.Since(start)
-	t.Logf("the sftp session ended %v after the lock", took)
-	if took > lockBound {
-		t.Errorf("the sftp session ended %v after the lock; want within %v", took, lockBound)
-	}
-	// The client in batch mode notices at its next command.
-	_, _ = io.WriteString(c.stdin, "ls /\n")
-	c.stdin.Close()
-	c.wait(t, time.Now())
-	if c.code == 0 {
-		t.Errorf("sftp exit status 0; want the session cut (stderr %q)", c.stderr.String())
-	}
 }
 
 // TestLockAcrossReplicas: two replicas on one PostgreSQL database; a lock
