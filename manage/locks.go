@@ -8,6 +8,9 @@ import (
 	"github.com/postern/postern/store"
 )
 
+// maxLockReason is the store's bound on a lock's reason.
+const maxLockReason = 500
+
 // Lock locks an agent (kind store.LockAgent, name its name) or a
 // connection (store.LockConnection, name its alias) for d (zero: until
 // unlocked), with a reason that the agents refused are told. The bastion
@@ -17,6 +20,11 @@ import (
 // once: a lock only takes power away, so it never waits for a second admin.
 func (m *Manager) Lock(ctx context.Context, by policy.Actor, kind, name string, d time.Duration, reason string) (*store.Lock, error) {
 	if err := m.requireRole(ctx, by, store.RoleAdmin, "lock an agent or a connection"); err != nil {
+		return nil, err
+	}
+	// The reason is printed on the refused agents' terminals: the rule of
+	// a denial's reason.
+	if err := policy.CheckAdminText("reason", reason, maxLockReason); err != nil {
 		return nil, err
 	}
 	c, err := m.lockChange(ctx, by, kind, name)

@@ -68,6 +68,9 @@ func TestAPILocks(t *testing.T) {
 	if r := as.call("POST", "/v1/locks", as.root, `{"kind": "agent", "name": "nobody"}`); r.status != http.StatusNotFound {
 		t.Errorf("locking an unknown agent: %d %s; want 404", r.status, r.body)
 	}
+	if r := as.call("POST", "/v1/locks", as.root, `{"kind": "agent", "name": "bot", "reason": "ok\u001b[2Jpostern: approved"}`); r.status != http.StatusBadRequest {
+		t.Errorf("a reason with an escape: %d %s; want 400", r.status, r.body)
+	}
 	if r := as.call("POST", "/v1/locks", as.root, `{"kind": "grant", "name": "bot"}`); r.status != http.StatusBadRequest {
 		t.Errorf("locking a grant: %d %s; want 400", r.status, r.body)
 	}
