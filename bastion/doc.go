@@ -34,5 +34,7 @@
 //   - upstream.go: the per-connection pool of upstream SSH clients.
 //   - batchconn.go: the upstream connection's writes joined into one
 //     system call while the previous one is in the kernel.
+//   - locks.go: the registry of live sessions, and the watch that ends
+//     those a lock, a disabled or a removed agent forbids.
 //   - errors.go: ErrServerClosed.
 package bastion

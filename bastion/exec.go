@@ -149,6 +149,7 @@ func (x *execRun) route() bool {
 	}
 	r.pty = x.st.ptyReq != nil
 	x.r, x.conn = r, conn
+	x.st.live.reach(conn.ID)
 	return true
 }
 
@@ -221,7 +222,7 @@ func (x *execRun) decideOnce() error {
 	// If the grant changed to ask since it was cached, no channel is held
 	// open for the target while an admin decides.
 	var err error
-	x.auth, x.rec, err = s.authorize(x.ac.ctx, op, x.stderr, x.reasons, x.abandonAhead)
+	x.auth, x.rec, err = s.authorize(x.waitCtx(), op, x.stderr, x.reasons, x.abandonAhead)
 	return err
 }
 
@@ -233,6 +234,10 @@ func (x *execRun) refused(err error) {
 	var de *policy.DeniedError
 	code := uint32(ExitRefused)
 	switch {
+	case x.st.live.ended() != "":
+		// A lock, or the agent disabled or removed, ended the wait.
+		x.rec.Reason = "ended by postern: " + x.st.live.ended()
+		fmt.Fprintf(x.stderr, "postern: refused, nothing ran: %s\r\n", x.st.live.ended())
 	case x.refusal != "":
 		x.rec.Reason = x.refusal
 		fmt.Fprintf(x.stderr, "postern: refused, nothing ran: %s; nobody can review it\r\n", x.refusal)
@@ -318,6 +323,12 @@ func (x *execRun) relay() {
 	}
 	x.ended(res)
 	switch {
+	case x.st.live.ended() != "" && !res.AgentGone:
+		// A lock, or the agent disabled or removed, ended the session:
+		// as a disconnect does, like the end of a terminal's life below.
+		fmt.Fprintf(x.stderr, "\r\npostern: %s; postern ended this session\r\n", x.st.live.ended())
+		_ = x.ch.Close()
+		rec.Reason = joinReason(rec.Reason, "ended by postern: "+x.st.live.ended())
 	case lifeOver && !res.AgentGone:
 		// The approved life of a session with a terminal ran out: postern
 		// ends it as a disconnect does (no exit status; the target's
@@ -350,10 +361,23 @@ func (x *execRun) relay() {
 // deadline for a session with a terminal that a person approved (it may
 // run Config.TerminalLife, no longer), and its cancel func.
 func (x *execRun) life() (context.Context, context.CancelFunc) {
-	if (x.r.pty || x.r.shell) && x.auth.Approval != nil {
-		return context.WithTimeout(x.s.ctx, x.s.cfg.TerminalLife)
+	parent := x.s.ctx
+	if x.st.live != nil {
+		parent = x.st.live.ctx // ends at a lock too (locks.go)
 	}
-	return context.WithCancel(x.s.ctx)
+	if (x.r.pty || x.r.shell) && x.auth.Approval != nil {
+		return context.WithTimeout(parent, x.s.cfg.TerminalLife)
+	}
+	return context.WithCancel(parent)
+}
+
+// waitCtx is what a wait for an approval runs under: the agent
+// connection's context, which a lock ends too.
+func (x *execRun) waitCtx() context.Context {
+	if x.st.live != nil {
+		return x.st.live.wait
+	}
+	return x.ac.ctx
 }
 
 // ended adds how the command ended to the audit record: byte counts, the

@@ -111,6 +111,9 @@ type Config struct {
 	// keeps (connections whose Record setting covers it); the rest is
 	// counted, not kept. DefaultRecordingBound if zero.
 	RecordingBound int64
+	// LockPoll is how often the locks are read to end the sessions they
+	// forbid (locks.go): DefaultLockPoll if zero.
+	LockPoll time.Duration
 
 	// Metrics counts agent connections and handshakes, and is handed to
 	// the upstream pool (unless Upstream.Metrics is set), the SFTP gate and
@@ -163,6 +166,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.TerminalLife <= 0 {
 		c.TerminalLife = DefaultTerminalLife
+	}
+	if c.LockPoll <= 0 {
+		c.LockPoll = DefaultLockPoll
 	}
 	if c.ApproveHint == nil {
 		c.ApproveHint = func(id string) string { return "decide with `postern approvals approve " + id + "`" }
@@ -220,11 +226,17 @@ type Server struct {
 	// adm admits unauthenticated connections to their handshake.
 	adm *admission
 
+	// live are the sessions a lock can end (locks.go); lockPolls counts
+	// the lock watch's rounds, for tests.
+	live      liveSet
+	lockPolls atomic.Int64
+
 	// mu guards the fields below. Lock order: mu before nothing else.
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
 	conns     map[net.Conn]struct{}
 	shutting  bool
+	lockWatch bool // the lock watch has started (locks.go)
 
 	// conns and sessions in flight; Shutdown waits for them.
 	wg       sync.WaitGroup
@@ -350,6 +362,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		return ErrServerClosed
 	}
 	s.listeners[ln] = struct{}{}
+	s.startLockWatch()
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()

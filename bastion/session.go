@@ -43,6 +43,9 @@ type sessionState struct {
 	// agentReason is the agent's POSTERN_REASON: what it says the command
 	// is for. It goes to the admin and the audit log, never the target.
 	agentReason string
+	// live is the session in the registry a lock ends sessions by
+	// (locks.go).
+	live *liveSession
 }
 
 // reasonEnv is the variable an agent sets (ssh -o SetEnv or SendEnv) to
@@ -78,6 +81,8 @@ func (s *Server) session(ac *agentConn, nch ssh.NewChannel) {
 		return
 	}
 	var st sessionState
+	st.live = s.addLive(ac)
+	defer s.removeLive(st.live)
 	for {
 		var req *ssh.Request
 		var ok bool
@@ -134,7 +139,7 @@ func (s *Server) session(ac *agentConn, nch ssh.NewChannel) {
 					go discard(reqs)
 					return
 				}
-				s.serveSFTP(ac, ch, reqs, st.agentReason)
+				s.serveSFTP(ac, ch, reqs, st.agentReason, st.live)
 				return
 			}
 			s.refuse(ac, "subsystem "+printable(name))

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/postern/postern/policy"
 	"github.com/postern/postern/sftpgate"
@@ -21,11 +22,15 @@ import (
 //
 // agentReason is the session's POSTERN_REASON, shown with each operation
 // the gate asks an admin about and kept in its audit row.
-func (s *Server) serveSFTP(ac *agentConn, ch ssh.Channel, reqs <-chan *ssh.Request, agentReason string) {
+func (s *Server) serveSFTP(ac *agentConn, ch ssh.Channel, reqs <-chan *ssh.Request, agentReason string, live *liveSession) {
 	// The session's requests end when the agent closes the channel: the
 	// gate then stops, even while a request waits for an approval and the
-	// agent's packets are not being read.
-	ctx, stop := context.WithCancel(ac.ctx)
+	// agent's packets are not being read. A lock ends it too (live.wait).
+	parent := ac.ctx
+	if live != nil {
+		parent = live.wait
+	}
+	ctx, stop := context.WithCancel(parent)
 	defer stop()
 	go func() {
 		discard(reqs)
@@ -55,6 +60,9 @@ func (s *Server) serveSFTP(ac *agentConn, ch ssh.Channel, reqs <-chan *ssh.Reque
 		s.sftpConfig(&cfg)
 	}
 	cfg.Decide = func(ctx context.Context, op sftpgate.Op) (sftpgate.Finish, error) {
+		if g, ok := grantFor(ac, op.Alias); ok {
+			live.reach(g.ConnectionID)
+		}
 		fin, how, err := s.decideSFTP(ctx, ac, ch, op, agentReason, virtual)
 		if err != nil || !ridable(op) {
 			return fin, err
@@ -85,12 +93,23 @@ func (s *Server) serveSFTP(ac *agentConn, ch ssh.Channel, reqs <-chan *ssh.Reque
 			return aliases, nil
 		}
 	}
-	cfg.Dial = func(ctx context.Context, alias string) (*sftpgate.Upstream, error) { return s.dialSFTP(ctx, ac, alias) }
+	cfg.Dial = func(ctx context.Context, alias string) (*sftpgate.Upstream, error) {
+		if g, ok := grantFor(ac, alias); ok {
+			live.reach(g.ConnectionID)
+		}
+		return s.dialSFTP(ctx, ac, alias)
+	}
 	log := s.log.With().Str("conn_id", ac.id).Str("agent_id", ac.agentID).Str("view", cfg.Fixed).Logger()
 	log.Info().Msg("sftp session")
+	start := s.cfg.Now()
 	err = sftpgate.Serve(ctx, ch, cfg)
 	var de *sftpgate.DialError
 	switch {
+	case live.ended() != "":
+		// A lock (or the agent disabled or removed) ended the session:
+		// the gate has closed the channel and the target's sessions, as
+		// the agent's disconnect would.
+		s.endedSFTP(ac, live, cfg.Fixed, agentReason, start)
 	case err == nil:
 		exitWith(ch, 0)
 	case errors.As(err, &de):
@@ -369,4 +388,21 @@ func grantFor(ac *agentConn, alias string) (store.Grant, bool) {
 		}
 	}
 	return store.Grant{}, false
+}
+
+// endedSFTP audits an SFTP session that postern ended for a lock, or for its
+// agent disabled or removed: the row says so, with the session's time.
+func (s *Server) endedSFTP(ac *agentConn, live *liveSession, fixed, agentReason string, start time.Time) {
+	why := live.ended()
+	s.log.Info().Str("conn_id", ac.id).Str("agent_id", ac.agentID).Str("why", why).Msg("sftp session ended by postern")
+	rec := policy.Record{AgentID: ac.agentID, AgentName: ac.agentName, SourceAddr: ac.source, Class: policy.Read,
+		Kind: policy.SFTP, Outcome: policy.Failed, Operation: "sftp session", AgentReason: agentReason,
+		Reason: "ended by postern: " + why}
+	if fixed != "" {
+		rec.ConnectionAlias = fixed
+		if g, ok := grantFor(ac, fixed); ok {
+			rec.ConnectionID = g.ConnectionID
+		}
+	}
+	s.audit(rec, start)
 }

@@ -1,6 +1,6 @@
 // Package manage is every change an admin makes to postern's configuration
 // — agents and their keys, connections (add, update, re-pin, re-key,
-// remove), grants, console tokens, admins and notification channels —
+// remove), grants, console tokens, admins, notification channels and locks —
 // whichever door it comes through: the CLI, the REST API, the web page or
 // `postern apply`. Each change is checked, made and audited here, once, so
 // that the doors cannot drift apart in what they allow or what they record.

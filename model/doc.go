@@ -1,6 +1,6 @@
 // Package model is postern's resources as programs see them: one JSON shape
 // per resource (agents, connections, grants, tokens, admins, approvals,
-// audit rows, notification channels, recipes), used by the CLI's -o json
+// audit rows, notification channels, recipes, locks), used by the CLI's -o json
 // and by the REST API alike, so that a field is named once and a script can
 // move between the two without translating.
 //

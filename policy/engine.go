@@ -308,9 +308,17 @@ func (e *Engine) Decide(ctx context.Context, op Operation) Decision {
 	case f.AgentDisabled:
 		d.Reason = "agent " + f.AgentName + " is disabled"
 		return d
+	case f.Lock != nil && f.Lock.Kind == store.LockAgent:
+		d.Reason = f.Lock.Words()
+		return d
 	case !f.HasGrant:
 		d.NoGrant = true
 		d.Reason = "no such connection"
+		return d
+	case f.Lock != nil:
+		// After the grant check: an agent learns of a lock only on a
+		// connection it may see.
+		d.Reason = f.Lock.Words()
 		return d
 	}
 	rules := Rules{Read: Rule(f.ReadRule), Write: Rule(f.WriteRule), Destructive: Rule(f.DestructiveRule)}

@@ -734,6 +734,9 @@ type PolicyFacts struct {
 	ReadRule             string // allow, ask or deny; "" without a grant
 	WriteRule            string
 	DestructiveRule      string
+	// Lock is a lock that holds now on the agent or the connection
+	// (locks.go), nil when neither is locked: the operation is refused.
+	Lock *Lock
 }
 
 // PolicyFacts reads the facts for agentID and the connection named by its id
@@ -744,20 +747,25 @@ func (s *Store) PolicyFacts(ctx context.Context, agentID, connectionID, alias st
 	if connectionID == "" {
 		ref = alias
 	}
-	return scanPolicyFacts(s.db.QueryRowContext(ctx, policyFactsQuery(connectionID == ""), ref, agentID), agentID, ref)
+	return scanPolicyFacts(s.db.QueryRowContext(ctx, policyFactsQuery(connectionID == ""), ref, formatTime(s.nowUTC()), agentID), agentID, ref)
 }
 
 // policyFactsQuery selects PolicyFacts by connection id, or by alias; its
-// arguments are the connection reference and the agent id.
+// arguments are the connection reference, the time now (for a lock's end)
+// and the agent id. A lock of either is read in the same query, so that
+// checking for one costs a decision no round trip.
 func policyFactsQuery(byAlias bool) string {
 	where := `c.id = ?`
 	if byAlias {
 		where = `c.alias = ?`
 	}
 	return `SELECT a.id, a.name, a.disabled, c.id, c.alias, c.modified_at, c.env,
-			g.id, g.read_rule, g.write_rule, g.destructive_rule
+			g.id, g.read_rule, g.write_rule, g.destructive_rule,
+			l.id, l.target_kind, l.target_id, l.target_name, l.reason, l.created_by, l.created_by_id, l.created_at, l.expires_at
 		FROM agents a JOIN connections c ON ` + where + `
 		LEFT JOIN grants g ON g.agent_id = a.id AND g.connection_id = c.id
+		LEFT JOIN locks l ON ((l.target_kind = 'agent' AND l.target_id = a.id) OR (l.target_kind = 'connection' AND l.target_id = c.id))
+			AND (l.expires_at = '' OR l.expires_at > ?)
 		WHERE a.id = ?`
 }
 
@@ -766,8 +774,10 @@ func scanPolicyFacts(row *sql.Row, agentID, ref string) (PolicyFacts, error) {
 	var grantID sql.NullString
 	var r, w, d sql.NullString
 	var modified string
+	var lk [9]sql.NullString
 	err := row.Scan(&f.AgentID, &f.AgentName, &f.AgentDisabled,
-		&f.ConnectionID, &f.ConnectionAlias, &modified, &f.Env, &grantID, &r, &w, &d)
+		&f.ConnectionID, &f.ConnectionAlias, &modified, &f.Env, &grantID, &r, &w, &d,
+		&lk[0], &lk[1], &lk[2], &lk[3], &lk[4], &lk[5], &lk[6], &lk[7], &lk[8])
 	if errors.Is(err, sql.ErrNoRows) {
 		return PolicyFacts{}, fmt.Errorf("store: agent %q or connection %q %w", agentID, ref, ErrNotFound)
 	}
@@ -779,5 +789,16 @@ func scanPolicyFacts(row *sql.Row, agentID, ref string) (PolicyFacts, error) {
 	}
 	f.HasGrant = grantID.Valid
 	f.ReadRule, f.WriteRule, f.DestructiveRule = r.String, w.String, d.String
+	if lk[0].Valid {
+		var vals [9]string
+		for i := range lk {
+			vals[i] = lk[i].String
+		}
+		l, err := lockFromColumns(vals)
+		if err != nil {
+			return PolicyFacts{}, fmt.Errorf("store: read policy facts: lock: %w", err)
+		}
+		f.Lock = &l
+	}
 	return f, nil
 }

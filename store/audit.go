@@ -208,7 +208,7 @@ func (p *PolicyStatements) PolicyFacts(ctx context.Context, agentID, connectionI
 	if connectionID == "" {
 		st, ref = p.factsByAlias, alias
 	}
-	return scanPolicyFacts(st.QueryRowContext(ctx, ref, agentID), agentID, ref)
+	return scanPolicyFacts(st.QueryRowContext(ctx, ref, formatTime(p.s.nowUTC()), agentID), agentID, ref)
 }
 
 // AppendAudit is Store.AppendAudit with the prepared statements.

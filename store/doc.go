@@ -3,7 +3,7 @@
 // directory: agents and their public keys, connections with their sealed
 // private keys and pinned host keys, grants, approvals and audit rows, and
 // the replicas serving the database with the journal of their running
-// operations.
+// operations, and the locks on agents and connections (locks.go).
 //
 // The package owns the schema and the queries; deciding what a grant means is
 // the job of package policy, which is built on top of this one.

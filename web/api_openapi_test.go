@@ -226,6 +226,8 @@ func TestOpenAPISchemasMatchAnswers(t *testing.T) {
 		{"GET", "/v1/admins", "/v1/admins", ""},
 		{"GET", "/v1/audit", "/v1/audit", ""},
 		{"GET", "/v1/audit/verify", "/v1/audit/verify", ""},
+		{"POST", "/v1/locks", "/v1/locks", `{"kind": "agent", "name": "bot", "for": "1h", "reason": "incident"}`},
+		{"GET", "/v1/locks", "/v1/locks", ""},
 	}
 	for _, c := range calls {
 		t.Run(c.method+" "+c.path, func(t *testing.T) {
@@ -440,6 +442,7 @@ func openAPITypes() map[string]reflect.Type {
 		"RotateKeyBody": t(apiRotateBody{}), "GrantBody": t(apiGrantBody{}), "TokenBody": t(apiTokenBody{}),
 		"AdminBody": t(apiAdminBody{}), "AdminPatch": t(apiAdminPatch{}),
 		"ReadSandbox": t(model.ReadSandbox{}), "ReadSandboxProbe": t(model.ReadSandboxProbe{}),
+		"Lock": t(model.Lock{}), "LockBody": t(apiLockBody{}),
 	}
 }
 

@@ -42,6 +42,8 @@ func newRootCmd() *cobra.Command {
 		newApplyCmd(),
 		newExportCmd(),
 		newRecordingCmd(),
+		newLockCmd(),
+		newUnlockCmd(),
 	)
 	return root
 }
