@@ -209,7 +209,7 @@ func TestBrowserManage(t *testing.T) {
 			web = append(web, strings.SplitN(row.Operation, ":", 2)[0])
 		}
 	}
-	want := "agent add claude|conn add gen|conn update gen|conn update gen|conn update gen|conn remove target|token add automation|token add automation|token remove automation"
+	want := "agent add claude|conn add gen|conn update gen|conn update gen|conn rotate-key gen|conn rotate-key gen|conn remove target|token add automation|token add automation|token remove automation"
 	if got := strings.Join(web, "|"); got != want {
 		t.Errorf("the page's audited changes:\n%s\nwant\n%s", got, want)
 	}
