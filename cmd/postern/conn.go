@@ -570,7 +570,9 @@ The outcome is recorded and shown by conn list: ok, rejected (in the
 target's words), unreachable, host key mismatch (with both fingerprints)
 or unproved (the key was accepted but the read failed). When the key
 works, check also probes the target for the read sandbox (see conn add)
-and records what it found. check exits 0 only for ok.`,
+and records what it found. When a key is staged for a rotation (conn
+rotate-key), check proves it too and records its outcome beside it;
+the exit status is the current key's. check exits 0 only for ok.`,
 		Args: exactArgs(1, "the connection ALIAS"),
 	}
 	var timeout time.Duration

@@ -55,6 +55,29 @@ func TestConnRotateInstall(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, rigConfig{})
 	tg := r.target
+	r.serve()
+	oldBlob := blobOf(tg.UserKey.PublicKey())
+
+	// Where sshd does not read ~/.ssh/authorized_keys, the new line
+	// added there proves nothing: the commit is refused, the current key
+	// stays in use, and agents' commands keep working.
+	res := r.cli.run("", "conn", "rotate-key", "target", "--generate", "--install")
+	if res.code != 1 || !strings.Contains(res.stderr, "not proved") || !strings.Contains(res.stdout, "added the new key's line") {
+		t.Errorf("--install where sshd reads another file: exit %d, %q %q; want 1, the line added, not proved", res.code, res.stdout, res.stderr)
+	}
+	if x := r.cli.conns()["target"]; !strings.Contains(x.PublicKey, oldBlob) || x.StagedKey == nil || x.StagedKey.CheckStatus != "rejected" {
+		t.Fatalf("after the refused --install: %+v; want the old key in use, the new one staged and rejected", x)
+	}
+	run := r.ssh("target", "echo still")
+	run.wait(t)
+	if run.code != 0 || run.stdout != "still\n" {
+		t.Fatalf("after the refused --install: exit %d, %q %q; want the command to work", run.code, run.stdout, run.stderr)
+	}
+	r.cli.ok("", "conn", "rotate-key", "target", "--abort")
+	if err := os.RemoveAll(filepath.Join(tg.Home, ".ssh")); err != nil {
+		t.Fatal(err)
+	}
+
 	// The target user's ~/.ssh/authorized_keys (HOME is tg.Home) is the
 	// file sshd reads.
 	ak := filepath.Join(tg.Dir, "authorized_keys")
@@ -66,13 +89,11 @@ func TestConnRotateInstall(t *testing.T) {
 	}
 	other := writeKeyFiles(t, "other", "")
 	tg.Authorize(t, other.pubLine)
-	r.serve()
-	run := r.ssh("target", "echo before")
+	run = r.ssh("target", "echo before")
 	run.wait(t)
 	if run.code != 0 || run.stdout != "before\n" {
 		t.Fatalf("before the rotation: exit %d, %q %q", run.code, run.stdout, run.stderr)
 	}
-	oldBlob := blobOf(tg.UserKey.PublicKey())
 
 	out := r.cli.ok("", "conn", "rotate-key", "target", "--generate", "--install")
 	x := r.cli.conns()["target"]
