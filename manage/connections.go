@@ -107,6 +107,16 @@ type ConnectionResult struct {
 	// Unchanged: the edit asked for what is already stored (a re-pin of
 	// the pinned host key), so nothing was checked, stored or audited.
 	Unchanged bool
+	// StagedPublicKey is the public half of the key staged for a rotation
+	// (rotate.go), nil if none; StagedChecked says a check of it ran, and
+	// StagedCheck holds its outcome.
+	StagedPublicKey ssh.PublicKey
+	StagedChecked   bool
+	StagedCheck     recipes.Result
+	// Rotation is what a rotate-key did (Rotation*), "" for other
+	// changes; Steps are InstallKey's steps in words.
+	Rotation string
+	Steps    []string
 }
 
 // NotStoredError says that a change was refused after its key check: a
@@ -466,6 +476,13 @@ func (m *Manager) CheckConnection(ctx context.Context, alias string, timeout tim
 		return res, fmt.Errorf("manage: key check of %s: %s, not recorded: %w", alias, res.Check.Status, err)
 	}
 	res.Conn, res.Stored = conn, true
+	if cur.Staged != nil {
+		// A staged key is proved too, so that the admin sees whether the
+		// target accepts it yet; a key staged meanwhile is left alone.
+		if _, err := m.checkStaged(ctx, cur, &res, timeout); err != nil && !errors.Is(err, store.ErrInvalid) {
+			return res, err
+		}
+	}
 	if res.Check.Status == recipes.StatusOK {
 		probe, err := m.probeAfter(ctx, &c, &res, timeout)
 		if err != nil {
@@ -680,6 +697,14 @@ func (res ConnectionResult) Model() model.ConnectionResult {
 	if res.Probed {
 		out.Probe = &model.ReadSandboxProbe{Found: string(res.Probe.Found), Message: res.Probe.Message}
 	}
+	if res.StagedChecked {
+		out.StagedCheck = &model.KeyCheck{Status: string(KeyStatusOf(res.StagedCheck.Status)), Message: res.StagedCheck.Message,
+			Recipe: res.Recipe}
+		if res.Conn != nil && res.Conn.Staged != nil {
+			out.StagedCheck.CheckedAt = model.Time(res.Conn.Staged.Check.CheckedAt)
+		}
+	}
+	out.Rotation, out.Steps = res.Rotation, res.Steps
 	if res.Conn != nil {
 		pub := res.PreviousPublicKey // what the connection still uses when nothing was stored
 		if res.Stored {

@@ -112,6 +112,23 @@ type Connection struct {
 	// Record is what of its sessions' output is recorded: off, exec or
 	// all (store.Records).
 	Record string `json:"record"`
+	// StagedKey is the key staged for a rotation (conn rotate-key), null
+	// when none is: its public half and last check, never the private key.
+	StagedKey *StagedKey `json:"staged_key"`
+}
+
+// StagedKey is a key staged beside a connection's current one: the line
+// to install on the target, and whether the target accepts it yet. A
+// commit switches to it only once its check says ok.
+type StagedKey struct {
+	Fingerprint string `json:"fingerprint"` // SHA256:...
+	PublicKey   string `json:"public_key"`  // the line for the target's authorized_keys
+	StagedAt    Time   `json:"staged_at"`
+	// CheckStatus is its last check (store.KeyStatuses; unchecked until
+	// one ran), CheckMessage says more.
+	CheckStatus  string `json:"check_status"`
+	CheckMessage string `json:"check_message"`
+	CheckedAt    Time   `json:"checked_at"`
 }
 
 // HostKey is one pinned host key of a target.
@@ -134,6 +151,11 @@ func ConnectionOf(c store.Connection, pub ssh.PublicKey) Connection {
 	}
 	if pub != nil {
 		v.PublicKey = AuthorizedKeyLine(pub, c.Alias)
+	}
+	if k := c.Staged; k != nil {
+		v.StagedKey = &StagedKey{Fingerprint: k.Fingerprint(), PublicKey: AuthorizedKeyLine(k.PublicKey, c.Alias),
+			StagedAt: Time(k.StagedAt), CheckStatus: string(k.Check.Status), CheckMessage: k.Check.Message,
+			CheckedAt: Time(k.Check.CheckedAt)}
 	}
 	for _, line := range c.HostKeys {
 		hk := HostKey{Type: "invalid", Line: line}
@@ -493,4 +515,12 @@ type ConnectionResult struct {
 	// Previous is the connection before the change, for a change that
 	// replaced something (update, pin, rotate-key); null otherwise.
 	Previous *Connection `json:"previous"`
+	// StagedCheck is the check of the staged key that a key check or a
+	// rotation's commit ran; null when none ran.
+	StagedCheck *KeyCheck `json:"staged_check"`
+	// Rotation says what a rotate-key did: staged, committed, aborted,
+	// installed; "" for other changes. Steps are --install's steps in
+	// order, each in words.
+	Rotation string   `json:"rotation,omitempty"`
+	Steps    []string `json:"steps,omitempty"`
 }

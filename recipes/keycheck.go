@@ -85,13 +85,66 @@ func Check(ctx context.Context, t Target, signer ssh.Signer, r *Recipe) Result {
 // anything proves no more). Without a recipe, `true` is run: every shell
 // has it and it changes nothing.
 func (k Checker) Check(ctx context.Context, t Target, signer ssh.Signer, r *Recipe) Result {
-	timeout := k.Timeout
-	if timeout <= 0 {
-		timeout = DefaultCheckTimeout
-	}
+	timeout := k.timeout()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	client, res := k.connect(ctx, t, signer, timeout)
+	if client == nil {
+		return res
+	}
+	defer client.Close()
 
+	if r != nil && r.KeyCheck.AuthOnly {
+		return Result{StatusOK, "the target accepted the key (authentication only)"}
+	}
+	command := "true"
+	if r != nil {
+		command = r.KeyCheck.Command
+	}
+	return runRead(ctx, client, command, timeout)
+}
+
+func (k Checker) timeout() time.Duration {
+	if k.Timeout <= 0 {
+		return DefaultCheckTimeout
+	}
+	return k.Timeout
+}
+
+// Run connects to t with signer as Check does and runs command, for a
+// change postern makes on the target itself (installing a rotated key's
+// line in authorized_keys). It answers the command's output (bounded)
+// with nil only when the command exited 0; a connection that fails is an
+// error with the check's status and message.
+func (k Checker) Run(ctx context.Context, t Target, signer ssh.Signer, command string) (string, error) {
+	timeout := k.timeout()
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	client, res := k.connect(ctx, t, signer, timeout)
+	if client == nil {
+		return "", fmt.Errorf("recipes: %s: %s", strings.ReplaceAll(string(res.Status), "_", " "), res.Message)
+	}
+	defer client.Close()
+	sess, err := client.NewSession()
+	if err != nil {
+		return "", fmt.Errorf("recipes: open a session: %w", err)
+	}
+	defer sess.Close()
+	var out limitedBuffer
+	sess.Stdout, sess.Stderr = &out, &out
+	if err := sess.Run(command); err != nil {
+		if ctx.Err() != nil {
+			return out.String(), fmt.Errorf("recipes: the command did not finish %s", ended(ctx, timeout))
+		}
+		return out.String(), fmt.Errorf("recipes: the command failed: %w: %s", err, oneLine(out.String()))
+	}
+	return out.String(), nil
+}
+
+// connect dials t and authenticates with signer, accepting only t's host
+// keys; a nil client comes with the Result that says why. The connection
+// closes when ctx ends.
+func (k Checker) connect(ctx context.Context, t Target, signer ssh.Signer, timeout time.Duration) (*ssh.Client, Result) {
 	// A host key the target presents that t does not accept proves nothing
 	// about the key, and the admin must look: the callback's own error is
 	// the message.
@@ -118,7 +171,7 @@ func (k Checker) Check(ctx context.Context, t Target, signer ssh.Signer, r *Reci
 	addr := t.Addr
 	nc, err := dial(ctx, "tcp", addr)
 	if err != nil {
-		return Result{StatusUnreachable, fmt.Sprintf("cannot reach %s: %v", addr, err)}
+		return nil, Result{StatusUnreachable, fmt.Sprintf("cannot reach %s: %v", addr, err)}
 	}
 	// Closing the connection when the context ends unblocks the handshake
 	// and the session alike (a dialer that ignored ctx and returned late
@@ -130,8 +183,6 @@ func (k Checker) Check(ctx context.Context, t Target, signer ssh.Signer, r *Reci
 	// with "remote command exited without exit status" while ctx.Err()
 	// was still nil, and a timeout was reported as the target's fault.
 	stop := context.AfterFunc(ctx, func() { nc.Close() })
-	defer stop()
-	defer nc.Close()
 
 	var banner strings.Builder
 	cfg := &ssh.ClientConfig{
@@ -147,27 +198,19 @@ func (k Checker) Check(ctx context.Context, t Target, signer ssh.Signer, r *Reci
 	}
 	c, chans, reqs, err := ssh.NewClientConn(nc, addr, cfg)
 	if err != nil {
+		stop()
+		nc.Close()
 		switch {
 		case hostKeyErr != nil:
-			return Result{StatusHostKeyMismatch, hostKeyErr.Error()}
+			return nil, Result{StatusHostKeyMismatch, hostKeyErr.Error()}
 		case ctx.Err() != nil:
-			return Result{StatusUnreachable, fmt.Sprintf("%s did not finish the handshake %s", addr, ended(ctx, timeout))}
+			return nil, Result{StatusUnreachable, fmt.Sprintf("%s did not finish the handshake %s", addr, ended(ctx, timeout))}
 		case isAuthFailure(err):
-			return Result{StatusRejected, rejectedMessage(banner.String(), err)}
+			return nil, Result{StatusRejected, rejectedMessage(banner.String(), err)}
 		}
-		return Result{StatusUnreachable, fmt.Sprintf("handshake with %s: %v", addr, err)}
+		return nil, Result{StatusUnreachable, fmt.Sprintf("handshake with %s: %v", addr, err)}
 	}
-	client := ssh.NewClient(c, chans, reqs)
-	defer client.Close()
-
-	if r != nil && r.KeyCheck.AuthOnly {
-		return Result{StatusOK, "the target accepted the key (authentication only)"}
-	}
-	command := "true"
-	if r != nil {
-		command = r.KeyCheck.Command
-	}
-	return runRead(ctx, client, command, timeout)
+	return ssh.NewClient(c, chans, reqs), Result{}
 }
 
 // runRead runs the check's read. Authentication has already succeeded, but

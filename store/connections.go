@@ -109,6 +109,9 @@ type Connection struct {
 	// Record is what of its sessions' output is recorded (RecordOff
 	// unless an admin chose otherwise).
 	Record Record
+	// Staged is the key staged for a rotation (its public half and last
+	// check), nil when none is (see StageConnectionKey).
+	Staged *StagedKey
 }
 
 // Addr is host:port for dialing.
@@ -460,7 +463,8 @@ func (s *Store) queryConnections(ctx context.Context, where string, args ...any)
 	rows, err := s.query(ctx, `
 		SELECT id, alias, host, port, target_user, host_keys, recipe, env,
 		       check_status, key_message, key_checked_at, created_at, modified_at,
-		       read_sandbox, read_sandbox_reason, sandbox_found, sandbox_message, sandbox_probed_at, record
+		       read_sandbox, read_sandbox_reason, sandbox_found, sandbox_message, sandbox_probed_at, record,
+		       staged_public, staged_at, staged_status, staged_message, staged_checked_at
 		FROM connections `+where+` ORDER BY alias`, args...)
 	return collect(rows, err, "list connections", scanConnection)
 }
@@ -472,11 +476,17 @@ func scanConnection(r rowScanner) (Connection, error) {
 		checked, created, modified string
 		sandbox, found, probed     string
 		record                     string
+		stLine, stAt, stStatus     string
+		stMessage, stChecked       string
 	)
 	err := r.Scan(&c.ID, &c.Alias, &c.Host, &c.Port, &c.User, &hostKeys, &c.Recipe, &env,
 		&status, &c.KeyMessage, &checked, &created, &modified,
-		&sandbox, &c.ReadSandboxReason, &found, &c.SandboxMessage, &probed, &record)
+		&sandbox, &c.ReadSandboxReason, &found, &c.SandboxMessage, &probed, &record,
+		&stLine, &stAt, &stStatus, &stMessage, &stChecked)
 	if err != nil {
+		return c, err
+	}
+	if err := scanStaged(&c, stLine, stAt, stStatus, stMessage, stChecked); err != nil {
 		return c, err
 	}
 	c.Env, c.KeyStatus = Env(env), KeyStatus(status)

@@ -30,6 +30,10 @@ type ConnectionChange struct {
 	Probe             *SandboxProbe
 	// Record changes the recording setting.
 	Record *Record
+	// CommitStaged, the fingerprint of the staged key, makes that key the
+	// current one and forgets it as staged (a rotation's commit). It is
+	// refused if the staged key is another by now.
+	CommitStaged string `json:",omitempty"`
 }
 
 // UpdateConnection changes the connection with that alias in place: its
@@ -137,6 +141,18 @@ func (s *Store) UpdateConnection(ctx context.Context, audit Audit, alias string,
 			return err
 		}
 		sets, args := sets, args
+		if ch.CommitStaged != "" {
+			if len(ch.PrivateKey) > 0 {
+				return invalid("connection %s: a new key and a staged key's commit, not both", alias)
+			}
+			more, moreArgs, err := s.commitStaged(ctx, tx, id, alias, ch.CommitStaged)
+			if err != nil {
+				return err
+			}
+			// Each set but the last takes an argument; the last clears the staged columns.
+			sets = append(sets, more...)
+			args = append(args, moreArgs...)
+		}
 		if len(ch.PrivateKey) > 0 {
 			// Sealed here: the id is the associated data.
 			sealed, err := s.sealFor(ch.PrivateKey, id)

@@ -432,7 +432,7 @@ func openAPITypes() map[string]reflect.Type {
 		"HostKey": t(model.HostKey{}), "Grant": t(model.Grant{}), "Approval": t(model.Approval{}),
 		"AuditRow": t(model.AuditRow{}), "ChainStatus": t(model.ChainStatus{}), "ChainBreak": t(model.ChainBreak{}),
 		"Recipe": t(model.Recipe{}), "RecipeCredentialField": t(recipes.CredentialField{}),
-		"NotificationChannel": t(model.Channel{}), "KeyCheck": t(model.KeyCheck{}),
+		"NotificationChannel": t(model.Channel{}), "KeyCheck": t(model.KeyCheck{}), "StagedKey": t(model.StagedKey{}),
 		"ConnectionResult": t(model.ConnectionResult{}), "Token": t(model.Token{}), "NewToken": t(model.NewToken{}),
 		"Admin": t(model.Admin{}), "NotificationTest": t(apiNotifyTest{}), "HeldToken": t(apiHeldToken{}),
 		"Error":      t(apiErrorBody{}),

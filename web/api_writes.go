@@ -68,9 +68,12 @@ func apiChangeError(err error) error {
 	var ns *manage.NotStoredError
 	var scan *manage.HostKeyScanError
 	var refused *manage.TokenRefusedError
+	var nc *manage.NotCommittedError
 	switch {
 	case errors.As(err, &ae):
 		return ae
+	case errors.As(err, &nc):
+		return &apiError{Status: http.StatusUnprocessableEntity, Code: "staged_key_not_proved", Message: usererr.Message(nc, "the staged key is not proved")}
 	case isRoleRefusal(err):
 		return &apiError{Status: http.StatusForbidden, Code: "insufficient_role",
 			Message: usererr.Message(err, "your role does not allow this")}
@@ -225,11 +228,15 @@ type apiPinBody struct {
 	AllowUnverified  bool     `json:"allow_unverified"`
 }
 
-// apiRotateBody is the body of POST /v1/connections/{id}/rotate-key.
+// apiRotateBody is the body of POST /v1/connections/{id}/rotate-key:
+// stage a key (private_key or generate), commit or abort the staged one,
+// or all of it with generate and install.
 type apiRotateBody struct {
-	PrivateKey      string `json:"private_key"`
-	Generate        bool   `json:"generate"`
-	AllowUnverified bool   `json:"allow_unverified"`
+	PrivateKey string `json:"private_key"`
+	Generate   bool   `json:"generate"`
+	Install    bool   `json:"install"`
+	Commit     bool   `json:"commit"`
+	Abort      bool   `json:"abort"`
 }
 
 func (s *Server) apiCreateConnection(r *http.Request, c *apiCall, body []byte) (int, any, error) {
@@ -338,12 +345,40 @@ func (s *Server) apiRotateConnectionKey(r *http.Request, c *apiCall, body []byte
 	if err := apiDecodeBody(r, body, &in); err != nil {
 		return 0, nil, err
 	}
-	if (in.PrivateKey != "") == in.Generate {
-		return 0, nil, apiBadBody("private_key", "give private_key or generate, one of them")
+	n := 0
+	for _, b := range []bool{in.PrivateKey != "", in.Generate, in.Commit, in.Abort} {
+		if b {
+			n++
+		}
 	}
-	e := manage.ConnectionEdit{PrivateKey: []byte(in.PrivateKey), GenerateKey: in.Generate}
-	defer clear(e.PrivateKey)
-	return s.apiEditConnection(r, c, e, in.AllowUnverified)
+	if n != 1 {
+		return 0, nil, apiBadBody("private_key", "give one of private_key, generate, commit or abort")
+	}
+	if in.Install && !in.Generate {
+		return 0, nil, apiBadBody("install", "install goes with generate")
+	}
+	key := []byte(in.PrivateKey)
+	defer clear(key)
+	cn, err := s.connectionByRef(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return 0, nil, err
+	}
+	ctx, by := r.Context(), apiActor(r, c)
+	var res manage.ConnectionResult
+	switch {
+	case in.Commit:
+		res, err = s.cfg.Manager.CommitStagedKey(ctx, by, cn.Alias, 0)
+	case in.Abort:
+		res, err = s.cfg.Manager.AbortStagedKey(ctx, by, cn.Alias)
+	case in.Install:
+		res, err = s.cfg.Manager.InstallKey(ctx, by, cn.Alias, 0)
+	default:
+		res, err = s.cfg.Manager.StageKey(ctx, by, cn.Alias, key, in.Generate)
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, res.Model(), nil
 }
 
 func (s *Server) apiDeleteConnection(r *http.Request, c *apiCall, body []byte) (int, any, error) {

@@ -235,14 +235,45 @@ func TestAPIConnectionWrites(t *testing.T) {
 	if r.status != 200 || prevKeys[0].(map[string]any)["fingerprint"] == nowKeys[0].(map[string]any)["fingerprint"] {
 		t.Errorf("pin: %d %s; want the old and new fingerprints", r.status, r.body)
 	}
-	r = post("/v1/connections/api/rotate-key", "/v1/connections/{id}/rotate-key", `{"generate": true}`)
+	// Rotation in stages: staged beside the current key, a commit refused
+	// while the target rejects it, made once it accepts it; abort.
+	rotate := func(body string) apiResp {
+		t.Helper()
+		return post("/v1/connections/api/rotate-key", "/v1/connections/{id}/rotate-key", body)
+	}
+	r = rotate(`{"generate": true}`)
 	d = r.data(t)
-	if r.status != 200 || d["connection"].(map[string]any)["public_key"] == d["previous"].(map[string]any)["public_key"] {
-		t.Errorf("rotate: %d %s; want a new public key", r.status, r.body)
+	staged, _ := d["connection"].(map[string]any)["staged_key"].(map[string]any)
+	if r.status != 200 || d["rotation"] != "staged" || staged == nil ||
+		d["connection"].(map[string]any)["public_key"] != d["previous"].(map[string]any)["public_key"] {
+		t.Fatalf("stage: %d %s; want the key staged, the current one kept", r.status, r.body)
+	}
+	result = recipes.Result{Status: recipes.StatusRejected, Message: "Permission denied (publickey)"}
+	r = rotate(`{"commit": true}`)
+	if code, _ := r.errCode(t); r.status != 422 || code != "staged_key_not_proved" {
+		t.Errorf("commit of a rejected key: %d %s; want 422 staged_key_not_proved", r.status, r.body)
+	}
+	result = recipes.Result{Status: recipes.StatusOK}
+	r = rotate(`{"commit": true}`)
+	d = r.data(t)
+	if r.status != 200 || d["rotation"] != "committed" || d["connection"].(map[string]any)["public_key"] != staged["public_key"] ||
+		d["connection"].(map[string]any)["staged_key"] != nil || d["staged_check"].(map[string]any)["status"] != "ok" {
+		t.Errorf("commit: %d %s; want the staged key in use, none staged", r.status, r.body)
+	}
+	if r = rotate(`{"abort": true}`); r.status != 400 {
+		t.Errorf("abort with nothing staged: %d %s; want 400", r.status, r.body)
+	}
+	rotate(`{"generate": true}`)
+	r = rotate(`{"abort": true}`)
+	if d = r.data(t); r.status != 200 || d["rotation"] != "aborted" || d["connection"].(map[string]any)["staged_key"] != nil {
+		t.Errorf("abort: %d %s; want nothing staged", r.status, r.body)
 	}
 	for _, tt := range []struct{ path, route, body string }{
 		{"/v1/connections/api/pin", "/v1/connections/{id}/pin", `{}`},
 		{"/v1/connections/api/rotate-key", "/v1/connections/{id}/rotate-key", `{"generate": true, "private_key": "x"}`},
+		{"/v1/connections/api/rotate-key", "/v1/connections/{id}/rotate-key", `{"commit": true, "abort": true}`},
+		{"/v1/connections/api/rotate-key", "/v1/connections/{id}/rotate-key", `{"commit": true, "install": true}`},
+		{"/v1/connections/api/rotate-key", "/v1/connections/{id}/rotate-key", `{}`},
 	} {
 		if r := post(tt.path, tt.route, tt.body); r.status != 400 {
 			t.Errorf("POST %s %s: %d; want 400", tt.path, tt.body, r.status)

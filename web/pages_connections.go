@@ -59,6 +59,9 @@ type connectionRow struct {
 	SandboxProbedAt time.Time
 	// Record is what of its sessions is recorded (off, exec, all).
 	Record string
+	// Staged is the key staged for a rotation (its line and last check),
+	// nil when none is: the page offers Commit and Abort for it.
+	Staged *model.StagedKey
 }
 
 type connectionsData struct {
@@ -95,6 +98,7 @@ func (s *Server) connectionsPage(w http.ResponseWriter, r *http.Request) {
 			KeyStatus: c.KeyStatus, StatusText: model.StatusText(string(c.KeyStatus), c.KeyMessage, false),
 			KeyCheckedAt: c.KeyCheckedAt, Grants: perConn[c.ID], ReadSandbox: model.ReadSandboxOf(c),
 			SandboxProbedAt: c.SandboxProbedAt, Record: model.ConnectionOf(c, nil).Record,
+			Staged: model.ConnectionOf(c, nil).StagedKey,
 		}
 		if rc := s.cfg.Catalog.Get(c.Recipe); rc != nil {
 			row.RecipeName = rc.Name
@@ -235,19 +239,75 @@ func (s *Server) pinConnectionForm(w http.ResponseWriter, r *http.Request) {
 	s.connectionEdit(w, r, r.PathValue("alias"), e)
 }
 
-// rotateKeyForm replaces a connection's key with a pasted or generated one.
+// rotateKeyForm rotates a connection's key in stages: it stages a pasted
+// or generated key (or does it all with install), or commits or aborts the
+// staged one (the form's action field).
 func (s *Server) rotateKeyForm(w http.ResponseWriter, r *http.Request) {
-	e := manage.ConnectionEdit{GenerateKey: formBool(r, "generate_key")}
-	if key := strings.TrimSpace(r.PostFormValue("private_key")); key != "" {
-		e.PrivateKey = []byte(key + "\n")
-		defer clear(e.PrivateKey)
+	alias := r.PathValue("alias")
+	ctx, cancel := checkContext(r)
+	defer cancel()
+	by := webActor(r)
+	var res manage.ConnectionResult
+	var err error
+	switch r.PostFormValue("action") {
+	case "commit":
+		res, err = s.cfg.Manager.CommitStagedKey(ctx, by, alias, 0)
+	case "abort":
+		res, err = s.cfg.Manager.AbortStagedKey(ctx, by, alias)
+	default:
+		generate := formBool(r, "generate_key")
+		var key []byte
+		if k := strings.TrimSpace(r.PostFormValue("private_key")); k != "" {
+			key = []byte(k + "\n")
+			defer clear(key)
+		}
+		if (len(key) > 0) == generate {
+			s.redirectFlash(w, r, "/connections", flashError, "Key of "+alias+
+				" not staged: paste a private key, or tick “generate”, one of the two.")
+			return
+		}
+		if formBool(r, "install") {
+			if !generate {
+				s.redirectFlash(w, r, "/connections", flashError, "Key of "+alias+
+					" not rotated: “install it through the current key” goes with “generate”.")
+				return
+			}
+			res, err = s.cfg.Manager.InstallKey(ctx, by, alias, 0)
+		} else {
+			res, err = s.cfg.Manager.StageKey(ctx, by, alias, key, generate)
+		}
 	}
-	if (len(e.PrivateKey) > 0) == e.GenerateKey {
-		s.redirectFlash(w, r, "/connections", flashError, "Key of "+r.PathValue("alias")+
-			" not rotated: paste a private key, or tick “generate”, one of the two.")
+	var nc *manage.NotCommittedError
+	switch {
+	case errors.As(err, &nc):
+		s.redirectFlash(w, r, "/connections", flashError, "Key of "+alias+" not switched: "+usererr.Message(nc, "the staged key is not proved")+".")
+		return
+	case err != nil:
+		if r.Context().Err() != nil {
+			return
+		}
+		msg := "Key of " + alias + " not rotated"
+		if len(res.Steps) > 0 {
+			msg += " (" + strings.Join(res.Steps, "; ") + ")"
+		}
+		s.formStoreError(w, r, "/connections", msg, err)
 		return
 	}
-	s.connectionEdit(w, r, r.PathValue("alias"), e)
+	parts := append([]string(nil), res.Steps...)
+	switch res.Rotation {
+	case manage.RotationStaged:
+		parts = append(parts, "Staged key "+ssh.FingerprintSHA256(res.StagedPublicKey)+" for "+alias+
+			"; nothing switched yet. Add this public key to "+res.Conn.User+"'s authorized_keys on the target: "+
+			model.AuthorizedKeyLine(res.StagedPublicKey, alias)+" — then Re-check and Commit.")
+	case manage.RotationAborted:
+		parts = append(parts, "Dropped the staged key "+ssh.FingerprintSHA256(res.StagedPublicKey)+" of "+alias+".")
+	default:
+		parts = append(parts, "Connection "+alias+" switched to key "+ssh.FingerprintSHA256(res.PublicKey)+
+			" (was "+ssh.FingerprintSHA256(res.PreviousPublicKey)+").")
+	}
+	s.cfg.Logger.Info().Str("admin", sessionFrom(r.Context()).AdminName).Str("alias", alias).
+		Str("rotation", res.Rotation).Msg("web: key rotation")
+	s.redirectFlash(w, r, "/connections", flashOK, strings.Join(parts, " "))
 }
 
 // connectionEdit makes an edit and says what became of it.

@@ -138,8 +138,27 @@ func TestConnectionForms(t *testing.T) {
 		t.Errorf("re-pin: flash %q; want old → new", f)
 	}
 	_, h, _ = pc.post("/connections/web1/rotate-key", pc.form("generate_key", "1"))
-	if f := flashText(pc.follow(h)); !strings.Contains(f, "Add this public key") {
-		t.Errorf("rotate: flash %q", f)
+	if f := flashText(pc.follow(h)); !strings.Contains(f, "Add this public key") || !strings.Contains(f, "nothing switched yet") {
+		t.Errorf("stage: flash %q", f)
+	}
+	if _, _, body := pc.get("/connections"); !strings.Contains(body, `class="staged-fingerprint"`) || !strings.Contains(body, `value="commit"`) {
+		t.Errorf("the page does not show the staged key with its Commit button")
+	}
+	result = recipes.Result{Status: recipes.StatusRejected, Message: "Permission denied (publickey)"}
+	_, h, _ = pc.post("/connections/web1/rotate-key", pc.form("action", "commit"))
+	if f := flashText(pc.follow(h)); !strings.Contains(f, "not switched") || !strings.Contains(f, "rejected") {
+		t.Errorf("commit of a rejected key: flash %q", f)
+	}
+	result = recipes.Result{Status: recipes.StatusOK, Message: "ran true"}
+	_, h, _ = pc.post("/connections/web1/rotate-key", pc.form("action", "commit"))
+	if f := flashText(pc.follow(h)); !strings.Contains(f, "switched to key") {
+		t.Errorf("commit: flash %q", f)
+	}
+	_, h, _ = pc.post("/connections/web1/rotate-key", pc.form("generate_key", "1"))
+	pc.follow(h)
+	_, h, _ = pc.post("/connections/web1/rotate-key", pc.form("action", "abort"))
+	if f := flashText(pc.follow(h)); !strings.Contains(f, "Dropped the staged key") {
+		t.Errorf("abort: flash %q", f)
 	}
 	_, h, _ = pc.post("/connections/web1/remove", pc.form())
 	if f := flashText(pc.follow(h)); !strings.Contains(f, "tick the box") {
@@ -160,7 +179,8 @@ func TestConnectionForms(t *testing.T) {
 		}
 		ops = append(ops, strings.SplitN(r.Operation, ":", 2)[0])
 	}
-	want := "conn add gen|conn add pasted|conn update web1|conn update web1|conn update web1|conn remove web1"
+	want := "conn add gen|conn add pasted|conn update web1|conn update web1|conn rotate-key web1|conn rotate-key web1|" +
+		"conn rotate-key web1|conn rotate-key web1|conn remove web1"
 	if got := strings.Join(ops, "|"); got != want {
 		t.Errorf("admin rows %q; want %q", got, want)
 	}

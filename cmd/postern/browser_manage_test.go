@@ -123,19 +123,31 @@ func TestBrowserManage(t *testing.T) {
 		}
 	})
 
-	t.Run("rotate to another generated key", func(t *testing.T) {
+	t.Run("rotate to another generated key in stages", func(t *testing.T) {
 		open(t, "/connections", "#conn-gen")
 		step(t, bctx, "open Rotate key and tick generate",
 			chromedp.Click(chromedp.CSS(`#conn-gen details.rotate summary`)),
 			chromedp.Click(chromedp.CSS(`#conn-gen form.rotate-key input[name=generate_key]`)))
-		f := submit(t, "rotate", `#conn-gen form.rotate-key button.rotate`)
+		f := submit(t, "stage", `#conn-gen form.rotate-key button.rotate`)
 		next := publicLine.FindString(f)
-		if next == "" || next == line {
-			t.Fatalf("flash %q; want a new public line", f)
+		if next == "" || next == line || !strings.Contains(f, "nothing switched yet") {
+			t.Fatalf("flash %q; want a new public line, staged", f)
+		}
+		if shown := eval[string](t, bctx, `document.querySelector('#conn-gen textarea.staged-public-key').value`); shown != next {
+			t.Errorf("the page shows the staged line %q; want %q", shown, next)
+		}
+		if f := submit(t, "commit before installing", `#conn-gen form.commit-key button.commit`); !strings.Contains(f, "not switched") {
+			t.Errorf("commit of a key the target does not know: %q; want it refused", f)
 		}
 		sshd.Authorize(t, next)
+		if f := submit(t, "commit", `#conn-gen form.commit-key button.commit`); !strings.Contains(f, "switched to key") {
+			t.Errorf("commit after installing the new key: %q", f)
+		}
 		if f := submit(t, "re-check", "#conn-gen form.recheck button"); !strings.HasPrefix(f, "Key check of gen: ok") {
-			t.Errorf("re-check after installing the new key: %q", f)
+			t.Errorf("re-check after the commit: %q", f)
+		}
+		if eval[bool](t, bctx, `!!document.querySelector('#conn-gen .staged-key')`) {
+			t.Error("the page still shows a staged key after the commit")
 		}
 	})
 
@@ -197,7 +209,7 @@ func TestBrowserManage(t *testing.T) {
 			web = append(web, strings.SplitN(row.Operation, ":", 2)[0])
 		}
 	}
-	want := "agent add claude|conn add gen|conn update gen|conn update gen|conn update gen|conn remove target|token add automation|token add automation|token remove automation"
+	want := "agent add claude|conn add gen|conn update gen|conn update gen|conn rotate-key gen|conn rotate-key gen|conn remove target|token add automation|token add automation|token remove automation"
 	if got := strings.Join(web, "|"); got != want {
 		t.Errorf("the page's audited changes:\n%s\nwant\n%s", got, want)
 	}

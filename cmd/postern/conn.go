@@ -406,42 +406,137 @@ change (old and new fingerprints) is audited.`,
 
 func newConnRotateKeyCmd(data *dataFlag) *cobra.Command {
 	var keyFile string
-	var generate bool
+	var generate, commit, abort, install bool
+	var timeout time.Duration
 	cmd := &cobra.Command{
-		Use:   "rotate-key ALIAS (--key-file FILE | --generate)",
-		Short: "Replace a connection's key, keeping its id, pins and grants",
-		Long: `rotate-key replaces the key postern authenticates to the target with: a key
-file (- for stdin), checked against the target before it replaces the old
-key (install its public half on the target first), or --generate, which
-makes an ed25519 key pair here and prints the public line for the target's
-authorized_keys. A generated key replaces the old one at once, as only its
-public half is known; until the line is installed the key check says
-rejected and agents' commands fail, so rotate-key exits 1 unless
---allow-unverified. The change (old and new fingerprints) is audited.`,
+		Use:   "rotate-key ALIAS (--key-file FILE | --generate [--install] | --commit | --abort)",
+		Short: "Rotate a connection's key in stages, keeping its id, pins and grants",
+		Long: `rotate-key rotates the key postern authenticates to the target with, without
+a moment in which the connection has no working key:
+
+  --generate or --key-file FILE (- for stdin) stages the new key beside the
+  current one and prints its line for the target's authorized_keys. Nothing
+  switches: agents keep using the current key. Staging again replaces the
+  staged key.
+  conn check ALIAS then proves both keys.
+  --commit proves the staged key against the target now and switches to
+  it only if the target accepts it (exit 1 otherwise, nothing switched).
+  Pooled upstream connections made with the old key take no new session.
+  On a production connection the switch waits for a second admin.
+  --abort drops the staged key.
+  --generate --install does it all through the current key: appends the
+  new line to the target user's ~/.ssh/authorized_keys (once), proves the
+  new key, switches, and removes the old key's line there (if that fails,
+  it says so and the line stays).
+
+Staging, commit and abort are audited with the fingerprints; the private
+key is never shown.`,
 		Args: exactArgs(1, "the connection ALIAS"),
 	}
-	cmd.Flags().StringVar(&keyFile, "key-file", "", "the new private key file, - for stdin")
-	cmd.Flags().BoolVar(&generate, "generate", false, "make an ed25519 key pair here and print its public line")
-	check := addCheckFlags(cmd)
+	cmd.Flags().StringVar(&keyFile, "key-file", "", "stage this private key file, - for stdin")
+	cmd.Flags().BoolVar(&generate, "generate", false, "stage an ed25519 key pair made here and print its public line")
+	cmd.Flags().BoolVar(&install, "install", false, "with --generate: install the line through the current key, prove, switch and remove the old line")
+	cmd.Flags().BoolVar(&commit, "commit", false, "switch to the staged key once the target accepts it")
+	cmd.Flags().BoolVar(&abort, "abort", false, "drop the staged key")
+	cmd.Flags().DurationVar(&timeout, "timeout", recipes.DefaultCheckTimeout, "bound on each key check and remote command")
+	out := addOutputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		switch {
-		case keyFile != "" && generate:
-			return usagef("conn rotate-key: give --key-file or --generate, not both")
-		case keyFile == "" && !generate:
-			return usagef("conn rotate-key: give --key-file FILE or --generate")
+		n := 0
+		for _, b := range []bool{keyFile != "", generate, commit, abort} {
+			if b {
+				n++
+			}
 		}
-		e := manage.ConnectionEdit{GenerateKey: generate}
+		switch {
+		case n > 1:
+			return usagef("conn rotate-key: give one of --key-file, --generate, --commit or --abort")
+		case n == 0:
+			return usagef("conn rotate-key: give --key-file FILE or --generate to stage a key, then --commit (or --abort)")
+		case install && !generate:
+			return usagef("conn rotate-key: --install goes with --generate")
+		case timeout <= 0:
+			return usagef("conn rotate-key: --timeout must be positive")
+		}
+		asJSON, err := out.json()
+		if err != nil {
+			return err
+		}
+		var key []byte
 		if keyFile != "" {
-			key, err := readInput(cmd, keyFile, "private key file (--key-file)")
-			if err != nil {
+			if key, err = readInput(cmd, keyFile, "private key file (--key-file)"); err != nil {
 				return err
 			}
 			defer clear(key)
-			e.PrivateKey = key
 		}
-		return runConnEdit(cmd, data, args[0], e, check)
+		return withManager(cmd.Context(), data, func(m *manage.Manager) error {
+			ctx, by, alias := cmd.Context(), data.actor("cli"), args[0]
+			var res manage.ConnectionResult
+			var err error
+			switch {
+			case commit:
+				res, err = m.CommitStagedKey(ctx, by, alias, timeout)
+			case abort:
+				res, err = m.AbortStagedKey(ctx, by, alias)
+			case install:
+				res, err = m.InstallKey(ctx, by, alias, timeout)
+			default:
+				res, err = m.StageKey(ctx, by, alias, key, generate)
+			}
+			var nc *manage.NotCommittedError
+			var held *manage.HeldError
+			shown := res.Rotation != "" && (err == nil || errors.As(err, &nc) || errors.As(err, &held) || len(res.Steps) > 0)
+			if shown {
+				if asJSON {
+					if werr := writeJSON(cmd.OutOrStdout(), res.Model()); werr != nil {
+						return werr
+					}
+				} else {
+					printRotation(cmd.OutOrStdout(), res)
+				}
+			}
+			switch {
+			case errors.As(err, &nc):
+				return userError{err}
+			case err != nil:
+				return manageErr(err)
+			}
+			return nil
+		})
 	}
 	return cmd
+}
+
+// printRotation tells a person what a rotate-key did, one fact a line.
+func printRotation(w io.Writer, res manage.ConnectionResult) {
+	for _, s := range res.Steps {
+		fmt.Fprintf(w, "- %s\n", s)
+	}
+	c := res.Conn
+	if res.StagedChecked {
+		fmt.Fprintf(w, "staged key check: %s\n", model.StatusText(string(manage.KeyStatusOf(res.StagedCheck.Status)), res.StagedCheck.Message, false))
+	}
+	switch res.Rotation {
+	case manage.RotationStaged:
+		fmt.Fprintf(w, "staged key %s for connection %s beside the current key %s; nothing switched yet\n",
+			ssh.FingerprintSHA256(res.StagedPublicKey), c.Alias, ssh.FingerprintSHA256(res.PreviousPublicKey))
+		fmt.Fprintf(w, "public key, for the target's authorized_keys (the private half is sealed and never shown):\n  %s\n",
+			model.AuthorizedKeyLine(res.StagedPublicKey, c.Alias))
+		fmt.Fprintf(w, "next: install it on %s@%s, then: postern conn check %s; postern conn rotate-key %s --commit\n",
+			c.User, c.Host, c.Alias, c.Alias)
+	case manage.RotationAborted:
+		fmt.Fprintf(w, "dropped the staged key %s of connection %s; it keeps its key %s\n",
+			ssh.FingerprintSHA256(res.StagedPublicKey), c.Alias, ssh.FingerprintSHA256(res.PublicKey))
+	case manage.RotationCommitted, manage.RotationInstalled:
+		if !res.Stored {
+			fmt.Fprintf(w, "connection %s still uses its key %s\n", c.Alias, ssh.FingerprintSHA256(res.PreviousPublicKey))
+			return
+		}
+		fmt.Fprintf(w, "connection %s switched to key %s (was %s); its grants stay\n",
+			c.Alias, ssh.FingerprintSHA256(res.PublicKey), ssh.FingerprintSHA256(res.PreviousPublicKey))
+		if res.Rotation == manage.RotationCommitted {
+			fmt.Fprintf(w, "next: remove the old key's line (%s) from the target's authorized_keys\n", ssh.FingerprintSHA256(res.PreviousPublicKey))
+		}
+	}
 }
 
 // runConnEdit makes an edit of conn update, pin or rotate-key and reports it.
@@ -475,7 +570,9 @@ The outcome is recorded and shown by conn list: ok, rejected (in the
 target's words), unreachable, host key mismatch (with both fingerprints)
 or unproved (the key was accepted but the read failed). When the key
 works, check also probes the target for the read sandbox (see conn add)
-and records what it found. check exits 0 only for ok.`,
+and records what it found. When a key is staged for a rotation (conn
+rotate-key), check proves it too and records its outcome beside it;
+the exit status is the current key's. check exits 0 only for ok.`,
 		Args: exactArgs(1, "the connection ALIAS"),
 	}
 	var timeout time.Duration
@@ -503,6 +600,10 @@ and records what it found. check exits 0 only for ok.`,
 			} else {
 				fmt.Fprintf(cmd.OutOrStdout(), "%s: %s\n", res.Conn.Alias,
 					model.StatusText(string(manage.KeyStatusOf(res.Check.Status)), res.Check.Message, false))
+				if res.StagedChecked {
+					fmt.Fprintf(cmd.OutOrStdout(), "%s staged key %s: %s\n", res.Conn.Alias, ssh.FingerprintSHA256(res.StagedPublicKey),
+						model.StatusText(string(manage.KeyStatusOf(res.StagedCheck.Status)), res.StagedCheck.Message, false))
+				}
 				printReadSandbox(cmd.OutOrStdout(), res)
 			}
 			warnReadSandbox(cmd, res)
@@ -548,12 +649,22 @@ func newConnListCmd(data *dataFlag) *cobra.Command {
 				recipe = "-"
 			}
 			return [][]string{{c.Alias, c.User + "@" + c.Addr(), string(c.Env), recipe,
-				model.StatusText(string(c.KeyStatus), c.KeyMessage, true), timeText(c.KeyCheckedAt),
+				keyCell(c.Connection), timeText(c.KeyCheckedAt),
 				model.ReadSandboxText(model.ReadSandboxOf(c.Connection)), model.ConnectionOf(c.Connection, nil).Record,
 				strings.Join(hostKeyFPs(&c.Connection), ",")}}
 		},
 		warning: func(c connRow) string { return model.ReadSandboxOf(c.Connection).Warning },
 	})
+}
+
+// keyCell is the KEY column: the last check's status, and a staged key's
+// fingerprint and check when one is staged.
+func keyCell(c store.Connection) string {
+	s := model.StatusText(string(c.KeyStatus), c.KeyMessage, true)
+	if k := c.Staged; k != nil {
+		s += fmt.Sprintf(" (staged %s: %s)", k.Fingerprint(), model.StatusText(string(k.Check.Status), k.Check.Message, true))
+	}
+	return s
 }
 
 // hostKeyFPs lists the SHA256 fingerprints of a connection's pinned keys.

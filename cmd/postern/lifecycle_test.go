@@ -214,41 +214,88 @@ func TestConnLifecycle(t *testing.T) {
 		t.Errorf("re-pinning the pinned key wrote %d audit rows; want none", n-audited)
 	}
 
-	// Re-key from a file the target does not know: refused, nothing
-	// stored, the old key still works.
+	// Rotation is staged (issue 25): a key the target does not know yet
+	// is staged beside the current one, nothing switches, and the current
+	// key keeps working.
 	stranger := writeKeyFiles(t, "stranger", "")
+	strangerKey := strings.TrimSuffix(stranger.pubLine, " stranger")
 	r, got = c.connResult("conn", "rotate-key", "web", "--key-file", stranger.priv)
-	if r.code != 1 || got.Stored || got.Check.Status != "rejected" {
-		t.Errorf("rotate-key to an unknown key: exit %d, %+v; want 1, rejected, nothing stored", r.code, got)
+	if r.code != 0 || !got.Stored || got.Rotation != "staged" || got.Connection.StagedKey == nil ||
+		got.Connection.PublicKey != before.PublicKey || !strings.HasPrefix(got.Connection.StagedKey.PublicKey, strangerKey) {
+		t.Fatalf("rotate-key --key-file: exit %d, %+v; want 0, staged beside the current key", r.code, got)
 	}
-	c.okCheck("conn", "check", "web")
-	// Installed first, the same key is accepted.
+	// The commit proves the staged key first and refuses it.
+	r, got = c.connResult("conn", "rotate-key", "web", "--commit")
+	if r.code != 1 || got.Stored || got.StagedCheck == nil || got.StagedCheck.Status != "rejected" ||
+		!strings.Contains(r.stderr, "not proved") || c.conns()["web"].PublicKey != before.PublicKey {
+		t.Errorf("commit of a key the target does not accept: exit %d, %+v, stderr %q; want 1, rejected, nothing switched", r.code, got, r.stderr)
+	}
+	// The check proves both: the current ok, the staged rejected.
+	r, got = c.connResult("conn", "check", "web")
+	if r.code != 0 || got.Check.Status != "ok" || got.StagedCheck == nil || got.StagedCheck.Status != "rejected" {
+		t.Errorf("check with a staged key not installed: exit %d, check %+v, staged %+v; want 0, ok, rejected", r.code, got.Check, got.StagedCheck)
+	}
+	if k := c.conns()["web"].StagedKey; k == nil || k.CheckStatus != "rejected" {
+		t.Errorf("conn list staged key %+v; want its check recorded as rejected", k)
+	}
+	if table := c.ok("", "conn", "list"); !strings.Contains(table, "(staged SHA256:") {
+		t.Errorf("conn list lacks the staged key:\n%s", table)
+	}
+	// Installed, both are ok, and the commit switches.
 	sshd.Authorize(t, stranger.pubLine)
-	r, got = c.connResult("conn", "rotate-key", "web", "--key-file", stranger.priv)
-	if r.code != 0 || !got.Stored || got.Check.Status != "ok" || got.Previous == nil ||
-		got.Connection.PublicKey == got.Previous.PublicKey || !strings.HasPrefix(got.Connection.PublicKey, strings.TrimSuffix(stranger.pubLine, " stranger")) {
-		t.Errorf("rotate-key to an installed key: exit %d, %+v; want ok, stored, the new public key", r.code, got)
+	r, got = c.connResult("conn", "check", "web")
+	if r.code != 0 || got.Check.Status != "ok" || got.StagedCheck == nil || got.StagedCheck.Status != "ok" {
+		t.Errorf("check with the staged key installed: exit %d, check %+v, staged %+v; want ok and ok", r.code, got.Check, got.StagedCheck)
 	}
-	keep("rotate-key --key-file")
+	r, got = c.connResult("conn", "rotate-key", "web", "--commit")
+	if r.code != 0 || !got.Stored || got.Rotation != "committed" || got.Connection.StagedKey != nil ||
+		!strings.HasPrefix(got.Connection.PublicKey, strangerKey) || got.Previous.PublicKey != before.PublicKey {
+		t.Fatalf("commit of a proved key: exit %d, %+v; want 0, the new key in use, none staged", r.code, got)
+	}
+	keep("rotate-key --key-file --commit")
+	// The old key is no longer used: with its line gone from the target,
+	// the connection still works.
+	sshd.Revoke(t, sshd.UserKey.PublicKey())
+	if out := c.okCheck("conn", "check", "web"); !strings.HasPrefix(out, "web: ok") {
+		t.Errorf("check after the old key was revoked on the target: %q; want ok", out)
+	}
+	if r := c.run("", "conn", "rotate-key", "web", "--commit"); r.code != 2 || !strings.Contains(r.stderr, "no staged key") {
+		t.Errorf("commit with nothing staged: exit %d, stderr %q; want 2 and the reason", r.code, r.stderr)
+	}
 
-	// A generated key: stored at once (only postern holds it), rejected
-	// until its public line is installed, then ok.
+	// A generated key: staged, its line printed; staging again replaces
+	// it; abort drops it.
 	r, got = c.connResult("conn", "rotate-key", "web", "--generate")
-	if r.code != 1 || !got.Stored || got.Check.Status != "rejected" || got.Connection == nil {
-		t.Fatalf("rotate-key --generate: exit %d, %+v; want 1 (not proved yet), stored, rejected", r.code, got)
+	if r.code != 0 || got.Connection == nil || got.Connection.StagedKey == nil {
+		t.Fatalf("rotate-key --generate: exit %d, %+v; want 0, staged", r.code, got)
 	}
-	line := got.Connection.PublicKey
-	if !strings.HasPrefix(line, "ssh-ed25519 ") || !strings.HasSuffix(line, " postern:web") || c.conns()["web"].PublicKey != line {
-		t.Errorf("generated public line %q; want an ssh-ed25519 line named postern:web, as conn list shows it", line)
+	first := got.Connection.StagedKey
+	r, got = c.connResult("conn", "rotate-key", "web", "--generate")
+	if r.code != 0 || got.Connection.StagedKey == nil || got.Connection.StagedKey.Fingerprint == first.Fingerprint {
+		t.Fatalf("rotate-key --generate again: exit %d, %+v; want another staged key", r.code, got)
 	}
-	if !strings.Contains(r.stderr, "authorized_keys") {
-		t.Errorf("stderr %q; want it to say where the public key goes", r.stderr)
+	r, got = c.connResult("conn", "rotate-key", "web", "--abort")
+	if r.code != 0 || got.Rotation != "aborted" || got.Connection.StagedKey != nil || c.conns()["web"].StagedKey != nil {
+		t.Errorf("abort: exit %d, %+v; want 0, nothing staged", r.code, got)
+	}
+	text := c.ok("", "conn", "rotate-key", "web", "--generate")
+	line := c.conns()["web"].StagedKey.PublicKey
+	if !strings.HasPrefix(line, "ssh-ed25519 ") || !strings.HasSuffix(line, " postern:web") || !strings.Contains(text, "  "+line+"\n") ||
+		!strings.Contains(text, "authorized_keys") || !strings.Contains(text, "nothing switched") {
+		t.Errorf("rotate-key --generate printed %q (staged %q); want the ssh-ed25519 line named postern:web, where it goes, and that nothing switched", text, line)
+	}
+	if c.conns()["web"].PublicKey == line {
+		t.Error("the generated key is in use before its commit")
 	}
 	sshd.Authorize(t, line)
-	if out := c.okCheck("conn", "check", "web"); !strings.HasPrefix(out, "web: ok") {
-		t.Errorf("check after installing the generated key: %q; want ok", out)
+	c.okCheck("conn", "rotate-key", "web", "--commit")
+	if x := c.conns()["web"]; x.PublicKey != line || x.StagedKey != nil {
+		t.Errorf("after commit: key %q, staged %+v; want %q in use, none staged", x.PublicKey, x.StagedKey, line)
 	}
-	keep("rotate-key --generate")
+	if out := c.okCheck("conn", "check", "web"); !strings.HasPrefix(out, "web: ok") {
+		t.Errorf("check after the generated key's commit: %q; want ok", out)
+	}
+	keep("rotate-key --generate --commit")
 
 	// Moving to an address where nothing answers stores nothing unless
 	// allowed; moving back proves the key again.
@@ -283,14 +330,15 @@ func TestConnLifecycle(t *testing.T) {
 	}
 	all := strings.Join(ops, "\n")
 	for _, want := range []string{"conn add web", "grant bot web", "conn update web: host key " + oldFP + " -> " + newFP,
-		"conn update web: key ", "(generated)", "conn update web: port " + itoa(sshd.Port) + " -> " + itoa(closed),
+		"conn rotate-key web: staged key ", "(generated)", "conn rotate-key web: key ", "dropped the staged key",
+		"conn update web: port " + itoa(sshd.Port) + " -> " + itoa(closed),
 		"env dev -> production"} {
 		if !strings.Contains(all, want) {
 			t.Errorf("the audit log's admin rows lack %q:\n%s", want, all)
 		}
 	}
-	if n := strings.Count(all, "\n") + 1; n != 8 {
-		t.Errorf("admin rows: %d; want 8 (agent add, conn add, grant, pin, two rotations, two updates):\n%s", n, all)
+	if n := strings.Count(all, "\n") + 1; n != 13 {
+		t.Errorf("admin rows: %d; want 13 (agent add, conn add, grant, pin, four stagings, an abort, two commits, two updates):\n%s", n, all)
 	}
 	if out := c.ok("", "audit", "verify"); !strings.Contains(out, "intact") {
 		t.Errorf("audit verify: %q", out)

@@ -358,8 +358,13 @@ func TestSecretsNeverLeak(t *testing.T) {
 	h.check(c, 1, "conn", "check", "stale", "-o", "json")
 	h.check(c, 0, "conn", "check", "target")
 	// The lifecycle commands that read a key or print a connection.
-	h.check(c, 1, "conn", "rotate-key", "stale", "--key-file", stale.file)
-	h.check(c, 1, "conn", "rotate-key", "stale", "--key-file", stale.file, "-o", "json")
+	// A rotation stages the key beside the current one; its commit is
+	// refused while the target does not accept it; abort drops it.
+	h.check(c, 0, "conn", "rotate-key", "target", "--key-file", stale.file)
+	h.check(c, 0, "conn", "rotate-key", "target", "--key-file", stale.file, "-o", "json")
+	h.check(c, 1, "conn", "rotate-key", "target", "--commit")
+	h.check(c, 1, "conn", "rotate-key", "target", "--commit", "-o", "json")
+	h.check(c, 0, "conn", "rotate-key", "target", "--abort")
 	h.check(c, 0, "conn", "pin", "target", "--host-key", hostKey, "-o", "json")
 	h.check(c, 0, "conn", "update", "target", "--env", "staging")
 	// Config as code: a file naming a key file, applied, and the export.
@@ -476,9 +481,8 @@ func TestSecretsNeverLeak(t *testing.T) {
 	h.http(ctx, wc, adminToken, http.MethodPost, "/v1/connections", addBody+`, "allow_unverified": true}`, http.StatusCreated)
 	h.http(ctx, wc, token, http.MethodPost, "/v1/connections", addBody+"}", http.StatusForbidden)
 	h.http(ctx, wc, adminToken, http.MethodPost, "/v1/connections/viaapi/rotate-key",
-		`{"private_key": `+keyJSON(stale)+`}`, http.StatusUnprocessableEntity)
-	h.http(ctx, wc, adminToken, http.MethodPost, "/v1/connections/viaapi/rotate-key",
-		`{"private_key": `+keyJSON(stale)+`, "allow_unverified": true}`, http.StatusOK)
+		`{"private_key": `+keyJSON(stale)+`}`, http.StatusOK)
+	h.http(ctx, wc, adminToken, http.MethodPost, "/v1/connections/viaapi/rotate-key", `{"commit": true}`, http.StatusUnprocessableEntity)
 	h.http(ctx, wc, adminToken, http.MethodPost, "/v1/connections/viaapi/rotate-key", `{"private_key": "not a key"}`, http.StatusBadRequest)
 	h.http(ctx, wc, adminToken, http.MethodPatch, "/v1/notifications/ops", `{"events": ["pending"]}`, http.StatusOK)
 	for _, path := range []string{"/v1/notifications", "/v1/notifications/ops", "/v1/tokens", "/v1/admins"} {

@@ -19,6 +19,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -491,6 +492,29 @@ func (s *Server) NewHostKey(t testing.TB) {
 	}
 	s.HostKey = signer.PublicKey()
 	s.setKnownHostsLine()
+}
+
+// Revoke removes from the server's authorized_keys every line that
+// carries key (its base64 field), as a target's admin revokes a key; the
+// other lines stay as they are.
+func (s *Server) Revoke(t testing.TB, key ssh.PublicKey) {
+	t.Helper()
+	s.notShared(t, "Revoke")
+	path := filepath.Join(s.Dir, "authorized_keys")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("testsshd: revoke: %v", err)
+	}
+	blob := strings.Fields(string(ssh.MarshalAuthorizedKey(key)))[1]
+	var keep []string
+	for _, l := range strings.SplitAfter(string(b), "\n") {
+		if !slices.Contains(strings.Fields(l), blob) {
+			keep = append(keep, l)
+		}
+	}
+	if err := os.WriteFile(path, []byte(strings.Join(keep, "")), 0o600); err != nil {
+		t.Fatalf("testsshd: revoke: %v", err)
+	}
 }
 
 // Authorize appends line (an authorized_keys line) to the server's
