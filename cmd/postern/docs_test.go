@@ -24,9 +24,9 @@ package main
 //     (./deploy_key, ~/.ssh/postern_agent.pub, pw.txt, …).
 //   - Only host names, ports and listen addresses are replaced, by
 //     docSubstitutions and the address of the serve or demo running;
-//     `go run ./cmd/postern` is this test's postern binary; `chg_…` is the
-//     change request id the commands before printed, as a reader copies
-//     it; $TOKEN and $ADMIN_TOKEN are the tokens `postern token add`
+//     `go run ./cmd/postern` is this test's postern binary; `chg_…` and
+//     `1234:9f86d0…` are the change request id and audit head the commands
+//     before printed, as a reader copies them (docCopied); $TOKEN and $ADMIN_TOKEN are the tokens `postern token add`
 //     printed.
 //   - `postern serve` and `postern demo` run in the background until
 //     their start is logged, and stay up (for the curl and ssh lines
@@ -34,7 +34,8 @@ package main
 //     stopped with SIGTERM and must exit 0.
 //
 // Every other command must exit 0 and print no "unknown flag", "unknown
-// command" or 415; a curl must answer JSON with "data".
+// command" or "command not found"; a curl must answer JSON with "data"
+// (an error, a 415 among them, has none).
 
 import (
 	"encoding/json"
@@ -301,8 +302,8 @@ type docWorld struct {
 	dir    string // the working directory
 	env    []string
 	target *e2eTarget
-	subs   []string // docSubstitutions for this target, old, new, …
-	chg    string   // the last change request id a command printed
+	subs   []string          // docSubstitutions for this target, old, new, …
+	copied map[string]string // placeholder → what a command printed for it (docCopied)
 	bg     *docBackground
 }
 
@@ -340,7 +341,7 @@ func docSubstitutions(tg *e2eTarget) []string {
 func newDocWorld(t *testing.T, tg *e2eTarget) *docWorld {
 	t.Helper()
 	root := t.TempDir()
-	w := &docWorld{t: t, dir: filepath.Join(root, "work"), target: tg, subs: docSubstitutions(tg)}
+	w := &docWorld{t: t, dir: filepath.Join(root, "work"), target: tg, subs: docSubstitutions(tg), copied: map[string]string{}}
 	home := filepath.Join(root, "home")
 	write := func(path string, data []byte, mode os.FileMode) {
 		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
@@ -382,8 +383,8 @@ func (w *docWorld) substitute(cmd string) string {
 	for i := 0; i+1 < len(w.subs); i += 2 {
 		cmd = strings.ReplaceAll(cmd, w.subs[i], w.subs[i+1])
 	}
-	if w.chg != "" {
-		cmd = strings.ReplaceAll(cmd, "chg_…", w.chg)
+	for placeholder, v := range w.copied {
+		cmd = strings.ReplaceAll(cmd, placeholder, v)
 	}
 	if w.bg != nil {
 		if w.bg.url != "" {
@@ -402,9 +403,18 @@ var (
 	// The demo's start lines on stdout; serve's are JSON log lines.
 	docAddrRE = regexp.MustCompile(`(?m)^\s*bastion\s+(\S+:\d+)`)
 	docURLRE  = regexp.MustCompile(`(?m)^\s*web page\s+(https://\S+)`)
-	chgRE     = regexp.MustCompile(`chg_[a-z0-9]+`)
-	// docBadOutput is what no command of the docs may print.
-	docBadOutput = regexp.MustCompile(`unknown (flag|shorthand flag|command)|\b415\b|Unsupported Media Type|command not found`)
+	// docCopied are the placeholders of the docs for what a reader copies
+	// from a command's output, each with what it copies: a change
+	// request's id, an audit head.
+	docCopied = map[string]*regexp.Regexp{
+		"chg_…":        regexp.MustCompile(`chg_[a-z0-9]+`),
+		"1234:9f86d0…": regexp.MustCompile(`(?m)^[0-9]+:[0-9a-f]{64}$`),
+	}
+	// docBadOutput is what no command of the docs may print: a flag or
+	// command postern lacks, a program the machine lacks (inside $(…) its
+	// status is lost). A curl the API refuses (415 without Content-Type)
+	// answers an error without "data" (run).
+	docBadOutput = regexp.MustCompile(`unknown (flag|shorthand flag|command)|Unsupported Media Type|command not found`)
 )
 
 // run runs one command of block b.
@@ -435,8 +445,10 @@ func (w *docWorld) run(b docBlock, printed string) {
 		t.Fatalf("%s\nran: %s\ngot no JSON answer with \"data\"; output:\n%s", where, cmd, out)
 	}
 	w.keepToken(cmd, out)
-	if m := chgRE.FindAll(out, -1); m != nil {
-		w.chg = string(m[len(m)-1])
+	for placeholder, re := range docCopied {
+		if m := re.FindAll(out, -1); m != nil {
+			w.copied[placeholder] = string(m[len(m)-1])
+		}
 	}
 	t.Logf("%s: ok", where)
 }
