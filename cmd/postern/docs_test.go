@@ -26,8 +26,8 @@ package main
 //     docSubstitutions and the address of the serve or demo running;
 //     `go run ./cmd/postern` is this test's postern binary; `chg_…` and
 //     `1234:9f86d0…` are the change request id and audit head the commands
-//     before printed, as a reader copies them (docCopied); $TOKEN and $ADMIN_TOKEN are the tokens `postern token add`
-//     printed.
+//     before printed, as a reader copies them (docCopied); $TOKEN and
+//     $ADMIN_TOKEN are the tokens `postern token add` printed.
 //   - `postern serve` and `postern demo` run in the background until
 //     their start is logged, and stay up (for the curl and ssh lines
 //     below them) until the next one or the file's end, when they are
@@ -318,9 +318,10 @@ type docBackground struct {
 	url     string // the web page's base URL, if any
 }
 
-// docSubstitutions are the host names and ports the docs use, each
-// replaced by the test's: %[1]s the target's host, %[2]d its port, %[3]s
-// its user. Only these change; the rest of a command runs as printed.
+// docSubstitutions are the host names, ports and target user the docs
+// use, each (old, new) replaced by the test's target and loopback ports,
+// and `go run ./cmd/postern` by this binary. Only these change; the rest
+// of a command runs as printed.
 func docSubstitutions(tg *e2eTarget) []string {
 	host, port := tg.Host, strconv.Itoa(tg.Port)
 	target := "--host " + host + " --port " + port
@@ -410,6 +411,8 @@ var (
 		"chg_…":        regexp.MustCompile(`chg_[a-z0-9]+`),
 		"1234:9f86d0…": regexp.MustCompile(`(?m)^[0-9]+:[0-9a-f]{64}$`),
 	}
+	docTokenRE    = regexp.MustCompile(`pst_[A-Za-z0-9_-]+`)
+	docPasswordRE = regexp.MustCompile(`(?i)(password:?\s+)\S+`)
 	// docBadOutput is what no command of the docs may print: a flag or
 	// command postern lacks, a program the machine lacks (inside $(…) its
 	// status is lost). A curl the API refuses (415 without Content-Type)
@@ -435,14 +438,16 @@ func (w *docWorld) run(b docBlock, printed string) {
 	c := exec.CommandContext(testwait.Context(t), "bash", "-c", cmd)
 	c.Dir, c.Env = w.dir, w.env
 	out, err := c.CombinedOutput()
+	// A failure shows the output, never a console token in it.
+	shown := docShown(out)
 	if err != nil {
-		t.Fatalf("%s\nran: %s\ngot %v; want exit 0; output:\n%s", where, cmd, err, out)
+		t.Fatalf("%s\nran: %s\ngot %v; want exit 0; output:\n%s", where, cmd, err, shown)
 	}
 	if m := docBadOutput.Find(out); m != nil {
-		t.Fatalf("%s\nran: %s\nprinted %q; output:\n%s", where, cmd, m, out)
+		t.Fatalf("%s\nran: %s\nprinted %q; output:\n%s", where, cmd, m, shown)
 	}
 	if strings.HasPrefix(cmd, "curl") && !strings.Contains(string(out), `"data"`) {
-		t.Fatalf("%s\nran: %s\ngot no JSON answer with \"data\"; output:\n%s", where, cmd, out)
+		t.Fatalf("%s\nran: %s\ngot no JSON answer with \"data\"; output:\n%s", where, cmd, shown)
 	}
 	w.keepToken(cmd, out)
 	for placeholder, re := range docCopied {
@@ -451,6 +456,13 @@ func (w *docWorld) run(b docBlock, printed string) {
 		}
 	}
 	t.Logf("%s: ok", where)
+}
+
+// docShown is out as a failure may show it: without the console tokens
+// and passwords (the demo's admin's, `admin add`'s) it holds.
+func docShown(out []byte) []byte {
+	out = docTokenRE.ReplaceAll(out, []byte("pst_(redacted)"))
+	return docPasswordRE.ReplaceAll(out, []byte("${1}(redacted)"))
 }
 
 // start runs a serve or demo in the background and waits for its start
@@ -504,9 +516,9 @@ func (w *docWorld) start(where, cmd string) {
 		select {
 		case <-wrote:
 		case <-bg.done:
-			t.Fatalf("%s\nran: %s\nexited before it served (%v); output:\n%s", where, cmd, bg.err, bg.out.String())
+			t.Fatalf("%s\nran: %s\nexited before it served (%v); output:\n%s", where, cmd, bg.err, docShown([]byte(bg.out.String())))
 		case <-testwait.End(t):
-			t.Fatalf("%s\nran: %s\nnot serving by the test's deadline; output:\n%s", where, cmd, bg.out.String())
+			t.Fatalf("%s\nran: %s\nnot serving by the test's deadline; output:\n%s", where, cmd, docShown([]byte(bg.out.String())))
 		}
 	}
 }
@@ -526,7 +538,7 @@ func (w *docWorld) stop() {
 	}
 	testwait.Done(t, bg.cmdline+" to exit after SIGTERM", bg.done)
 	if bg.err != nil {
-		t.Fatalf("%s: after SIGTERM got %v; want exit 0; output:\n%s", bg.cmdline, bg.err, bg.out.String())
+		t.Fatalf("%s: after SIGTERM got %v; want exit 0; output:\n%s", bg.cmdline, bg.err, docShown([]byte(bg.out.String())))
 	}
 }
 
@@ -574,7 +586,7 @@ func (w *docWorld) keepToken(cmd string, out []byte) {
 	if !strings.HasPrefix(cmd, "postern token add") {
 		return
 	}
-	tok := regexp.MustCompile(`pst_[A-Za-z0-9_-]+`).Find(out)
+	tok := docTokenRE.Find(out)
 	if tok == nil {
 		w.t.Fatalf("%s printed no token:\n%s", cmd, out)
 	}
@@ -588,4 +600,17 @@ func (w *docWorld) keepToken(cmd string, out []byte) {
 		}
 	}
 	w.env = append(w.env, name+"="+string(tok))
+}
+
+func TestDocShown(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"token pst_abc-DEF_1 shown once", "token pst_(redacted) shown once"},
+		{"password: hunter2-xyz\n", "password: (redacted)\n"},
+		{"  admin        admin  password s3cret  (shown only now)", "  admin        admin  password (redacted)  (shown only now)"},
+		{"conn add prod-web: ok", "conn add prod-web: ok"},
+	} {
+		if got := string(docShown([]byte(tc.in))); got != tc.want {
+			t.Errorf("docShown(%q): got %q; want %q", tc.in, got, tc.want)
+		}
+	}
 }
