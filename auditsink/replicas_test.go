@@ -84,7 +84,14 @@ func TestShipperReplicasPostgres(t *testing.T) {
 
 	appendRows(t, stA, 3)
 	appendRows(t, stB, 2)
-	testwait.Until(t, "rows 1-5 delivered", func() bool { s, _ := log.snapshot(); return len(s) >= 5 })
+	// Delivered, and the cursor moved past them: a stopped before its
+	// cursor moved would send them again, as at least once allows, and
+	// this test is about the hand-over, not about that.
+	testwait.Until(t, "rows 1-5 delivered and the cursor at 5", func() bool {
+		s, _ := log.snapshot()
+		cs, err := stA.AuditSinkCursors(ctx)
+		return len(s) >= 5 && err == nil && len(cs) == 1 && cs[0].Seq >= 5
+	})
 	seqs, by := log.snapshot()
 	if !slices.Equal(seqs, upTo(5)) || slices.Contains(by, "rep_b") {
 		t.Fatalf("while a holds the sink: got %v from %v; want 1-5 once each, all from rep_a", seqs, by)
