@@ -135,7 +135,7 @@ func (s *Server) session(ac *agentConn, nch ssh.NewChannel) {
 					s.refuseRateLimited(ac, ch, policy.SFTP, "sftp session", false, wait, s.cfg.Now())
 					return
 				}
-				if wait > 0 && !s.waitTurn(ac, ch, wait) {
+				if wait > 0 && !s.holdBack(ac, ch, wait, "for your turn under the rate limit") {
 					go discard(reqs)
 					return
 				}
@@ -303,7 +303,7 @@ func (s *Server) admitCommand(ac *agentConn, ch ssh.Channel, kind policy.Kind, c
 		s.refuseRateLimited(ac, ch, kind, cmd, shell, wait, start)
 		return false
 	}
-	if wait > 0 && !s.waitTurn(ac, ch, wait) {
+	if wait > 0 && !s.holdBack(ac, ch, wait, "for your turn under the rate limit") {
 		return false
 	}
 	delay, streak := s.limits.penalty(ac.agentID, key)
@@ -312,28 +312,19 @@ func (s *Server) admitCommand(ac *agentConn, ch ssh.Channel, kind policy.Kind, c
 	}
 	fmt.Fprintf(ch.Stderr(), "postern: this request was denied %d times in a row; slowing you down: waiting %v before deciding it again (change the request or ask an admin for a grant)\r\n", streak, delay)
 	s.log.Info().Str("conn_id", ac.id).Str("agent_id", ac.agentID).Int("streak", streak).Dur("delay", delay).Msg("repeated denied request slowed down")
-	waitCtx, stop := context.WithCancel(ac.ctx)
-	defer stop()
-	defer context.AfterFunc(s.waits, stop)()
-	if err := s.sleep(waitCtx, delay); err != nil {
-		// The agent left, or postern is shutting down: nothing was decided.
-		fmt.Fprintf(ch.Stderr(), "postern: stopped waiting; nothing ran\r\n")
-		exitWith(ch, ExitRefused)
-		return false
-	}
-	return true
+	return s.holdBack(ac, ch, delay, "")
 }
 
-// waitTurn waits d for a command's turn under the rate, saying nothing:
-// the agent sees a slower server. It reports false, having ended ch, when
-// the agent left or postern is stopping first.
-func (s *Server) waitTurn(ac *agentConn, ch ssh.Channel, d time.Duration) bool {
-	s.log.Debug().Str("conn_id", ac.id).Str("agent_id", ac.agentID).Dur("wait", d).Msg("command waits its turn under the rate")
+// holdBack makes a command wait d before it goes on: its turn under the
+// rate (saying nothing: the agent sees a slower server) or the slow-down
+// of a repeated denial. It reports false, having ended ch, when the agent
+// left or postern is stopping first: nothing was decided or ran.
+func (s *Server) holdBack(ac *agentConn, ch ssh.Channel, d time.Duration, what string) bool {
 	waitCtx, stop := context.WithCancel(ac.ctx)
 	defer stop()
 	defer context.AfterFunc(s.waits, stop)()
 	if err := s.sleep(waitCtx, d); err != nil {
-		fmt.Fprintf(ch.Stderr(), "postern: stopped waiting for your turn under the rate limit; nothing ran\r\n")
+		fmt.Fprintf(ch.Stderr(), "postern: stopped waiting%s; nothing ran\r\n", strings.TrimRight(" "+what, " "))
 		exitWith(ch, ExitRefused)
 		return false
 	}
