@@ -1,7 +1,6 @@
 package bastion
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -48,7 +47,7 @@ func readScript(r io.Reader, max int, wait time.Duration) (string, error) {
 	select {
 	case res := <-done:
 		switch {
-		case res.err != nil && !errors.Is(res.err, io.EOF):
+		case res.err != nil:
 			return "", fmt.Errorf("bastion: read the script on stdin: %w", res.err)
 		case len(res.b) > max:
 			return "", errScriptTooLong

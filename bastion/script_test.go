@@ -2,10 +2,14 @@ package bastion
 
 import (
 	"context"
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/postern/postern/policy"
 	"github.com/postern/postern/store"
@@ -82,4 +86,39 @@ func TestScriptOnStdin(t *testing.T) {
 	if got := h.ssh("ls\n", "web@127.0.0.1", " "); got.code != ExitUsage {
 		t.Errorf("blank command: exit %d, stderr %q; want %d", got.code, got.stderr, ExitUsage)
 	}
+}
+
+// TestReadScript: the script is read to its end within the bound; one past
+// the bound is refused, one exactly at it is not; stdin left open is
+// refused once the wait is over, and not before (fake time).
+func TestReadScript(t *testing.T) {
+	tests := []struct {
+		name    string
+		in      string
+		max     int
+		want    string
+		wantErr error
+	}{
+		{"short", "echo hi\n", 16, "echo hi\n", nil},
+		{"at the bound", "12345678", 8, "12345678", nil},
+		{"past the bound", "123456789", 8, "", errScriptTooLong},
+		{"empty", "", 8, "", nil},
+	}
+	for _, tt := range tests {
+		got, err := readScript(strings.NewReader(tt.in), tt.max, time.Minute)
+		if got != tt.want || !errors.Is(err, tt.wantErr) {
+			t.Errorf("%s: got %q, %v; want %q, %v", tt.name, got, err, tt.want, tt.wantErr)
+		}
+	}
+	synctest.Test(t, func(t *testing.T) {
+		pr, pw := io.Pipe()
+		defer pw.Close() // ends the read readScript leaves behind
+		const wait = 30 * time.Second
+		start := time.Now()
+		go pw.Write([]byte("echo never ends"))
+		_, err := readScript(pr, 64, wait)
+		if !errors.Is(err, errScriptWait) || time.Since(start) != wait {
+			t.Errorf("stdin left open: got %v after %v; want the wait's refusal after %v", err, time.Since(start), wait)
+		}
+	})
 }
