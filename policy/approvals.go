@@ -218,7 +218,7 @@ func (e *Engine) Wait(ctx context.Context, id string) (Approval, error) {
 			return e.consume(ctx, a)
 		case store.ApprovalDenied:
 			release()
-			return a, &DeniedError{Reason: deniedReason(a), DeniedBy: a.DecidedBy}
+			return a, &DeniedError{Reason: deniedReason(a)}
 		case store.ApprovalExpired:
 			release()
 			return a, fmt.Errorf("%w: %s was not decided within %v", ErrExpired, id, a.ExpiresAt.Sub(a.CreatedAt))

@@ -59,7 +59,7 @@ func TestDenyWakesWaiter(t *testing.T) {
 		}
 		r := result(t, done)
 		var de *DeniedError
-		if !errors.As(r.err, &de) || r.auth.Outcome != Denied || de.DeniedBy != "alice" {
+		if !errors.As(r.err, &de) || r.auth.Outcome != Denied || de.Reason != "approval "+a.ID+" was denied by alice: not now" {
 			t.Fatalf("Authorize = %s, %v; want denied by alice", r.auth.Outcome, r.err)
 		}
 		rec := r.auth.Record(op)

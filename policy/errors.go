@@ -68,9 +68,10 @@ func refusal(sentinel error, words string) error {
 // then say "no such alias", so that an agent cannot learn which connections
 // exist. It matches ErrDenied, and Err when set.
 type DeniedError struct {
-	Reason   string
-	NoGrant  bool
-	DeniedBy string // the admin who denied an approval request, if one did
+	// Reason says why; for an admin's denial of an approval request it
+	// names the admin ("approval apr_… was denied by alice: not now").
+	Reason  string
+	NoGrant bool
 	// Err is why a denial failed closed (Decision.Err): the decision could
 	// not be made, as opposed to a rule or an admin saying no. nil for those.
 	Err error
