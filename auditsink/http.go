@@ -3,9 +3,11 @@ package auditsink
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 
 	"github.com/postern/postern/store"
 )
@@ -24,16 +26,25 @@ const httpErrorBody = 512
 // element.
 type HTTPSink struct {
 	url    string
+	shown  string // url without its query, for errors (see NewHTTPSink)
 	client *http.Client
 }
 
 // NewHTTPSink posts to url with client (a client of its own if nil). The
 // Shipper bounds each request with its send timeout.
-func NewHTTPSink(url string, client *http.Client) *HTTPSink {
+func NewHTTPSink(rawURL string, client *http.Client) *HTTPSink {
 	if client == nil {
 		client = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
 	}
-	return &HTTPSink{url: url, client: client}
+	// A collector's URL may carry its token in the query; the errors of
+	// net/http repeat the whole URL, and a failed Send's error is logged.
+	// They name the URL as the sink's default name does, without it.
+	shown := "the collector"
+	if u, err := url.Parse(rawURL); err == nil {
+		u.RawQuery, u.Fragment, u.ForceQuery = "", "", false
+		shown = u.String()
+	}
+	return &HTTPSink{url: rawURL, shown: shown, client: client}
 }
 
 // Send implements Sink.
@@ -53,12 +64,16 @@ func (s *HTTPSink) Send(ctx context.Context, rows []store.AuditRow) error {
 	body.WriteByte(']')
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url, &body)
 	if err != nil {
-		return fmt.Errorf("auditsink: http: %w", err)
+		return fmt.Errorf("auditsink: http: the URL of %s does not parse", s.shown)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "postern-audit-sink")
 	resp, err := s.client.Do(req)
 	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			ue.URL = s.shown
+		}
 		return fmt.Errorf("auditsink: http: %w", err)
 	}
 	defer resp.Body.Close()

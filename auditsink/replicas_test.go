@@ -58,11 +58,14 @@ func TestShipperReplicasPostgres(t *testing.T) {
 	}
 	stA, stB := open(), open()
 	log := &deliveries{}
-	// A lease long enough that a busy machine does not let it run out
-	// between renewals, so the test sees no takeover but the one it makes.
-	const lease = 30 * time.Second
+	// a's lease is long enough that a busy machine does not let it run
+	// out between renewals, so the test sees no takeover but the one it
+	// makes. b, which holds nothing until then, retries its claim every
+	// third of its own lease: a short one, so that it takes the released
+	// sink over in a fraction of a second rather than a's ten.
+	const lease, bLease = 30 * time.Second, 300 * time.Millisecond
 	a := newShipper(t, stA, &holderSink{"rep_a", log}, "rep_a", Options{Lease: lease})
-	b := newShipper(t, stB, &holderSink{"rep_b", log}, "rep_b", Options{Lease: lease})
+	b := newShipper(t, stB, &holderSink{"rep_b", log}, "rep_b", Options{Lease: bLease})
 	// a claims first.
 	if _, err := a.step(ctx); err != nil {
 		t.Fatal(err)
@@ -98,7 +101,7 @@ func TestShipperReplicasPostgres(t *testing.T) {
 	}
 
 	// a stops: its flush gives the lease up; b claims it within a third
-	// of the lease and ships what comes next.
+	// of its lease and ships what comes next.
 	cancel()
 	testwait.Done(t, "a's Run to return", aDone)
 	if err := a.Flush(ctx); err != nil {

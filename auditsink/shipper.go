@@ -224,7 +224,9 @@ func (s *Shipper) step(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	if len(rows) == 0 {
-		s.setBehind(ctx)
+		// Nothing after the cursor: none behind, without reading the
+		// head (an idle shipper polls every Poll).
+		s.o.Metrics.Behind(s.o.Name, 0)
 		return 0, nil
 	}
 	sctx, cancel := context.WithTimeout(ctx, s.o.SendTimeout)

@@ -176,6 +176,26 @@ func TestHTTPSinkRetry(t *testing.T) {
 	}
 }
 
+// TestHTTPSinkErrorHidesQuery: a failed Send's error, which the shipper
+// logs, names the collector's URL without its query, where a collector's
+// token may be.
+func TestHTTPSinkErrorHidesQuery(t *testing.T) {
+	st, _ := testStore(t)
+	ctx := testwait.Context(t)
+	appendRows(t, st, 1)
+	rows, err := st.ListAuditAfter(ctx, 0, time.Time{}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.NotFoundHandler())
+	base := srv.URL
+	srv.Close() // nothing listens: the request fails in net/http
+	err = NewHTTPSink(base+"/ingest?token=s3cret", nil).Send(ctx, rows)
+	if err == nil || strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), base+"/ingest") {
+		t.Errorf("error: got %v; want one that names %s/ingest without the token", err, base)
+	}
+}
+
 // sinkMetric is the value of metric name's series for the sink "test".
 func sinkMetric(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Helper()

@@ -34,8 +34,6 @@ type execRun struct {
 	// takes them over; cleanup discards them on every other way out.
 	held    *heldRequests
 	relayed bool
-	// recordingSaved: the session's recording, if any, was stored.
-	recordingSaved bool
 
 	// Set by route.
 	r    route

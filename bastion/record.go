@@ -111,12 +111,13 @@ func (x *execRun) startRecorder() *recorder {
 }
 
 // saveRecording stores what rec kept, linked to the operation's audit row
-// seq, once. A failure is logged: the command's outcome stands.
+// seq. relay calls it where it writes that row, once (before the agent
+// learns the exit status, or after the relay when it does not). A failure
+// is logged: the command's outcome stands.
 func (x *execRun) saveRecording(rec *recorder, seq int64) {
-	if rec == nil || x.recordingSaved {
+	if rec == nil {
 		return
 	}
-	x.recordingSaved = true
 	events, kept, dropped := rec.snapshot()
 	mode := store.RecordingExec
 	if rec.pty {
@@ -126,14 +127,10 @@ func (x *execRun) saveRecording(rec *recorder, seq int64) {
 	// what it printed is kept like its audit row.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(x.s.ctx), recordingSaveWait)
 	defer cancel()
-	r, err := x.s.cfg.Store.SaveRecording(ctx, store.Recording{AuditSeq: seq, AgentID: x.ac.agentID, AgentName: x.ac.agentName,
+	_, err := x.s.cfg.Store.SaveRecording(ctx, store.Recording{AuditSeq: seq, AgentID: x.ac.agentID, AgentName: x.ac.agentName,
 		ConnectionID: x.conn.ID, ConnectionAlias: x.conn.Alias, Operation: policy.Redact(x.rec.Operation), Mode: mode,
 		StartedAt: x.start, Duration: x.s.cfg.Now().Sub(x.start), BytesKept: kept, BytesDropped: dropped}, events)
 	if err != nil {
 		x.s.log.Error().Err(err).Str("conn_id", x.ac.id).Str("alias", x.conn.Alias).Msg("recording not saved")
-		return
-	}
-	if x.s.recorded != nil {
-		x.s.recorded(r)
 	}
 }

@@ -196,8 +196,6 @@ type Server struct {
 	// told it waits for, after the agent's line was written.
 	audited func(policy.Record)
 	waiting func(policy.Approval)
-	// recorded, for tests, is called with each recording once stored.
-	recorded func(store.Recording)
 	// relayWaits bound every relay's waits on its peers: relayTeardownWait
 	// and relayGoneWait, which a test that must not trip them raises.
 	relayWaits relayWaits

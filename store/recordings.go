@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -109,8 +110,10 @@ const prefixRecording = "rec"
 // version of the event encoding below.
 const recordingFormat = 1
 
-// streamCodes are the streams as encoded.
-var streamCodes = map[string]byte{StreamStdout: 0, StreamStderr: 1, StreamPty: 2}
+// encodedStreams are the streams as encoded: each one's code is its
+// index, stored in sealed recordings, so a new stream goes at the end. A
+// function, not a variable, so that the package holds no mutable state.
+func encodedStreams() []string { return []string{StreamStdout, StreamStderr, StreamPty} }
 
 // encodeEvents is the plaintext of a recording: the format byte, then for
 // each event the offset in microseconds (uvarint), the stream's code, the
@@ -123,13 +126,13 @@ func encodeEvents(events []RecordingEvent) ([]byte, error) {
 	out := make([]byte, 0, n)
 	out = append(out, recordingFormat)
 	for _, e := range events {
-		code, ok := streamCodes[e.Stream]
-		if !ok {
+		code := slices.Index(encodedStreams(), e.Stream)
+		if code < 0 {
 			return nil, fmt.Errorf("store: recording: unknown stream %q", e.Stream)
 		}
 		off := max(e.Offset.Microseconds(), 0)
 		out = binary.AppendUvarint(out, uint64(off))
-		out = append(out, code)
+		out = append(out, byte(code))
 		out = binary.AppendUvarint(out, uint64(len(e.Data)))
 		out = append(out, e.Data...)
 	}
@@ -142,24 +145,21 @@ func decodeEvents(b []byte) ([]RecordingEvent, error) {
 		return nil, errors.New("store: recording: unknown format")
 	}
 	b = b[1:]
-	names := map[byte]string{}
-	for name, code := range streamCodes {
-		names[code] = name
-	}
+	names := encodedStreams()
 	var events []RecordingEvent
 	for len(b) > 0 {
 		off, n := binary.Uvarint(b)
 		if n <= 0 || len(b) < n+1 {
 			return nil, errors.New("store: recording: truncated event")
 		}
-		name, ok := names[b[n]]
+		code := int(b[n])
 		b = b[n+1:]
 		size, m := binary.Uvarint(b)
-		if !ok || m <= 0 || uint64(len(b)-m) < size {
+		if code >= len(names) || m <= 0 || uint64(len(b)-m) < size {
 			return nil, errors.New("store: recording: damaged event")
 		}
 		b = b[m:]
-		events = append(events, RecordingEvent{Offset: time.Duration(off) * time.Microsecond, Stream: name,
+		events = append(events, RecordingEvent{Offset: time.Duration(off) * time.Microsecond, Stream: names[code],
 			Data: append([]byte(nil), b[:size]...)})
 		b = b[size:]
 	}

@@ -72,7 +72,6 @@ func (s *Server) recordingPage(w http.ResponseWriter, r *http.Request) {
 		d.Pieces = append(d.Pieces, playPiece{OffsetMS: e.OffsetUS / 1000, Stream: e.Stream,
 			Text: playbackText(e.Data, e.Stream == store.StreamPty)})
 	}
-	rec.Events = nil
 	s.render(w, r, http.StatusOK, "recording.html", page("Recording "+id, "recordings", "recording.js", d))
 }
 

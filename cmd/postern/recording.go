@@ -27,8 +27,11 @@ const (
 	defaultRecordingRetention = 30 * 24 * time.Hour
 	// recordingSweepInterval is how often serve deletes recordings past
 	// their retention (besides at start), unless the retention is
-	// shorter.
-	recordingSweepInterval = time.Hour
+	// shorter; but never more often than recordingSweepMinInterval: a
+	// retention of a millisecond (as a test sets) must not become a
+	// DELETE every millisecond.
+	recordingSweepInterval    = time.Hour
+	recordingSweepMinInterval = time.Minute
 )
 
 // addRecordFlag registers --record on conn add and conn update.
@@ -180,7 +183,7 @@ type recordingSweeper struct {
 }
 
 func newRecordingSweeper(st recordingDeleter, log zerolog.Logger, retention time.Duration) *recordingSweeper {
-	return &recordingSweeper{st: st, log: log, retention: retention, interval: min(recordingSweepInterval, retention), now: time.Now}
+	return &recordingSweeper{st: st, log: log, retention: retention, interval: min(recordingSweepInterval, max(retention, recordingSweepMinInterval)), now: time.Now}
 }
 
 // run sweeps at once and then every interval until ctx ends.

@@ -20,12 +20,12 @@ func (f *fakeDeleter) DeleteRecordingsBefore(_ context.Context, cutoff time.Time
 
 // TestRecordingSweepCutoff: the sweep deletes what started more than the
 // retention before now, as the (fake) clock tells it; the interval is an
-// hour, or the retention if shorter.
+// hour, or the retention if shorter, but at least a minute.
 func TestRecordingSweepCutoff(t *testing.T) {
 	clock := fakeclock.New()
 	cases := []struct {
 		retention, interval time.Duration
-	}{{30 * 24 * time.Hour, time.Hour}, {time.Minute, time.Minute}}
+	}{{30 * 24 * time.Hour, time.Hour}, {10 * time.Minute, 10 * time.Minute}, {time.Millisecond, time.Minute}}
 	for _, tc := range cases {
 		d := &fakeDeleter{}
 		p := newRecordingSweeper(d, zerolog.Nop(), tc.retention)
