@@ -56,7 +56,13 @@ type headPublisher struct {
 // publishFinal, once the sessions have ended and written their rows.
 func (p *headPublisher) run(ctx context.Context) {
 	p.publish(ctx, headAtStart)
-	t := time.NewTicker(p.interval)
+	every(ctx, p.interval, func() { p.publish(ctx, headAtInterval) })
+}
+
+// every calls fn every interval until ctx ends, and not once it has: the
+// loop of serve's periodic work (the audit head, the recording sweep).
+func every(ctx context.Context, interval time.Duration, fn func()) {
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
@@ -66,7 +72,7 @@ func (p *headPublisher) run(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
-			p.publish(ctx, headAtInterval)
+			fn()
 		}
 	}
 }

@@ -189,19 +189,7 @@ func newRecordingSweeper(st recordingDeleter, log zerolog.Logger, retention time
 // run sweeps at once and then every interval until ctx ends.
 func (p *recordingSweeper) run(ctx context.Context) {
 	p.sweep(ctx)
-	t := time.NewTicker(p.interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if ctx.Err() != nil {
-				return
-			}
-			p.sweep(ctx)
-		}
-	}
+	every(ctx, p.interval, func() { p.sweep(ctx) })
 }
 
 // sweep deletes what is past retention now. A failure is logged; the next
