@@ -108,8 +108,8 @@ func RedactEvents(events []store.RecordingEvent) []model.RecordingEvent {
 // marker.
 type span struct{ o, r, n int }
 
-// The markers policy.Redact writes.
-const markerKey = "[REDACTED PRIVATE KEY]"
+// markerStart begins both markers policy.Redact writes.
+const markerStart = "[REDACTED"
 
 // alignRedacted finds the kept runs of orig in red, which is orig with
 // some secrets replaced by markers: each run of red up to the next marker
@@ -120,7 +120,7 @@ func alignRedacted(orig, red string) []span {
 	var spans []span
 	i, j := 0, 0
 	for {
-		m := strings.Index(red[j:], "[REDACTED")
+		m := strings.Index(red[j:], markerStart)
 		if m < 0 {
 			m = len(red) - j
 		}
@@ -136,13 +136,13 @@ func alignRedacted(orig, red string) []span {
 			return spans
 		}
 		marker := policy.Redacted
-		if strings.HasPrefix(red[j:], markerKey) {
-			marker = markerKey
+		if strings.HasPrefix(red[j:], policy.RedactedKey) {
+			marker = policy.RedactedKey
 		} else if !strings.HasPrefix(red[j:], marker) {
 			return nil
 		}
 		j += len(marker)
-		next := strings.Index(red[j:], "[REDACTED")
+		next := strings.Index(red[j:], markerStart)
 		if next < 0 {
 			next = len(red) - j
 		}

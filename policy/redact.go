@@ -11,9 +11,9 @@ import (
 // once (Redact is idempotent, which FuzzRedact checks).
 const Redacted = "[REDACTED]"
 
-// redactedKey replaces a whole PEM private-key block: the block's armour lines
+// RedactedKey replaces a whole PEM private-key block: the block's armour lines
 // would otherwise tell a reader only what kind of key leaked.
-const redactedKey = "[REDACTED PRIVATE KEY]"
+const RedactedKey = "[REDACTED PRIVATE KEY]"
 
 // A shell word value: single-quoted strings, double-quoted strings and runs of
 // characters that cannot end a shell word, joined without space, as the shell
@@ -94,7 +94,7 @@ func Redact(text string) string {
 	}
 	// PEM first: the block's body is base64 that other rules might split.
 	if has("PRIVATE KEY") {
-		text = rePEM.ReplaceAllLiteralString(text, redactedKey)
+		text = rePEM.ReplaceAllLiteralString(text, RedactedKey)
 	}
 	if containsFold(text, "authorization:") {
 		text = replaceGroups(reAuth, text, func(m []string) string { return m[1] + m[2] + Redacted })
