@@ -1,8 +1,6 @@
 package metrics
 
 import (
-	"fmt"
-
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -36,10 +34,8 @@ func (m *Metrics) AuditSinks(names []string) (*AuditSinkMetrics, error) {
 		}, []string{"sink"}),
 		names: names,
 	}
-	for _, c := range []prometheus.Collector{a.behind, a.failures} {
-		if err := m.reg.Register(c); err != nil {
-			return nil, fmt.Errorf("metrics: register: %w", err)
-		}
+	if err := register(m.reg, a.behind, a.failures); err != nil {
+		return nil, err
 	}
 	for _, n := range names {
 		a.behind.WithLabelValues(n)

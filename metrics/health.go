@@ -3,7 +3,6 @@ package metrics
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,8 +18,8 @@ func (m *Metrics) BuildInfo(version, commit, goVersion string) error {
 	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "build_info",
 		Help: "The build of this postern (always 1): module version, commit (\"\" outside a checkout) and Go version."},
 		[]string{"version", "commit", "go_version"})
-	if err := m.reg.Register(g); err != nil {
-		return fmt.Errorf("metrics: register: %w", err)
+	if err := register(m.reg, g); err != nil {
+		return err
 	}
 	g.WithLabelValues(version, commit, goVersion).Set(1)
 	return nil
@@ -70,10 +69,7 @@ func (m *Metrics) WatchHealth(h Health) error {
 		waitTotal: desc("database_wait_seconds_total", "Time callers spent waiting for a pooled database connection."),
 		queued:    desc("notifications_queued", "Notifications queued or being sent, not yet delivered."),
 	}
-	if err := m.reg.Register(c); err != nil {
-		return fmt.Errorf("metrics: register: %w", err)
-	}
-	return nil
+	return register(m.reg, c)
 }
 
 // healthCollector is the collector of WatchHealth.

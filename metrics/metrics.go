@@ -151,14 +151,12 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		auditHead: newAuditHeadCollector(),
 		reg:       reg,
 	}
-	for _, c := range []prometheus.Collector{
+	if err := register(reg,
 		m.sshConnections, m.sshHandshakes, m.sshActive, m.decisions, m.approvalsPending,
 		m.approvalWait, m.upstreamClients, m.upstreamDialErrors, m.sftpBytes, m.sftpOps,
 		m.auditWrite, m.notifications, m.readCommands, m.auditHead,
-	} {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("metrics: register: %w", err)
-		}
+	); err != nil {
+		return nil, err
 	}
 	for _, o := range connOutcomes() {
 		m.sshConnections.WithLabelValues(o)
@@ -346,4 +344,15 @@ func (m *Metrics) Notification(outcome string) {
 		return
 	}
 	m.notifications.WithLabelValues(bounded(outcome, notifyOutcomes())).Inc()
+}
+
+// register registers each collector with reg, the one way every collector
+// of this package is registered.
+func register(reg prometheus.Registerer, cs ...prometheus.Collector) error {
+	for _, c := range cs {
+		if err := reg.Register(c); err != nil {
+			return fmt.Errorf("metrics: register: %w", err)
+		}
+	}
+	return nil
 }

@@ -1,8 +1,6 @@
 package metrics
 
 import (
-	"fmt"
-
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -43,10 +41,7 @@ func (m *Metrics) WatchReadSandboxes(list func() ([]ReadSandboxState, error)) er
 		prometheus.BuildFQName(namespace, "", "connections_read_sandbox"),
 		"Connections by environment, read sandbox setting (auto, require, off) and what the last probe of the target found (bwrap, unshare, none, unprobed).",
 		[]string{"env", "setting", "found"}, nil)}
-	if err := m.reg.Register(c); err != nil {
-		return fmt.Errorf("metrics: register: %w", err)
-	}
-	return nil
+	return register(m.reg, c)
 }
 
 // readSandboxCollector is the collector of WatchReadSandboxes.
