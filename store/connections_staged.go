@@ -59,12 +59,7 @@ func (s *Store) StageConnectionKey(ctx context.Context, audit Audit, alias strin
 		return nil, invalid("private key does not parse")
 	}
 	line := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(signer.PublicKey())))
-	var id string
-	err = s.inTx(ctx, func(tx *sql.Tx) error {
-		var err error
-		if id, err = connectionIDByAlias(ctx, tx, alias); err != nil {
-			return err
-		}
+	return s.updateConnection(ctx, alias, func(tx *sql.Tx, id string) error {
 		sealed, err := s.sealFor(key, id+stagedAD)
 		if err != nil {
 			return err
@@ -78,10 +73,6 @@ func (s *Store) StageConnectionKey(ctx context.Context, audit Audit, alias strin
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return s.ConnectionByID(ctx, id)
 }
 
 // DropStagedKey removes the key staged for the connection with that
@@ -91,12 +82,7 @@ func (s *Store) DropStagedKey(ctx context.Context, audit Audit, alias string) (*
 	if err != nil {
 		return nil, err
 	}
-	var id string
-	err = s.inTx(ctx, func(tx *sql.Tx) error {
-		var err error
-		if id, err = connectionIDByAlias(ctx, tx, alias); err != nil {
-			return err
-		}
+	return s.updateConnection(ctx, alias, func(tx *sql.Tx, id string) error {
 		res, err := tx.ExecContext(ctx, `UPDATE connections SET `+clearStaged+` WHERE id = ? AND staged_key IS NOT NULL`, id)
 		if err != nil {
 			return fmt.Errorf("store: drop staged key of connection %s: %w", alias, err)
@@ -106,10 +92,6 @@ func (s *Store) DropStagedKey(ctx context.Context, audit Audit, alias string) (*
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return s.ConnectionByID(ctx, id)
 }
 
 // clearStaged is the SET list that forgets a staged key.
@@ -122,26 +104,17 @@ func (s *Store) SetStagedKeyStatus(ctx context.Context, alias, fingerprint strin
 	if _, err := ParseKeyStatus(string(status)); err != nil {
 		return nil, err
 	}
-	var id string
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		var err error
-		if id, err = connectionIDByAlias(ctx, tx, alias); err != nil {
-			return err
-		}
+	return s.updateConnection(ctx, alias, func(tx *sql.Tx, id string) error {
 		if err := sameStaged(ctx, tx, id, alias, fingerprint); err != nil {
 			return err
 		}
-		_, err = tx.ExecContext(ctx, `UPDATE connections SET staged_status = ?, staged_message = ?, staged_checked_at = ? WHERE id = ?`,
+		_, err := tx.ExecContext(ctx, `UPDATE connections SET staged_status = ?, staged_message = ?, staged_checked_at = ? WHERE id = ?`,
 			string(status), message, formatTime(s.nowUTC()), id)
 		if err != nil {
 			return fmt.Errorf("store: update connection %s: %w", alias, err)
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return s.ConnectionByID(ctx, id)
 }
 
 // sameStaged makes sure the key staged for connection id is the one with
