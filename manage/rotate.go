@@ -340,10 +340,11 @@ func appendKeyCommand(pub ssh.PublicKey, line string) string {
 // removeKeyCommand removes from ~/.ssh/authorized_keys the lines that
 // carry pub's key (as a whole field), and no other: the other lines are
 // written back as they were, into the same file (its mode and owner stay).
-// It fails, changing nothing, when no line carries it.
+// It fails, changing nothing and leaving no temporary file, when no line
+// carries it or the lines cannot be read (no awk, say).
 func removeKeyCommand(pub ssh.PublicKey) string {
 	return `umask 077 && f=~/.ssh/authorized_keys && t="$f.postern-$$" && ` +
-		`awk -v b='` + keyBlob(pub) + `' '{for(i=1;i<=NF;i++) if($i==b) next} {print}' "$f" > "$t" && ` +
+		`{ awk -v b='` + keyBlob(pub) + `' '{for(i=1;i<=NF;i++) if($i==b) next} {print}' "$f" > "$t" || { rm -f "$t"; exit 1; }; } && ` +
 		`if cmp -s "$f" "$t"; then rm -f "$t"; echo "no line with the key"; exit 1; fi && ` +
 		`cat "$t" > "$f" && rm -f "$t"`
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -143,6 +144,70 @@ func TestConnRotateInstall(t *testing.T) {
 		if !strings.Contains(all, want) {
 			t.Errorf("audit lacks %q:\n%s", want, all)
 		}
+	}
+}
+
+// TestConnRotateInstallOldLineStays: where the old key's line cannot be
+// removed (the awk the old key's logins find fails), --install still
+// switches to the proved new key and exits 0, says that the old line
+// stays, and leaves the file as it was but for the new line, with no
+// temporary file beside it.
+func TestConnRotateInstallOldLineStays(t *testing.T) {
+	t.Parallel()
+	tg := newE2ETarget(t, testsshd.Options{})
+	c := newCLI(t)
+	c.addConn(tg, "web")
+	// sshd reads the target user's ~/.ssh/authorized_keys.
+	ak := filepath.Join(tg.Dir, "authorized_keys")
+	dotSSH := filepath.Join(tg.Home, ".ssh")
+	if err := os.MkdirAll(dotSSH, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(ak, filepath.Join(dotSSH, "authorized_keys")); err != nil {
+		t.Fatal(err)
+	}
+	// The old key's logins run their command with an awk that fails first
+	// in PATH: a file mode would not stop the root these tests may run as.
+	shim := t.TempDir()
+	if err := os.WriteFile(filepath.Join(shim, "awk"), []byte("#!/bin/sh\necho awk is broken >&2\nexit 2\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	oldLine := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(tg.UserKey.PublicKey())))
+	tg.Revoke(t, tg.UserKey.PublicKey())
+	tg.Authorize(t, fmt.Sprintf(`environment="HOME=%s",command="PATH=%s:$PATH; export PATH; eval \"$SSH_ORIGINAL_COMMAND\"" %s`,
+		tg.Home, shim, oldLine))
+	oldBlob := blobOf(tg.UserKey.PublicKey())
+
+	out := c.ok("", "conn", "rotate-key", "web", "--generate", "--install")
+	for _, want := range []string{"proved the new key and switched to it", "could not remove the old key's line",
+		"awk is broken", "connection web switched to key "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("--install printed %q; want %q", out, want)
+		}
+	}
+	x := c.conns()["web"]
+	if x.StagedKey != nil || strings.Contains(x.PublicKey, oldBlob) {
+		t.Fatalf("after --install: %+v; want the new key in use, none staged", x)
+	}
+	newBlob := strings.Fields(x.PublicKey)[1]
+	b, err := os.ReadFile(ak)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		blob string
+		want int
+	}{{oldBlob, 1}, {newBlob, 1}} {
+		if got := strings.Count(string(b), " "+tt.blob); got != tt.want {
+			t.Errorf("authorized_keys after --install has %d lines with %s; want %d:\n%s", got, tt.blob, tt.want, b)
+		}
+	}
+	left, err := filepath.Glob(filepath.Join(dotSSH, "authorized_keys.postern-*"))
+	if err != nil || len(left) != 0 {
+		t.Errorf("temporary files left in ~/.ssh: %v %v; want none", left, err)
+	}
+	if out := c.okCheck("conn", "check", "web"); !strings.HasPrefix(out, "web: ok") {
+		t.Errorf("check after --install: %q; want ok", out)
 	}
 }
 
