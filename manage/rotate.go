@@ -36,10 +36,11 @@ const (
 	RotationInstalled = "installed"
 )
 
-// RemoteRunner runs a command on a target as a key check connects to it;
+// RemoteRunner runs a command on a target as a key check connects to it,
+// and fails, saying the command's output, unless it exits 0;
 // recipes.Checker is one. InstallKey needs the Manager's Checker to be one.
 type RemoteRunner interface {
-	Run(ctx context.Context, t recipes.Target, signer ssh.Signer, command string) (string, error)
+	Run(ctx context.Context, t recipes.Target, signer ssh.Signer, command string) error
 }
 
 // StageKey stages a new key for the connection: the given key file, or an
@@ -251,9 +252,9 @@ func (m *Manager) InstallKey(ctx context.Context, by policy.Actor, alias string,
 	}
 	// 3. Append its line through the current key.
 	line := model.AuthorizedKeyLine(staged.StagedPublicKey, alias)
-	if out, err := runner.Run(ctx, target, oldSigner, appendKeyCommand(staged.StagedPublicKey, line)); err != nil {
-		return res, usererr.New(fmt.Sprintf("connection %s: could not add the new line to ~/.ssh/authorized_keys on the target: %v %s; the key stays staged, the current key in use",
-			alias, err, oneLine(out)))
+	if err := runner.Run(ctx, target, oldSigner, appendKeyCommand(staged.StagedPublicKey, line)); err != nil {
+		return res, usererr.New(fmt.Sprintf("connection %s: could not add the new line to ~/.ssh/authorized_keys on the target: %v; the key stays staged, the current key in use",
+			alias, err))
 	}
 	step("added the new key's line to ~/.ssh/authorized_keys")
 	// 4. Prove and commit it.
@@ -276,9 +277,9 @@ func (m *Manager) InstallKey(ctx context.Context, by policy.Actor, alias string,
 	step("proved the new key and switched to it")
 	// 5. Remove the old line, through the old key, which the target still
 	// accepts until its line is gone.
-	if out, err := runner.Run(ctx, target, oldSigner, removeKeyCommand(oldSigner.PublicKey())); err != nil {
-		step(fmt.Sprintf("could not remove the old key's line (%v %s); it is still in authorized_keys: remove the line with %s yourself",
-			err, oneLine(out), ssh.FingerprintSHA256(oldSigner.PublicKey())))
+	if err := runner.Run(ctx, target, oldSigner, removeKeyCommand(oldSigner.PublicKey())); err != nil {
+		step(fmt.Sprintf("could not remove the old key's line (%v); it is still in authorized_keys: remove the line with %s yourself",
+			err, ssh.FingerprintSHA256(oldSigner.PublicKey())))
 		return res, nil
 	}
 	step("removed the old key's line " + ssh.FingerprintSHA256(oldSigner.PublicKey()) + " from ~/.ssh/authorized_keys")
@@ -347,13 +348,4 @@ func removeKeyCommand(pub ssh.PublicKey) string {
 		`{ awk -v b='` + keyBlob(pub) + `' '{for(i=1;i<=NF;i++) if($i==b) next} {print}' "$f" > "$t" || { rm -f "$t"; exit 1; }; } && ` +
 		`if cmp -s "$f" "$t"; then rm -f "$t"; echo "no line with the key"; exit 1; fi && ` +
 		`cat "$t" > "$f" && rm -f "$t"`
-}
-
-// oneLine is s on one line, bounded, for a message.
-func oneLine(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > 200 {
-		s = s[:200] + "..."
-	}
-	return s
 }

@@ -185,6 +185,9 @@ func TestConnRotateInstallOldLineStays(t *testing.T) {
 			t.Errorf("--install printed %q; want %q", out, want)
 		}
 	}
+	if n := strings.Count(out, "awk is broken"); n != 1 {
+		t.Errorf("--install printed the failed command's output %d times; want once:\n%s", n, out)
+	}
 	x := c.conns()["web"]
 	if x.StagedKey != nil || strings.Contains(x.PublicKey, oldBlob) {
 		t.Fatalf("after --install: %+v; want the new key in use, none staged", x)
