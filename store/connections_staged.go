@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -105,7 +104,7 @@ func (s *Store) SetStagedKeyStatus(ctx context.Context, alias, fingerprint strin
 		return nil, err
 	}
 	return s.updateConnection(ctx, alias, func(tx *sql.Tx, id string) error {
-		if err := sameStaged(ctx, tx, id, alias, fingerprint); err != nil {
+		if _, err := sameStaged(ctx, tx, id, alias, fingerprint); err != nil {
 			return err
 		}
 		_, err := tx.ExecContext(ctx, `UPDATE connections SET staged_status = ?, staged_message = ?, staged_checked_at = ? WHERE id = ?`,
@@ -118,20 +117,20 @@ func (s *Store) SetStagedKeyStatus(ctx context.Context, alias, fingerprint strin
 }
 
 // sameStaged makes sure the key staged for connection id is the one with
-// that fingerprint.
-func sameStaged(ctx context.Context, tx *sql.Tx, id, alias, fingerprint string) error {
+// that fingerprint, and answers its sealed box.
+func sameStaged(ctx context.Context, tx *sql.Tx, id, alias, fingerprint string) ([]byte, error) {
 	var line string
 	var box []byte
 	if err := tx.QueryRowContext(ctx, `SELECT staged_public, staged_key FROM connections WHERE id = ?`, id).Scan(&line, &box); err != nil {
-		return fmt.Errorf("store: read connection %s: %w", alias, err)
+		return nil, fmt.Errorf("store: read connection %s: %w", alias, err)
 	}
 	if box == nil {
-		return invalid("connection %s has no staged key", alias)
+		return nil, invalid("connection %s has no staged key", alias)
 	}
 	if pub, _, _, _, err := ssh.ParseAuthorizedKey([]byte(line)); err != nil || ssh.FingerprintSHA256(pub) != fingerprint {
-		return invalid("connection %s: the staged key is no longer %s (it was staged again)", alias, fingerprint)
+		return nil, invalid("connection %s: the staged key is no longer %s (it was staged again)", alias, fingerprint)
 	}
-	return nil
+	return box, nil
 }
 
 // StagedSigner opens the key staged for connection id as an ssh.Signer,
@@ -165,19 +164,16 @@ func (s *Store) StagedSigner(ctx context.Context, id string) (ssh.Signer, error)
 // key with that fingerprint) its current key, in tx: the sets and args to
 // add to the connection's UPDATE.
 func (s *Store) commitStaged(ctx context.Context, tx *sql.Tx, id, alias, fingerprint string) ([]string, []any, error) {
-	if err := sameStaged(ctx, tx, id, alias, fingerprint); err != nil {
+	box, err := sameStaged(ctx, tx, id, alias, fingerprint)
+	if err != nil {
 		return nil, nil, err
-	}
-	var box []byte
-	if err := tx.QueryRowContext(ctx, `SELECT staged_key FROM connections WHERE id = ?`, id).Scan(&box); err != nil {
-		return nil, nil, fmt.Errorf("store: read connection %s: %w", alias, err)
 	}
 	key, err := s.openFor(box, id+stagedAD, "connection "+alias+" (staged)")
 	if err != nil {
 		return nil, nil, err
 	}
 	defer clear(key)
-	sealed, err := s.sealFor(bytes.Clone(key), id)
+	sealed, err := s.sealFor(key, id)
 	if err != nil {
 		return nil, nil, err
 	}
