@@ -29,7 +29,6 @@ const stagedAD = "/staged"
 // half (never the private key) and its last check.
 type StagedKey struct {
 	PublicKey ssh.PublicKey
-	Line      string // the authorized_keys line, as the target needs it
 	StagedAt  time.Time
 	Check     KeyCheck // Status is KeyUnchecked until a check ran
 }
@@ -189,7 +188,7 @@ func scanStaged(c *Connection, line, at, status, message, checked string) error 
 	if err != nil {
 		return fmt.Errorf("store: connection %s: staged public key: %w", c.Alias, err)
 	}
-	k := StagedKey{PublicKey: pub, Line: line, Check: KeyCheck{Status: KeyStatus(status), Message: message}}
+	k := StagedKey{PublicKey: pub, Check: KeyCheck{Status: KeyStatus(status), Message: message}}
 	if k.StagedAt, err = parseTime(at); err != nil {
 		return err
 	}
