@@ -51,7 +51,8 @@ func TestConnRotateProductionWaits(t *testing.T) {
 // TestConnRotateInstall: --generate --install adds the new line to the
 // target's authorized_keys through the current key, proves it, switches,
 // and removes the old key's line and no other; agents' commands through
-// postern work before and after.
+// postern work before and after, and after it on a new upstream
+// connection: the pooled one made with the old key takes no new session.
 func TestConnRotateInstall(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, rigConfig{})
@@ -90,13 +91,28 @@ func TestConnRotateInstall(t *testing.T) {
 	}
 	other := writeKeyFiles(t, "other", "")
 	tg.Authorize(t, other.pubLine)
-	run = r.ssh("target", "echo before")
-	run.wait(t)
-	if run.code != 0 || run.stdout != "before\n" {
-		t.Fatalf("before the rotation: exit %d, %q %q", run.code, run.stdout, run.stderr)
+	// The upstream connection a command ran on, by its source address
+	// (what sshd tells the command in SSH_CLIENT).
+	upstream := func(when string) string {
+		t.Helper()
+		run := r.ssh("target", "echo $SSH_CLIENT")
+		run.wait(t)
+		if run.code != 0 || len(strings.Fields(run.stdout)) != 3 {
+			t.Fatalf("%s: exit %d, %q %q; want SSH_CLIENT", when, run.code, run.stdout, run.stderr)
+		}
+		return strings.Join(strings.Fields(run.stdout)[:2], ":")
+	}
+	before := upstream("before the rotation")
+	if again := upstream("before the rotation, again"); again != before {
+		t.Fatalf("before the rotation the pool answered from %s, then %s; want its client reused", before, again)
 	}
 
 	out := r.cli.ok("", "conn", "rotate-key", "target", "--generate", "--install")
+	// Before anything else changes the connection (a check records its
+	// outcome, which retires pooled clients too).
+	if after := upstream("after the rotation"); after == before {
+		t.Errorf("after the rotation the command ran on the upstream connection from %s, made with the old key; want a new one", after)
+	}
 	x := r.cli.conns()["target"]
 	if x.StagedKey != nil || strings.Contains(x.PublicKey, oldBlob) {
 		t.Fatalf("after --install: %+v; want the new key in use, none staged", x)
@@ -128,11 +144,6 @@ func TestConnRotateInstall(t *testing.T) {
 	}
 	if out := r.cli.okCheck("conn", "check", "target"); !strings.HasPrefix(out, "target: ok") {
 		t.Errorf("check after --install: %q; want ok", out)
-	}
-	run = r.ssh("target", "echo after")
-	run.wait(t)
-	if run.code != 0 || run.stdout != "after\n" {
-		t.Errorf("after the rotation: exit %d, %q %q; want the command through postern to work", run.code, run.stdout, run.stderr)
 	}
 	// The audit has the staging and the commit.
 	var ops []string
