@@ -133,8 +133,7 @@ func (e *NotStoredError) Error() string { return "manage: " + e.words() }
 func (e *NotStoredError) Unwrap() error { return usererr.New(e.words()) }
 
 func (e *NotStoredError) words() string {
-	return fmt.Sprintf("connection %s: %s; nothing was stored",
-		e.Alias, model.StatusText(string(KeyStatusOf(e.Result.Status)), e.Result.Message, false))
+	return fmt.Sprintf("connection %s: %s; nothing was stored", e.Alias, CheckText(e.Result))
 }
 
 // HostKeyScanError says that the host key to accept could not be fetched:
@@ -176,6 +175,13 @@ func KeyStatusOf(s recipes.Status) store.KeyStatus {
 	return store.KeyUnreachable
 }
 
+// CheckText is a check's outcome in words, as the status it is stored as
+// reads (model.StatusText): what refusals, audit rows and the doors say of
+// a check.
+func CheckText(r recipes.Result) string {
+	return model.StatusText(string(KeyStatusOf(r.Status)), r.Message, false)
+}
+
 // candidate is a connection as a change would make it, before anything is
 // stored.
 type candidate struct {
@@ -184,6 +190,13 @@ type candidate struct {
 	pins                      []string
 	key                       []byte // a new key file, nil to keep the stored key
 	signer                    ssh.Signer
+}
+
+// connCandidate is the stored connection cur as a candidate to check with
+// signer: its current key, or the key staged for it.
+func connCandidate(cur *store.Connection, signer ssh.Signer) candidate {
+	return candidate{alias: cur.Alias, host: cur.Host, port: cur.Port, user: cur.User, recipe: cur.Recipe,
+		pins: cur.HostKeys, signer: signer}
 }
 
 func (c *candidate) addr() string { return net.JoinHostPort(c.host, strconv.Itoa(c.port)) }
@@ -466,8 +479,7 @@ func (m *Manager) CheckConnection(ctx context.Context, alias string, timeout tim
 		return res, err
 	}
 	res.PublicKey = signer.PublicKey()
-	c := candidate{alias: cur.Alias, host: cur.Host, port: cur.Port, user: cur.User, recipe: cur.Recipe,
-		pins: cur.HostKeys, signer: signer}
+	c := connCandidate(cur, signer)
 	if err := m.runCheck(ctx, &c, &res, timeout); err != nil {
 		return res, err
 	}
@@ -622,12 +634,7 @@ func (m *Manager) runCheck(ctx context.Context, c *candidate, res *ConnectionRes
 	for _, k := range keys {
 		fps = append(fps, ssh.FingerprintSHA256(k))
 	}
-	chk := m.chk
-	if rc, ok := chk.(recipes.Checker); ok && timeout > 0 {
-		rc.Timeout = timeout
-		chk = rc
-	}
-	res.Check = chk.Check(ctx, recipes.Target{Name: c.alias, Addr: c.addr(), User: c.user, HostKeys: hostKeys, Pinned: fps},
+	res.Check = m.checker(timeout).Check(ctx, recipes.Target{Name: c.alias, Addr: c.addr(), User: c.user, HostKeys: hostKeys, Pinned: fps},
 		c.signer, r)
 	res.Checked = true
 	if r != nil {
@@ -636,12 +643,22 @@ func (m *Manager) runCheck(ctx context.Context, c *candidate, res *ConnectionRes
 	return nil
 }
 
+// checker is the Manager's key checker, bounded by timeout when that is
+// set and the checker is the SSH one.
+func (m *Manager) checker(timeout time.Duration) KeyChecker {
+	if rc, ok := m.chk.(recipes.Checker); ok && timeout > 0 {
+		rc.Timeout = timeout
+		return rc
+	}
+	return m.chk
+}
+
 // resultText is a result's check for the audit row, "" if none ran, and
 // the read sandbox probe's outcome when one ran.
 func resultText(res ConnectionResult) string {
 	var parts []string
 	if res.Checked {
-		parts = append(parts, model.StatusText(string(KeyStatusOf(res.Check.Status)), res.Check.Message, false))
+		parts = append(parts, CheckText(res.Check))
 	}
 	if res.Probed {
 		parts = append(parts, "read sandbox probe: "+probeText(res.Probe))

@@ -36,10 +36,11 @@ const (
 	RotationInstalled = "installed"
 )
 
-// RemoteRunner runs a command on a target as a key check connects to it;
+// RemoteRunner runs a command on a target as a key check connects to it,
+// and fails, saying the command's output, unless it exits 0;
 // recipes.Checker is one. InstallKey needs the Manager's Checker to be one.
 type RemoteRunner interface {
-	Run(ctx context.Context, t recipes.Target, signer ssh.Signer, command string) (string, error)
+	Run(ctx context.Context, t recipes.Target, signer ssh.Signer, command string) error
 }
 
 // StageKey stages a new key for the connection: the given key file, or an
@@ -47,25 +48,17 @@ type RemoteRunner interface {
 // changes; a key staged before is replaced. The staging is audited with the
 // new key's fingerprint. res.PublicKey is the staged key's public half.
 func (m *Manager) StageKey(ctx context.Context, by policy.Actor, alias string, key []byte, generate bool) (ConnectionResult, error) {
-	if err := m.configure(ctx, by); err != nil {
-		return ConnectionResult{}, err
+	cur, res, err := m.startRotation(ctx, by, alias, RotationStaged)
+	if err != nil {
+		return res, err
 	}
-	var res ConnectionResult
 	switch {
 	case len(key) > 0 && generate:
 		return res, store.Invalidf("connection %s: give a private key or generate one, not both", alias)
 	case len(key) == 0 && !generate:
 		return res, store.Invalidf("connection %s: give a private key, or generate one", alias)
 	}
-	cur, err := m.st.ConnectionByAlias(ctx, alias)
-	if err != nil {
-		return res, err
-	}
-	res.Previous, res.Conn, res.Rotation = cur, cur, RotationStaged
-	if err := m.st.CheckMasterKey(); err != nil {
-		return res, err
-	}
-	oldPub, err := m.st.ConnectionPublicKey(ctx, cur.ID)
+	oldPub, err := m.currentPublicKey(ctx, cur)
 	if err != nil {
 		return res, err
 	}
@@ -98,15 +91,10 @@ func (m *Manager) StageKey(ctx context.Context, by policy.Actor, alias string, k
 
 // AbortStagedKey drops the key staged for the connection, audited.
 func (m *Manager) AbortStagedKey(ctx context.Context, by policy.Actor, alias string) (ConnectionResult, error) {
-	if err := m.configure(ctx, by); err != nil {
-		return ConnectionResult{}, err
-	}
-	var res ConnectionResult
-	cur, err := m.st.ConnectionByAlias(ctx, alias)
+	cur, res, err := m.startRotation(ctx, by, alias, RotationAborted)
 	if err != nil {
 		return res, err
 	}
-	res.Previous, res.Conn, res.Rotation = cur, cur, RotationAborted
 	if cur.Staged == nil {
 		return res, store.Invalidf("connection %s has no staged key to abort", alias)
 	}
@@ -138,7 +126,7 @@ func (e *NotCommittedError) Unwrap() error { return usererr.New(e.words()) }
 
 func (e *NotCommittedError) words() string {
 	return fmt.Sprintf("connection %s: the staged key is not proved (%s); nothing was switched: install its line on the target, then commit again",
-		e.Alias, model.StatusText(string(KeyStatusOf(e.Result.Status)), e.Result.Message, false))
+		e.Alias, CheckText(e.Result))
 }
 
 // CommitStagedKey switches the connection to its staged key, after
@@ -149,22 +137,14 @@ func (e *NotCommittedError) words() string {
 // key is still the staged one. Pooled upstream clients made with the old
 // key retire by themselves when the connection row changes.
 func (m *Manager) CommitStagedKey(ctx context.Context, by policy.Actor, alias string, timeout time.Duration) (ConnectionResult, error) {
-	if err := m.configure(ctx, by); err != nil {
-		return ConnectionResult{}, err
-	}
-	var res ConnectionResult
-	cur, err := m.st.ConnectionByAlias(ctx, alias)
+	cur, res, err := m.startRotation(ctx, by, alias, RotationCommitted)
 	if err != nil {
 		return res, err
 	}
-	res.Previous, res.Conn, res.Rotation = cur, cur, RotationCommitted
 	if cur.Staged == nil {
 		return res, store.Invalidf("connection %s has no staged key to commit; stage one with: postern conn rotate-key %s --generate (or --key-file FILE)", alias, alias)
 	}
-	if err := m.st.CheckMasterKey(); err != nil {
-		return res, err
-	}
-	oldPub, err := m.st.ConnectionPublicKey(ctx, cur.ID)
+	oldPub, err := m.currentPublicKey(ctx, cur)
 	if err != nil {
 		return res, err
 	}
@@ -206,8 +186,7 @@ func (m *Manager) checkStaged(ctx context.Context, cur *store.Connection, res *C
 	}
 	fp := ssh.FingerprintSHA256(signer.PublicKey())
 	res.StagedPublicKey = signer.PublicKey()
-	c := candidate{alias: cur.Alias, host: cur.Host, port: cur.Port, user: cur.User, recipe: cur.Recipe,
-		pins: cur.HostKeys, signer: signer}
+	c := connCandidate(cur, signer)
 	var sub ConnectionResult
 	if err := m.runCheck(ctx, &c, &sub, timeout); err != nil {
 		return "", err
@@ -231,23 +210,14 @@ func (m *Manager) checkStaged(ctx context.Context, cur *store.Connection, res *C
 // stands and res.Steps says so. A production connection's commit waits
 // for a second admin (a *HeldError), and the old line stays.
 func (m *Manager) InstallKey(ctx context.Context, by policy.Actor, alias string, timeout time.Duration) (ConnectionResult, error) {
-	if err := m.configure(ctx, by); err != nil {
-		return ConnectionResult{}, err
-	}
-	var res ConnectionResult
-	runner, ok := m.chk.(RemoteRunner)
-	if rc, isChecker := m.chk.(recipes.Checker); isChecker && timeout > 0 {
-		rc.Timeout = timeout
-		runner = rc
-	}
-	if !ok {
-		return res, store.Invalidf("connection %s: this postern cannot run commands on targets (its key checker is not an SSH client); install the line yourself", alias)
-	}
-	cur, err := m.st.ConnectionByAlias(ctx, alias)
+	cur, res, err := m.startRotation(ctx, by, alias, "")
 	if err != nil {
 		return res, err
 	}
-	res.Previous, res.Conn = cur, cur
+	runner, ok := m.checker(timeout).(RemoteRunner)
+	if !ok {
+		return res, store.Invalidf("connection %s: this postern cannot run commands on targets (its key checker is not an SSH client); install the line yourself", alias)
+	}
 	if err := m.st.CheckMasterKey(); err != nil {
 		return res, err
 	}
@@ -257,14 +227,13 @@ func (m *Manager) InstallKey(ctx context.Context, by policy.Actor, alias string,
 	}
 	step := func(s string) { res.Steps = append(res.Steps, s) }
 	// 1. The current key must work: it is the way in.
-	c := candidate{alias: alias, host: cur.Host, port: cur.Port, user: cur.User, recipe: cur.Recipe,
-		pins: cur.HostKeys, signer: oldSigner}
+	c := connCandidate(cur, oldSigner)
 	if err := m.runCheck(ctx, &c, &res, timeout); err != nil {
 		return res, err
 	}
 	if res.Check.Status != recipes.StatusOK {
 		return res, usererr.New(fmt.Sprintf("connection %s: --install needs the current key to work, and its check says %s; nothing was changed",
-			alias, model.StatusText(string(KeyStatusOf(res.Check.Status)), res.Check.Message, false)))
+			alias, CheckText(res.Check)))
 	}
 	step("current key " + ssh.FingerprintSHA256(oldSigner.PublicKey()) + " works")
 	// 2. Stage a generated key.
@@ -283,9 +252,9 @@ func (m *Manager) InstallKey(ctx context.Context, by policy.Actor, alias string,
 	}
 	// 3. Append its line through the current key.
 	line := model.AuthorizedKeyLine(staged.StagedPublicKey, alias)
-	if out, err := runner.Run(ctx, target, oldSigner, appendKeyCommand(staged.StagedPublicKey, line)); err != nil {
-		return res, usererr.New(fmt.Sprintf("connection %s: could not add the new line to ~/.ssh/authorized_keys on the target: %v %s; the key stays staged, the current key in use",
-			alias, err, oneLine(out)))
+	if err := runner.Run(ctx, target, oldSigner, appendKeyCommand(staged.StagedPublicKey, line)); err != nil {
+		return res, usererr.New(fmt.Sprintf("connection %s: could not add the new line to ~/.ssh/authorized_keys on the target: %v; the key stays staged, the current key in use",
+			alias, err))
 	}
 	step("added the new key's line to ~/.ssh/authorized_keys")
 	// 4. Prove and commit it.
@@ -308,13 +277,36 @@ func (m *Manager) InstallKey(ctx context.Context, by policy.Actor, alias string,
 	step("proved the new key and switched to it")
 	// 5. Remove the old line, through the old key, which the target still
 	// accepts until its line is gone.
-	if out, err := runner.Run(ctx, target, oldSigner, removeKeyCommand(oldSigner.PublicKey())); err != nil {
-		step(fmt.Sprintf("could not remove the old key's line (%v %s); it is still in authorized_keys: remove the line with %s yourself",
-			err, oneLine(out), ssh.FingerprintSHA256(oldSigner.PublicKey())))
+	if err := runner.Run(ctx, target, oldSigner, removeKeyCommand(oldSigner.PublicKey())); err != nil {
+		step(fmt.Sprintf("could not remove the old key's line (%v); it is still in authorized_keys: remove the line with %s yourself",
+			err, ssh.FingerprintSHA256(oldSigner.PublicKey())))
 		return res, nil
 	}
 	step("removed the old key's line " + ssh.FingerprintSHA256(oldSigner.PublicKey()) + " from ~/.ssh/authorized_keys")
 	return res, nil
+}
+
+// startRotation is the opening every rotation step shares: by must be
+// allowed to change configuration, and res starts from the connection as
+// it stands, with rotation (Rotation*, "" until InstallKey staged).
+func (m *Manager) startRotation(ctx context.Context, by policy.Actor, alias, rotation string) (*store.Connection, ConnectionResult, error) {
+	if err := m.configure(ctx, by); err != nil {
+		return nil, ConnectionResult{}, err
+	}
+	cur, err := m.st.ConnectionByAlias(ctx, alias)
+	if err != nil {
+		return nil, ConnectionResult{}, err
+	}
+	return cur, ConnectionResult{Previous: cur, Conn: cur, Rotation: rotation}, nil
+}
+
+// currentPublicKey is the public half of cur's current key, once the
+// master key is known to open it: a stage and a commit both name it.
+func (m *Manager) currentPublicKey(ctx context.Context, cur *store.Connection) (ssh.PublicKey, error) {
+	if err := m.st.CheckMasterKey(); err != nil {
+		return nil, err
+	}
+	return m.st.ConnectionPublicKey(ctx, cur.ID)
 }
 
 // remoteTarget is cur as a target to run a command on, accepting only its
@@ -349,19 +341,11 @@ func appendKeyCommand(pub ssh.PublicKey, line string) string {
 // removeKeyCommand removes from ~/.ssh/authorized_keys the lines that
 // carry pub's key (as a whole field), and no other: the other lines are
 // written back as they were, into the same file (its mode and owner stay).
-// It fails, changing nothing, when no line carries it.
+// It fails, changing nothing and leaving no temporary file, when no line
+// carries it or the lines cannot be read (no awk, say).
 func removeKeyCommand(pub ssh.PublicKey) string {
 	return `umask 077 && f=~/.ssh/authorized_keys && t="$f.postern-$$" && ` +
-		`awk -v b='` + keyBlob(pub) + `' '{for(i=1;i<=NF;i++) if($i==b) next} {print}' "$f" > "$t" && ` +
+		`{ awk -v b='` + keyBlob(pub) + `' '{for(i=1;i<=NF;i++) if($i==b) next} {print}' "$f" > "$t" || { rm -f "$t"; exit 1; }; } && ` +
 		`if cmp -s "$f" "$t"; then rm -f "$t"; echo "no line with the key"; exit 1; fi && ` +
 		`cat "$t" > "$f" && rm -f "$t"`
-}
-
-// oneLine is s on one line, bounded, for a message.
-func oneLine(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > 200 {
-		s = s[:200] + "..."
-	}
-	return s
 }

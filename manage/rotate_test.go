@@ -9,6 +9,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/postern/postern/internal/testpg"
+	"github.com/postern/postern/policy"
 	"github.com/postern/postern/recipes"
 	"github.com/postern/postern/store"
 )
@@ -153,5 +154,125 @@ func TestInstallKeyCommands(t *testing.T) {
 				t.Errorf("%s command %q lacks %q", tt.name, tt.cmd, w)
 			}
 		}
+	}
+}
+
+// TestRotationRoles: a viewer or an approver can take no step of a
+// rotation; nothing is staged by their attempts.
+func TestRotationRoles(t *testing.T) {
+	r := newDualRig(t)
+	ctx := context.Background()
+	next, _ := newKey(t)
+	for _, who := range []policy.Actor{r.vera, r.pat} {
+		for _, tt := range []struct {
+			name string
+			step func() (ConnectionResult, error)
+		}{
+			{"stage", func() (ConnectionResult, error) { return r.m.StageKey(ctx, who, "web", next, false) }},
+			{"commit", func() (ConnectionResult, error) { return r.m.CommitStagedKey(ctx, who, "web", 0) }},
+			{"abort", func() (ConnectionResult, error) { return r.m.AbortStagedKey(ctx, who, "web") }},
+			{"install", func() (ConnectionResult, error) { return r.m.InstallKey(ctx, who, "web", 0) }},
+		} {
+			if _, err := tt.step(); !errorsAsRole(err) {
+				t.Errorf("%s by %s: got %v; want a RoleError", tt.name, who.Name, err)
+			}
+		}
+	}
+	if c, err := r.st.ConnectionByAlias(ctx, "web"); err != nil || c.Staged != nil {
+		t.Errorf("after the refused steps: staged %+v, %v; want none", c.Staged, err)
+	}
+}
+
+// fakeRunner is a key checker that also runs commands, as InstallKey
+// needs: it records them and fails those that contain fail. With
+// rejectNew, a check of any key but current says rejected (the target has
+// not taken the new line).
+type fakeRunner struct {
+	*fakeChecker
+	fail      string
+	ran       []string
+	rejectNew bool
+	current   ssh.PublicKey
+}
+
+func (f *fakeRunner) Check(ctx context.Context, t recipes.Target, signer ssh.Signer, r *recipes.Recipe) recipes.Result {
+	if f.rejectNew && ssh.FingerprintSHA256(signer.PublicKey()) != ssh.FingerprintSHA256(f.current) {
+		return recipes.Result{Status: recipes.StatusRejected, Message: "Permission denied (publickey)"}
+	}
+	return f.fakeChecker.Check(ctx, t, signer, r)
+}
+
+func (f *fakeRunner) Run(_ context.Context, _ recipes.Target, _ ssh.Signer, command string) error {
+	f.ran = append(f.ran, command)
+	if f.fail != "" && strings.Contains(command, f.fail) {
+		return errors.New("recipes: the command failed: exit status 1: no awk")
+	}
+	return nil
+}
+
+// TestInstallKeySteps: each step of --install that fails stops it with
+// the connection on a working key; only the removal of the old line may
+// fail after the switch, which then stands and says so; on production the
+// switch waits and the old line stays.
+func TestInstallKeySteps(t *testing.T) {
+	ok := recipes.Result{Status: recipes.StatusOK, Message: "ran true"}
+	rejected := recipes.Result{Status: recipes.StatusRejected, Message: "Permission denied (publickey)"}
+	for _, tt := range []struct {
+		name      string
+		env       store.Env
+		check     recipes.Result // every key check's answer
+		fail      string         // commands containing it fail
+		rejectNew bool           // checks of the new key say rejected
+		wantErr   bool
+		switched  bool
+		staged    bool
+		wantRan   int    // commands run on the target
+		wantSteps string // in the last step
+	}{
+		{name: "current key rejected", check: rejected, wantErr: true},
+		{name: "append fails", check: ok, fail: "printf", wantErr: true, staged: true, wantRan: 1},
+		{name: "new key not proved", check: ok, rejectNew: true, wantErr: true, staged: true, wantRan: 1},
+		{name: "all", check: ok, switched: true, wantRan: 2, wantSteps: "removed the old key's line"},
+		{name: "removal fails", check: ok, fail: "cmp -s", switched: true, wantRan: 2,
+			wantSteps: "could not remove the old key's line (recipes: the command failed: exit status 1: no awk)"},
+		{name: "production", env: store.EnvProduction, check: ok, wantErr: true, staged: true, wantRan: 1,
+			wantSteps: "the switch waits for a second admin"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			m, st, chk := newTestManager(t)
+			ctx := context.Background()
+			key, pub := newKey(t)
+			run := &fakeRunner{fakeChecker: chk, fail: tt.fail, rejectNew: tt.rejectNew, current: pub}
+			m.chk = run
+			if _, err := m.AddConnection(ctx, alice, ConnectionSpec{Alias: "web", Host: "h", User: "u", PrivateKey: key,
+				HostKeys: []string{hostKeyLine(t)}, Env: tt.env}, CheckOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			chk.result = tt.check
+			res, err := m.InstallKey(ctx, alice, "web", 0)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("InstallKey: %v; want an error %v", err, tt.wantErr)
+			}
+			c, err := st.ConnectionByAlias(ctx, "web")
+			if err != nil {
+				t.Fatal(err)
+			}
+			inUse, err := st.ConnectionPublicKey(ctx, c.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if switched := ssh.FingerprintSHA256(inUse) != ssh.FingerprintSHA256(pub); switched != tt.switched {
+				t.Errorf("switched to the new key: %v; want %v", switched, tt.switched)
+			}
+			if staged := c.Staged != nil; staged != tt.staged {
+				t.Errorf("a key staged: %v; want %v", staged, tt.staged)
+			}
+			if len(run.ran) != tt.wantRan {
+				t.Errorf("ran %d commands on the target; want %d: %q", len(run.ran), tt.wantRan, run.ran)
+			}
+			if tt.wantSteps != "" && (len(res.Steps) == 0 || !strings.Contains(res.Steps[len(res.Steps)-1], tt.wantSteps)) {
+				t.Errorf("steps %q; want the last to say %q", res.Steps, tt.wantSteps)
+			}
+		})
 	}
 }

@@ -113,32 +113,33 @@ func (k Checker) timeout() time.Duration {
 
 // Run connects to t with signer as Check does and runs command, for a
 // change postern makes on the target itself (installing a rotated key's
-// line in authorized_keys). It answers the command's output (bounded)
-// with nil only when the command exited 0; a connection that fails is an
-// error with the check's status and message.
-func (k Checker) Run(ctx context.Context, t Target, signer ssh.Signer, command string) (string, error) {
+// line in authorized_keys). It answers nil only when the command exited 0;
+// a command that failed is an error with its output on one line (what the
+// admin needs to mend the target), a connection that failed one with the
+// check's status and message.
+func (k Checker) Run(ctx context.Context, t Target, signer ssh.Signer, command string) error {
 	timeout := k.timeout()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	client, res := k.connect(ctx, t, signer, timeout)
 	if client == nil {
-		return "", fmt.Errorf("recipes: %s: %s", strings.ReplaceAll(string(res.Status), "_", " "), res.Message)
+		return fmt.Errorf("recipes: %s: %s", strings.ReplaceAll(string(res.Status), "_", " "), res.Message)
 	}
 	defer client.Close()
 	sess, err := client.NewSession()
 	if err != nil {
-		return "", fmt.Errorf("recipes: open a session: %w", err)
+		return fmt.Errorf("recipes: open a session: %w", err)
 	}
 	defer sess.Close()
 	var out limitedBuffer
 	sess.Stdout, sess.Stderr = &out, &out
 	if err := sess.Run(command); err != nil {
 		if ctx.Err() != nil {
-			return out.String(), fmt.Errorf("recipes: the command did not finish %s", ended(ctx, timeout))
+			return fmt.Errorf("recipes: the command did not finish %s", ended(ctx, timeout))
 		}
-		return out.String(), fmt.Errorf("recipes: the command failed: %w: %s", err, oneLine(out.String()))
+		return fmt.Errorf("recipes: the command failed: %w: %s", err, oneLine(out.String()))
 	}
-	return out.String(), nil
+	return nil
 }
 
 // connect dials t and authenticates with signer, accepting only t's host

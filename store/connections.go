@@ -359,13 +359,8 @@ func (s *Store) SetKeyStatus(ctx context.Context, alias string, status KeyStatus
 		return nil, err
 	}
 	now := formatTime(s.nowUTC())
-	var id string
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		var err error
-		if id, err = connectionIDByAlias(ctx, tx, alias); err != nil {
-			return err
-		}
-		_, err = tx.ExecContext(ctx, `
+	return s.updateConnection(ctx, alias, func(tx *sql.Tx, id string) error {
+		_, err := tx.ExecContext(ctx, `
 			UPDATE connections SET check_status = ?, key_message = ?, key_checked_at = ?, modified_at = ?
 			WHERE id = ?`, string(status), message, now, now, id)
 		if err != nil {
@@ -373,10 +368,6 @@ func (s *Store) SetKeyStatus(ctx context.Context, alias string, status KeyStatus
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return s.ConnectionByID(ctx, id)
 }
 
 // RemoveConnection deletes a connection with its grants and approval
@@ -518,4 +509,23 @@ func connectionIDByAlias(ctx context.Context, tx *sql.Tx, alias string) (string,
 		return "", fmt.Errorf("store: find connection %s: %w", alias, err)
 	}
 	return id, nil
+}
+
+// updateConnection runs fn, in one transaction, on the connection with
+// that alias (fn gets its id) and answers the connection as fn left it:
+// the frame every write to one connection row shares, so that each of
+// them is only its own UPDATE.
+func (s *Store) updateConnection(ctx context.Context, alias string, fn func(tx *sql.Tx, id string) error) (*Connection, error) {
+	var id string
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		if id, err = connectionIDByAlias(ctx, tx, alias); err != nil {
+			return err
+		}
+		return fn(tx, id)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s.ConnectionByID(ctx, id)
 }

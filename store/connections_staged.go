@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -30,7 +29,6 @@ const stagedAD = "/staged"
 // half (never the private key) and its last check.
 type StagedKey struct {
 	PublicKey ssh.PublicKey
-	Line      string // the authorized_keys line, as the target needs it
 	StagedAt  time.Time
 	Check     KeyCheck // Status is KeyUnchecked until a check ran
 }
@@ -59,12 +57,7 @@ func (s *Store) StageConnectionKey(ctx context.Context, audit Audit, alias strin
 		return nil, invalid("private key does not parse")
 	}
 	line := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(signer.PublicKey())))
-	var id string
-	err = s.inTx(ctx, func(tx *sql.Tx) error {
-		var err error
-		if id, err = connectionIDByAlias(ctx, tx, alias); err != nil {
-			return err
-		}
+	return s.updateConnection(ctx, alias, func(tx *sql.Tx, id string) error {
 		sealed, err := s.sealFor(key, id+stagedAD)
 		if err != nil {
 			return err
@@ -78,10 +71,6 @@ func (s *Store) StageConnectionKey(ctx context.Context, audit Audit, alias strin
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return s.ConnectionByID(ctx, id)
 }
 
 // DropStagedKey removes the key staged for the connection with that
@@ -91,12 +80,7 @@ func (s *Store) DropStagedKey(ctx context.Context, audit Audit, alias string) (*
 	if err != nil {
 		return nil, err
 	}
-	var id string
-	err = s.inTx(ctx, func(tx *sql.Tx) error {
-		var err error
-		if id, err = connectionIDByAlias(ctx, tx, alias); err != nil {
-			return err
-		}
+	return s.updateConnection(ctx, alias, func(tx *sql.Tx, id string) error {
 		res, err := tx.ExecContext(ctx, `UPDATE connections SET `+clearStaged+` WHERE id = ? AND staged_key IS NOT NULL`, id)
 		if err != nil {
 			return fmt.Errorf("store: drop staged key of connection %s: %w", alias, err)
@@ -106,10 +90,6 @@ func (s *Store) DropStagedKey(ctx context.Context, audit Audit, alias string) (*
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return s.ConnectionByID(ctx, id)
 }
 
 // clearStaged is the SET list that forgets a staged key.
@@ -122,43 +102,34 @@ func (s *Store) SetStagedKeyStatus(ctx context.Context, alias, fingerprint strin
 	if _, err := ParseKeyStatus(string(status)); err != nil {
 		return nil, err
 	}
-	var id string
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		var err error
-		if id, err = connectionIDByAlias(ctx, tx, alias); err != nil {
+	return s.updateConnection(ctx, alias, func(tx *sql.Tx, id string) error {
+		if _, err := sameStaged(ctx, tx, id, alias, fingerprint); err != nil {
 			return err
 		}
-		if err := sameStaged(ctx, tx, id, alias, fingerprint); err != nil {
-			return err
-		}
-		_, err = tx.ExecContext(ctx, `UPDATE connections SET staged_status = ?, staged_message = ?, staged_checked_at = ? WHERE id = ?`,
+		_, err := tx.ExecContext(ctx, `UPDATE connections SET staged_status = ?, staged_message = ?, staged_checked_at = ? WHERE id = ?`,
 			string(status), message, formatTime(s.nowUTC()), id)
 		if err != nil {
 			return fmt.Errorf("store: update connection %s: %w", alias, err)
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return s.ConnectionByID(ctx, id)
 }
 
 // sameStaged makes sure the key staged for connection id is the one with
-// that fingerprint.
-func sameStaged(ctx context.Context, tx *sql.Tx, id, alias, fingerprint string) error {
+// that fingerprint, and answers its sealed box.
+func sameStaged(ctx context.Context, tx *sql.Tx, id, alias, fingerprint string) ([]byte, error) {
 	var line string
 	var box []byte
 	if err := tx.QueryRowContext(ctx, `SELECT staged_public, staged_key FROM connections WHERE id = ?`, id).Scan(&line, &box); err != nil {
-		return fmt.Errorf("store: read connection %s: %w", alias, err)
+		return nil, fmt.Errorf("store: read connection %s: %w", alias, err)
 	}
 	if box == nil {
-		return invalid("connection %s has no staged key", alias)
+		return nil, invalid("connection %s has no staged key", alias)
 	}
 	if pub, _, _, _, err := ssh.ParseAuthorizedKey([]byte(line)); err != nil || ssh.FingerprintSHA256(pub) != fingerprint {
-		return invalid("connection %s: the staged key is no longer %s (it was staged again)", alias, fingerprint)
+		return nil, invalid("connection %s: the staged key is no longer %s (it was staged again)", alias, fingerprint)
 	}
-	return nil
+	return box, nil
 }
 
 // StagedSigner opens the key staged for connection id as an ssh.Signer,
@@ -192,19 +163,16 @@ func (s *Store) StagedSigner(ctx context.Context, id string) (ssh.Signer, error)
 // key with that fingerprint) its current key, in tx: the sets and args to
 // add to the connection's UPDATE.
 func (s *Store) commitStaged(ctx context.Context, tx *sql.Tx, id, alias, fingerprint string) ([]string, []any, error) {
-	if err := sameStaged(ctx, tx, id, alias, fingerprint); err != nil {
+	box, err := sameStaged(ctx, tx, id, alias, fingerprint)
+	if err != nil {
 		return nil, nil, err
-	}
-	var box []byte
-	if err := tx.QueryRowContext(ctx, `SELECT staged_key FROM connections WHERE id = ?`, id).Scan(&box); err != nil {
-		return nil, nil, fmt.Errorf("store: read connection %s: %w", alias, err)
 	}
 	key, err := s.openFor(box, id+stagedAD, "connection "+alias+" (staged)")
 	if err != nil {
 		return nil, nil, err
 	}
 	defer clear(key)
-	sealed, err := s.sealFor(bytes.Clone(key), id)
+	sealed, err := s.sealFor(key, id)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -220,7 +188,7 @@ func scanStaged(c *Connection, line, at, status, message, checked string) error 
 	if err != nil {
 		return fmt.Errorf("store: connection %s: staged public key: %w", c.Alias, err)
 	}
-	k := StagedKey{PublicKey: pub, Line: line, Check: KeyCheck{Status: KeyStatus(status), Message: message}}
+	k := StagedKey{PublicKey: pub, Check: KeyCheck{Status: KeyStatus(status), Message: message}}
 	if k.StagedAt, err = parseTime(at); err != nil {
 		return err
 	}

@@ -134,12 +134,7 @@ func (s *Store) UpdateConnection(ctx context.Context, audit Audit, alias string,
 	}
 	set("modified_at", formatTime(s.nowUTC()))
 
-	var id string
-	err = s.inTx(ctx, func(tx *sql.Tx) error {
-		var err error
-		if id, err = connectionIDByAlias(ctx, tx, alias); err != nil {
-			return err
-		}
+	return s.updateConnection(ctx, alias, func(tx *sql.Tx, id string) error {
 		sets, args := sets, args
 		if ch.CommitStaged != "" {
 			if len(ch.PrivateKey) > 0 {
@@ -172,16 +167,12 @@ func (s *Store) UpdateConnection(ctx context.Context, audit Audit, alias string,
 				return invalid("connection %s cannot become production: %d grant(s) allow destructive operations on it; set them to ask or deny first", alias, n)
 			}
 		}
-		_, err = tx.ExecContext(ctx, `UPDATE connections SET `+strings.Join(sets, ", ")+` WHERE id = ?`, append(args, id)...)
+		_, err := tx.ExecContext(ctx, `UPDATE connections SET `+strings.Join(sets, ", ")+` WHERE id = ?`, append(args, id)...)
 		if err != nil {
 			return fmt.Errorf("store: update connection %s: %w", alias, err)
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return s.ConnectionByID(ctx, id)
 }
 
 // UpdateConnectionAddress moves a connection to a new host and port, and

@@ -136,13 +136,8 @@ func (s *Store) SetSandboxProbe(ctx context.Context, alias string, p SandboxProb
 	if err != nil {
 		return nil, err
 	}
-	var id string
-	err = s.inTx(ctx, func(tx *sql.Tx) error {
-		var err error
-		if id, err = connectionIDByAlias(ctx, tx, alias); err != nil {
-			return err
-		}
-		_, err = tx.ExecContext(ctx, `
+	return s.updateConnection(ctx, alias, func(tx *sql.Tx, id string) error {
+		_, err := tx.ExecContext(ctx, `
 			UPDATE connections SET sandbox_found = ?, sandbox_message = ?, sandbox_probed_at = ?, modified_at = ?
 			WHERE id = ?`, string(p.Found), p.Message, formatTime(p.ProbedAt), formatTime(s.nowUTC()), id)
 		if err != nil {
@@ -150,8 +145,4 @@ func (s *Store) SetSandboxProbe(ctx context.Context, alias string, p SandboxProb
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return s.ConnectionByID(ctx, id)
 }

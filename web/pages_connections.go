@@ -93,12 +93,12 @@ func (s *Server) connectionsPage(w http.ResponseWriter, r *http.Request) {
 	d := connectionsData{Flash: flashFrom(r), Envs: store.Envs, CSRF: sessionFrom(r.Context()).CSRFToken,
 		ReadSandboxes: store.ReadSandboxes, Records: store.Records}
 	for _, c := range conns {
+		mc := model.ConnectionOf(c, nil)
 		row := connectionRow{
 			Alias: c.Alias, Host: c.Host, Port: c.Port, Addr: c.Addr(), User: c.User, Env: c.Env, Recipe: c.Recipe,
 			KeyStatus: c.KeyStatus, StatusText: model.StatusText(string(c.KeyStatus), c.KeyMessage, false),
 			KeyCheckedAt: c.KeyCheckedAt, Grants: perConn[c.ID], ReadSandbox: model.ReadSandboxOf(c),
-			SandboxProbedAt: c.SandboxProbedAt, Record: model.ConnectionOf(c, nil).Record,
-			Staged: model.ConnectionOf(c, nil).StagedKey,
+			SandboxProbedAt: c.SandboxProbedAt, Record: mc.Record, Staged: mc.StagedKey,
 		}
 		if rc := s.cfg.Catalog.Get(c.Recipe); rc != nil {
 			row.RecipeName = rc.Name

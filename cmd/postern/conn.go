@@ -513,7 +513,7 @@ func printRotation(w io.Writer, res manage.ConnectionResult) {
 	}
 	c := res.Conn
 	if res.StagedChecked {
-		fmt.Fprintf(w, "staged key check: %s\n", model.StatusText(string(manage.KeyStatusOf(res.StagedCheck.Status)), res.StagedCheck.Message, false))
+		fmt.Fprintf(w, "staged key check: %s\n", manage.CheckText(res.StagedCheck))
 	}
 	switch res.Rotation {
 	case manage.RotationStaged:
@@ -602,7 +602,7 @@ the exit status is the current key's. check exits 0 only for ok.`,
 					model.StatusText(string(manage.KeyStatusOf(res.Check.Status)), res.Check.Message, false))
 				if res.StagedChecked {
 					fmt.Fprintf(cmd.OutOrStdout(), "%s staged key %s: %s\n", res.Conn.Alias, ssh.FingerprintSHA256(res.StagedPublicKey),
-						model.StatusText(string(manage.KeyStatusOf(res.StagedCheck.Status)), res.StagedCheck.Message, false))
+						manage.CheckText(res.StagedCheck))
 				}
 				printReadSandbox(cmd.OutOrStdout(), res)
 			}

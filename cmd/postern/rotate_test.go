@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -50,7 +51,8 @@ func TestConnRotateProductionWaits(t *testing.T) {
 // TestConnRotateInstall: --generate --install adds the new line to the
 // target's authorized_keys through the current key, proves it, switches,
 // and removes the old key's line and no other; agents' commands through
-// postern work before and after.
+// postern work before and after, and after it on a new upstream
+// connection: the pooled one made with the old key takes no new session.
 func TestConnRotateInstall(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, rigConfig{})
@@ -89,13 +91,28 @@ func TestConnRotateInstall(t *testing.T) {
 	}
 	other := writeKeyFiles(t, "other", "")
 	tg.Authorize(t, other.pubLine)
-	run = r.ssh("target", "echo before")
-	run.wait(t)
-	if run.code != 0 || run.stdout != "before\n" {
-		t.Fatalf("before the rotation: exit %d, %q %q", run.code, run.stdout, run.stderr)
+	// The upstream connection a command ran on, by its source address
+	// (what sshd tells the command in SSH_CLIENT).
+	upstream := func(when string) string {
+		t.Helper()
+		run := r.ssh("target", "echo $SSH_CLIENT")
+		run.wait(t)
+		if run.code != 0 || len(strings.Fields(run.stdout)) != 3 {
+			t.Fatalf("%s: exit %d, %q %q; want SSH_CLIENT", when, run.code, run.stdout, run.stderr)
+		}
+		return strings.Join(strings.Fields(run.stdout)[:2], ":")
+	}
+	before := upstream("before the rotation")
+	if again := upstream("before the rotation, again"); again != before {
+		t.Fatalf("before the rotation the pool answered from %s, then %s; want its client reused", before, again)
 	}
 
 	out := r.cli.ok("", "conn", "rotate-key", "target", "--generate", "--install")
+	// Before anything else changes the connection (a check records its
+	// outcome, which retires pooled clients too).
+	if after := upstream("after the rotation"); after == before {
+		t.Errorf("after the rotation the command ran on the upstream connection from %s, made with the old key; want a new one", after)
+	}
 	x := r.cli.conns()["target"]
 	if x.StagedKey != nil || strings.Contains(x.PublicKey, oldBlob) {
 		t.Fatalf("after --install: %+v; want the new key in use, none staged", x)
@@ -128,11 +145,6 @@ func TestConnRotateInstall(t *testing.T) {
 	if out := r.cli.okCheck("conn", "check", "target"); !strings.HasPrefix(out, "target: ok") {
 		t.Errorf("check after --install: %q; want ok", out)
 	}
-	run = r.ssh("target", "echo after")
-	run.wait(t)
-	if run.code != 0 || run.stdout != "after\n" {
-		t.Errorf("after the rotation: exit %d, %q %q; want the command through postern to work", run.code, run.stdout, run.stderr)
-	}
 	// The audit has the staging and the commit.
 	var ops []string
 	for _, row := range adminRows(r.cli.auditRows()) {
@@ -143,6 +155,73 @@ func TestConnRotateInstall(t *testing.T) {
 		if !strings.Contains(all, want) {
 			t.Errorf("audit lacks %q:\n%s", want, all)
 		}
+	}
+}
+
+// TestConnRotateInstallOldLineStays: where the old key's line cannot be
+// removed (the awk the old key's logins find fails), --install still
+// switches to the proved new key and exits 0, says that the old line
+// stays, and leaves the file as it was but for the new line, with no
+// temporary file beside it.
+func TestConnRotateInstallOldLineStays(t *testing.T) {
+	t.Parallel()
+	tg := newE2ETarget(t, testsshd.Options{})
+	c := newCLI(t)
+	c.addConn(tg, "web")
+	// sshd reads the target user's ~/.ssh/authorized_keys.
+	ak := filepath.Join(tg.Dir, "authorized_keys")
+	dotSSH := filepath.Join(tg.Home, ".ssh")
+	if err := os.MkdirAll(dotSSH, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(ak, filepath.Join(dotSSH, "authorized_keys")); err != nil {
+		t.Fatal(err)
+	}
+	// The old key's logins run their command with an awk that fails first
+	// in PATH: a file mode would not stop the root these tests may run as.
+	shim := t.TempDir()
+	if err := os.WriteFile(filepath.Join(shim, "awk"), []byte("#!/bin/sh\necho awk is broken >&2\nexit 2\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	oldLine := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(tg.UserKey.PublicKey())))
+	tg.Revoke(t, tg.UserKey.PublicKey())
+	tg.Authorize(t, fmt.Sprintf(`environment="HOME=%s",command="PATH=%s:$PATH; export PATH; eval \"$SSH_ORIGINAL_COMMAND\"" %s`,
+		tg.Home, shim, oldLine))
+	oldBlob := blobOf(tg.UserKey.PublicKey())
+
+	out := c.ok("", "conn", "rotate-key", "web", "--generate", "--install")
+	for _, want := range []string{"proved the new key and switched to it", "could not remove the old key's line",
+		"awk is broken", "connection web switched to key "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("--install printed %q; want %q", out, want)
+		}
+	}
+	if n := strings.Count(out, "awk is broken"); n != 1 {
+		t.Errorf("--install printed the failed command's output %d times; want once:\n%s", n, out)
+	}
+	x := c.conns()["web"]
+	if x.StagedKey != nil || strings.Contains(x.PublicKey, oldBlob) {
+		t.Fatalf("after --install: %+v; want the new key in use, none staged", x)
+	}
+	newBlob := strings.Fields(x.PublicKey)[1]
+	b, err := os.ReadFile(ak)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		blob string
+		want int
+	}{{oldBlob, 1}, {newBlob, 1}} {
+		if got := strings.Count(string(b), " "+tt.blob); got != tt.want {
+			t.Errorf("authorized_keys after --install has %d lines with %s; want %d:\n%s", got, tt.blob, tt.want, b)
+		}
+	}
+	left, err := filepath.Glob(filepath.Join(dotSSH, "authorized_keys.postern-*"))
+	if err != nil || len(left) != 0 {
+		t.Errorf("temporary files left in ~/.ssh: %v %v; want none", left, err)
+	}
+	if out := c.okCheck("conn", "check", "web"); !strings.HasPrefix(out, "web: ok") {
+		t.Errorf("check after --install: %q; want ok", out)
 	}
 }
 
