@@ -127,7 +127,7 @@ func errText(err error) string { return usererr.Message(err, err.Error()) }
 func connectionNote(res manage.ConnectionResult) string {
 	var parts []string
 	if res.Checked {
-		parts = append(parts, "key check: "+model.StatusText(string(manage.KeyStatusOf(res.Check.Status)), res.Check.Message, false))
+		parts = append(parts, "key check: "+manage.CheckText(res.Check))
 	}
 	if res.Generated && res.PublicKey != nil && res.Stored {
 		parts = append(parts, "install on the target: "+model.AuthorizedKeyLine(res.PublicKey, res.Conn.Alias))

@@ -325,7 +325,7 @@ func (s *Server) connectionFlash(w http.ResponseWriter, r *http.Request, refused
 	var ns *manage.NotStoredError
 	switch {
 	case errors.As(err, &ns):
-		msg := refused + ": " + model.StatusText(string(manage.KeyStatusOf(ns.Result.Status)), ns.Result.Message, false) + "."
+		msg := refused + ": " + manage.CheckText(ns.Result) + "."
 		if !ns.Mismatch() {
 			msg += " Nothing was stored; tick “keep it even if the check fails” for a target that is not ready yet."
 		} else {

@@ -100,7 +100,7 @@ func reportConnection(cmd *cobra.Command, res manage.ConnectionResult, err error
 		return manageErr(err)
 	case res.Checked && res.Check.Status != recipes.StatusOK && res.Stored:
 		fmt.Fprintf(cmd.ErrOrStderr(), "postern: warning: %s is stored but its key is not proved: %s\n",
-			res.Conn.Alias, model.StatusText(string(manage.KeyStatusOf(res.Check.Status)), res.Check.Message, false))
+			res.Conn.Alias, manage.CheckText(res.Check))
 		if res.Generated {
 			fmt.Fprintf(cmd.ErrOrStderr(), "postern: add the public key above to %s's authorized_keys on %s, then run: postern conn check %s\n",
 				res.Conn.User, res.Conn.Host, res.Conn.Alias)
@@ -134,7 +134,7 @@ func printConnectionResult(w io.Writer, res manage.ConnectionResult) {
 			model.AuthorizedKeyLine(res.PublicKey, alias))
 	}
 	if res.Checked {
-		fmt.Fprintf(w, "key check: %s\n", model.StatusText(string(manage.KeyStatusOf(res.Check.Status)), res.Check.Message, false))
+		fmt.Fprintf(w, "key check: %s\n", manage.CheckText(res.Check))
 	}
 	printReadSandbox(w, res)
 	c := res.Conn
@@ -599,7 +599,7 @@ the exit status is the current key's. check exits 0 only for ok.`,
 				}
 			} else {
 				fmt.Fprintf(cmd.OutOrStdout(), "%s: %s\n", res.Conn.Alias,
-					model.StatusText(string(manage.KeyStatusOf(res.Check.Status)), res.Check.Message, false))
+					manage.CheckText(res.Check))
 				if res.StagedChecked {
 					fmt.Fprintf(cmd.OutOrStdout(), "%s staged key %s: %s\n", res.Conn.Alias, ssh.FingerprintSHA256(res.StagedPublicKey),
 						manage.CheckText(res.StagedCheck))
