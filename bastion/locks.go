@@ -133,22 +133,28 @@ func (s *Server) startLockWatch() {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		t := time.NewTicker(s.cfg.LockPoll)
-		defer t.Stop()
-		for {
-			select {
-			case <-s.ctx.Done():
-				return
-			case <-t.C:
-			}
-			ctx, cancel := context.WithTimeout(s.ctx, 4*s.cfg.LockPoll+time.Second)
-			if err := s.endForbidden(ctx); err != nil && s.ctx.Err() == nil {
-				s.log.Error().Err(err).Msg("reading the locks to end locked sessions")
-			}
-			cancel()
-			s.lockPolls.Add(1)
-		}
+		s.watchLocks(s.endForbidden)
 	}()
+}
+
+// watchLocks runs pass (endForbidden) every LockPoll until the server's
+// context ends. It takes pass as an argument so that a test can count the
+// passes in fake time without a database.
+func (s *Server) watchLocks(pass func(context.Context) error) {
+	t := time.NewTicker(s.cfg.LockPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(s.ctx, 4*s.cfg.LockPoll+time.Second)
+		if err := pass(ctx); err != nil && s.ctx.Err() == nil {
+			s.log.Error().Err(err).Msg("reading the locks to end locked sessions")
+		}
+		cancel()
+	}
 }
 
 // endForbidden ends every live session that a lock, or its agent disabled
