@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -138,6 +139,50 @@ func TestLocks(t *testing.T) {
 		}
 		if _, _, err := s.SetLock(ctx, Unaudited(), LockInput{Kind: LockAgent, Name: "nobody"}); !errors.Is(err, ErrNotFound) {
 			t.Errorf("SetLock(nobody): %v; want ErrNotFound", err)
+		}
+	})
+}
+
+// TestLockGoesWithItsTarget: removing a locked agent or connection removes
+// its lock in the same transaction, as its grants go. Left behind, the lock
+// would be listed on every door as holding, with no name any door could
+// unlock it by (manage resolves the name first), and an agent or
+// connection made later under the name would show as locked while it is
+// not.
+func TestLockGoesWithItsTarget(t *testing.T) {
+	forEachDB(t, func(t *testing.T) {
+		ctx := context.Background()
+		s, _, _ := openTestStore(t)
+		mustCreateAgent(t, s, "bot")
+		mustCreateAgent(t, s, "other")
+		mustCreateConnection(t, s, "web", EnvDev)
+		mustCreateConnection(t, s, "db", EnvDev)
+		for _, in := range []LockInput{
+			{Kind: LockAgent, Name: "bot"}, {Kind: LockAgent, Name: "other"},
+			{Kind: LockConnection, Name: "web"}, {Kind: LockConnection, Name: "db"},
+		} {
+			in.CreatedBy = "alice"
+			if _, _, err := s.SetLock(ctx, Unaudited(), in); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.RemoveAgent(ctx, Unaudited(), "bot"); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.RemoveConnection(ctx, Unaudited(), "web"); err != nil {
+			t.Fatal(err)
+		}
+		locks, err := s.ActiveLocks(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, l := range locks {
+			got = append(got, l.Kind+" "+l.TargetName)
+		}
+		slices.Sort(got)
+		if want := []string{"agent other", "connection db"}; strings.Join(got, ", ") != strings.Join(want, ", ") {
+			t.Errorf("ActiveLocks after removing agent bot and connection web = %q; want %q", got, want)
 		}
 	})
 }
