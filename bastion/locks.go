@@ -44,9 +44,6 @@ func (e *endedError) Error() string { return "ended by postern: " + e.why }
 // reach records that the session goes to connection id, so that a lock of
 // that connection ends it.
 func (l *liveSession) reach(id string) {
-	if l == nil {
-		return
-	}
 	l.mu.Lock()
 	if l.conns == nil {
 		l.conns = map[string]struct{}{}
@@ -69,12 +66,8 @@ func (l *liveSession) end(why string) {
 	l.cancelWait(err)
 }
 
-// ended is why postern ended the session, "" while it has not. A nil
-// session (tests that build sessions by hand) is never ended.
+// ended is why postern ended the session, "" while it has not.
 func (l *liveSession) ended() string {
-	if l == nil {
-		return ""
-	}
 	var e *endedError
 	if errors.As(context.Cause(l.ctx), &e) {
 		return e.why

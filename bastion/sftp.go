@@ -26,11 +26,7 @@ func (s *Server) serveSFTP(ac *agentConn, ch ssh.Channel, reqs <-chan *ssh.Reque
 	// The session's requests end when the agent closes the channel: the
 	// gate then stops, even while a request waits for an approval and the
 	// agent's packets are not being read. A lock ends it too (live.wait).
-	parent := ac.ctx
-	if live != nil {
-		parent = live.wait
-	}
-	ctx, stop := context.WithCancel(parent)
+	ctx, stop := context.WithCancel(live.wait)
 	defer stop()
 	go func() {
 		discard(reqs)
