@@ -419,7 +419,7 @@ func TestLockCancelsWaitingApproval(t *testing.T) {
 
 // TestLockClosesSFTPSession: an open sftp session ends at the first pass of
 // the lock watch after a lock of its connection, and the audit says it was
-// ended by the lock.
+// ended by the lock, under the connection's session id as every row of it.
 func TestLockClosesSFTPSession(t *testing.T) {
 	t.Parallel()
 	requireTool(t, "sftp", "openssh-client")
@@ -454,6 +454,9 @@ func TestLockClosesSFTPSession(t *testing.T) {
 	h.events.await(t, "the sftp session's end audited", func(audits []policy.Record, _ []policy.Approval) bool {
 		for _, r := range audits {
 			if r.Operation == "sftp session" && strings.Contains(r.Reason, "ended by postern: connection web is locked: incident 9") {
+				if r.SessionID == "" {
+					t.Errorf("the ended sftp session's row has no session id: %+v", r)
+				}
 				return true
 			}
 		}
