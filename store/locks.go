@@ -58,9 +58,9 @@ type LockInput struct {
 	For time.Duration
 }
 
-// maxLockReason bounds a lock's reason, which is shown to agents and kept in
-// the audit.
-const maxLockReason = 500
+// MaxLockReason bounds a lock's reason, which is shown to agents and kept in
+// the audit. manage checks it with the other rules of the text.
+const MaxLockReason = 500
 
 // SetLock locks an agent or a connection, replacing a lock it already has,
 // and in the same transaction denies the approval requests of it that are
@@ -75,8 +75,8 @@ func (s *Store) SetLock(ctx context.Context, audit Audit, in LockInput) (*Lock, 
 	if in.Kind != LockAgent && in.Kind != LockConnection {
 		return nil, 0, invalid("a lock is on an agent or a connection, not %q", in.Kind)
 	}
-	if len(in.Reason) > maxLockReason {
-		return nil, 0, invalid("a lock's reason is at most %d bytes", maxLockReason)
+	if len(in.Reason) > MaxLockReason {
+		return nil, 0, invalid("a lock's reason is at most %d bytes", MaxLockReason)
 	}
 	if in.For < 0 {
 		return nil, 0, invalid("a lock's duration cannot be negative")

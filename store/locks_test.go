@@ -131,7 +131,7 @@ func TestLocks(t *testing.T) {
 		for _, in := range []LockInput{
 			{Kind: "grant", Name: "bot"},
 			{Kind: LockAgent, Name: "bot", For: -time.Second},
-			{Kind: LockAgent, Name: "bot", Reason: strings.Repeat("x", maxLockReason+1)},
+			{Kind: LockAgent, Name: "bot", Reason: strings.Repeat("x", MaxLockReason+1)},
 		} {
 			if _, _, err := s.SetLock(ctx, Unaudited(), in); !errors.Is(err, ErrInvalid) {
 				t.Errorf("SetLock(%+v): %v; want ErrInvalid", in, err)
