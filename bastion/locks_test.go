@@ -266,7 +266,7 @@ func TestLockEndsRunningCommand(t *testing.T) {
 	ctx := context.Background()
 	want := directDisconnectExit(t, h)
 	lock := func(kind, name string) func() {
-		if _, _, err := h.st.SetLock(ctx, store.Unaudited(), store.LockInput{Kind: kind, Name: name, Reason: "incident 7", CreatedBy: "alice"}); err != nil {
+		if _, err := h.st.SetLock(ctx, store.Unaudited(), store.LockInput{Kind: kind, Name: name, Reason: "incident 7", CreatedBy: "alice"}); err != nil {
 			t.Fatal(err)
 		}
 		return func() {
@@ -356,7 +356,7 @@ func TestLockOfOtherConnectionSpares(t *testing.T) {
 	marker := newMarker(t)
 	c := startClient(t, "ssh", append(h.clientOpts("-p"), "web@127.0.0.1", "echo "+marker+"; read x; echo "+marker)...)
 	c.readLine(t, marker)
-	if _, _, err := h.st.SetLock(ctx, store.Unaudited(), store.LockInput{Kind: store.LockConnection, Name: "secret", CreatedBy: "alice"}); err != nil {
+	if _, err := h.st.SetLock(ctx, store.Unaudited(), store.LockInput{Kind: store.LockConnection, Name: "secret", CreatedBy: "alice"}); err != nil {
 		t.Fatal(err)
 	}
 	// A pass of the lock watch leaves the session running: had it ended
@@ -392,7 +392,7 @@ func TestLockCancelsWaitingApproval(t *testing.T) {
 	done := make(chan sshResult, 1)
 	go func() { done <- h.ssh("", "web@127.0.0.1", "touch "+file) }()
 	id := h.waitPending()
-	if _, _, err := h.st.SetLock(ctx, store.Unaudited(), store.LockInput{Kind: store.LockAgent, Name: "agent1", Reason: "incident 8", CreatedBy: "alice"}); err != nil {
+	if _, err := h.st.SetLock(ctx, store.Unaudited(), store.LockInput{Kind: store.LockAgent, Name: "agent1", Reason: "incident 8", CreatedBy: "alice"}); err != nil {
 		t.Fatal(err)
 	}
 	lockPass(t, h.srv)
@@ -432,7 +432,7 @@ func TestLockClosesSFTPSession(t *testing.T) {
 	// The session dialled web before it answered: the pass knows it goes
 	// there.
 	c.readLine(t, "Remote working directory")
-	if _, _, err := h.st.SetLock(ctx, store.Unaudited(), store.LockInput{Kind: store.LockConnection, Name: "web", Reason: "incident 9", CreatedBy: "alice"}); err != nil {
+	if _, err := h.st.SetLock(ctx, store.Unaudited(), store.LockInput{Kind: store.LockConnection, Name: "web", Reason: "incident 9", CreatedBy: "alice"}); err != nil {
 		t.Fatal(err)
 	}
 	lockPass(t, h.srv)
@@ -479,7 +479,7 @@ func TestLockAcrossReplicas(t *testing.T) {
 	marker := newMarker(t)
 	c := startClient(t, "ssh", append(opts, "web@127.0.0.1", "echo "+marker+"; sleep 600; echo "+marker)...)
 	c.readLine(t, marker)
-	if _, _, err := h.st.SetLock(ctx, store.Unaudited(), store.LockInput{Kind: store.LockAgent, Name: "agent1", Reason: "incident 10", CreatedBy: "alice"}); err != nil {
+	if _, err := h.st.SetLock(ctx, store.Unaudited(), store.LockInput{Kind: store.LockAgent, Name: "agent1", Reason: "incident 10", CreatedBy: "alice"}); err != nil {
 		t.Fatal(err)
 	}
 	lockPass(t, replica)

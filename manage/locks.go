@@ -37,7 +37,7 @@ func (m *Manager) Lock(ctx context.Context, by policy.Actor, kind, name string, 
 		c.What += ": " + reason
 	}
 	aud, p := audited(c)
-	l, _, err := m.st.SetLock(ctx, aud, store.LockInput{Kind: kind, Name: name, Reason: reason,
+	l, err := m.st.SetLock(ctx, aud, store.LockInput{Kind: kind, Name: name, Reason: reason,
 		CreatedBy: by.Name, CreatedByID: by.AdminID, For: d})
 	if err != nil {
 		return nil, err
