@@ -218,9 +218,10 @@ func (x *execRun) decideOnce() error {
 		x.ahead = s.startOpenAhead(x.ac.ctx, x.conn)
 	}
 	// If the grant changed to ask since it was cached, no channel is held
-	// open for the target while an admin decides.
+	// open for the target while an admin decides. The wait ends with the
+	// agent's connection, or at a lock (live.wait).
 	var err error
-	x.auth, x.rec, err = s.authorize(x.waitCtx(), op, x.stderr, x.reasons, x.abandonAhead)
+	x.auth, x.rec, err = s.authorize(x.st.live.wait, op, x.stderr, x.reasons, x.abandonAhead)
 	return err
 }
 
@@ -359,23 +360,11 @@ func (x *execRun) relay() {
 // deadline for a session with a terminal that a person approved (it may
 // run Config.TerminalLife, no longer), and its cancel func.
 func (x *execRun) life() (context.Context, context.CancelFunc) {
-	parent := x.s.ctx
-	if x.st.live != nil {
-		parent = x.st.live.ctx // ends at a lock too (locks.go)
-	}
+	parent := x.st.live.ctx // the server's, ended at a lock too (locks.go)
 	if (x.r.pty || x.r.shell) && x.auth.Approval != nil {
 		return context.WithTimeout(parent, x.s.cfg.TerminalLife)
 	}
 	return context.WithCancel(parent)
-}
-
-// waitCtx is what a wait for an approval runs under: the agent
-// connection's context, which a lock ends too.
-func (x *execRun) waitCtx() context.Context {
-	if x.st.live != nil {
-		return x.st.live.wait
-	}
-	return x.ac.ctx
 }
 
 // ended adds how the command ended to the audit record: byte counts, the

@@ -44,9 +44,6 @@ func (e *endedError) Error() string { return "ended by postern: " + e.why }
 // reach records that the session goes to connection id, so that a lock of
 // that connection ends it.
 func (l *liveSession) reach(id string) {
-	if l == nil {
-		return
-	}
 	l.mu.Lock()
 	if l.conns == nil {
 		l.conns = map[string]struct{}{}
@@ -69,12 +66,8 @@ func (l *liveSession) end(why string) {
 	l.cancelWait(err)
 }
 
-// ended is why postern ended the session, "" while it has not. A nil
-// session (tests that build sessions by hand) is never ended.
+// ended is why postern ended the session, "" while it has not.
 func (l *liveSession) ended() string {
-	if l == nil {
-		return ""
-	}
 	var e *endedError
 	if errors.As(context.Cause(l.ctx), &e) {
 		return e.why
@@ -133,22 +126,28 @@ func (s *Server) startLockWatch() {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		t := time.NewTicker(s.cfg.LockPoll)
-		defer t.Stop()
-		for {
-			select {
-			case <-s.ctx.Done():
-				return
-			case <-t.C:
-			}
-			ctx, cancel := context.WithTimeout(s.ctx, 4*s.cfg.LockPoll+time.Second)
-			if err := s.endForbidden(ctx); err != nil && s.ctx.Err() == nil {
-				s.log.Error().Err(err).Msg("reading the locks to end locked sessions")
-			}
-			cancel()
-			s.lockPolls.Add(1)
-		}
+		s.watchLocks(s.endForbidden)
 	}()
+}
+
+// watchLocks runs pass (endForbidden) every LockPoll until the server's
+// context ends. It takes pass as an argument so that a test can count the
+// passes in fake time without a database.
+func (s *Server) watchLocks(pass func(context.Context) error) {
+	t := time.NewTicker(s.cfg.LockPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(s.ctx, 4*s.cfg.LockPoll+time.Second)
+		if err := pass(ctx); err != nil && s.ctx.Err() == nil {
+			s.log.Error().Err(err).Msg("reading the locks to end locked sessions")
+		}
+		cancel()
+	}
 }
 
 // endForbidden ends every live session that a lock, or its agent disabled

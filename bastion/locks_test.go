@@ -11,9 +11,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
+
+	"github.com/rs/zerolog"
 
 	"github.com/postern/postern/internal/testwait"
 	"github.com/postern/postern/policy"
@@ -25,10 +29,108 @@ import (
 // disconnect would end it, an SFTP session closed, a wait for an approval
 // refused) and refuses new ones until unlocked.
 
-// lockBound is how long after a lock its sessions must have ended. The
-// issue asks for a second; the bound leaves a busy 2-core machine room
-// over the poll of DefaultLockPoll, and the test logs the time taken.
-const lockBound = 3 * time.Second
+// The issue asks that a lock end live sessions, on every replica, within a
+// second. That is shown in two parts, neither timed on a busy machine:
+// TestLockWatchPolls shows the watch runs a pass every LockPoll (and
+// DefaultLockPoll is well under a second), and the tests below run the
+// server with a poll that never comes (pollByHand) and run one pass
+// themselves once the change is committed: that single pass must end the
+// session.
+
+// pollByHand sets a lock poll no test lives to see, so that only the passes
+// a test runs (lockPass) end sessions.
+func pollByHand(c *Config) { c.LockPoll = 24 * time.Hour }
+
+// lockPass runs one pass of srv's lock watch, as its ticker would.
+func lockPass(t *testing.T, srv *Server) {
+	t.Helper()
+	if err := srv.endForbidden(testwait.Context(t)); err != nil {
+		t.Fatalf("a pass of the lock watch: %v", err)
+	}
+}
+
+// TestLockWatchPolls: the lock watch runs a pass every LockPoll, not
+// sooner, each under a deadline; it goes on after a pass that failed (a
+// database that did not answer) and ends with the server's context.
+// DefaultLockPoll leaves the issue's second room for the pass itself.
+func TestLockWatchPolls(t *testing.T) {
+	t.Parallel()
+	if DefaultLockPoll > time.Second/2 {
+		t.Errorf("DefaultLockPoll %v; want at most half a second, for locks seen within a second", DefaultLockPoll)
+	}
+	var c Config
+	c.setDefaults()
+	if c.LockPoll != DefaultLockPoll {
+		t.Errorf("LockPoll by default %v; want DefaultLockPoll %v", c.LockPoll, DefaultLockPoll)
+	}
+	synctest.Test(t, func(t *testing.T) {
+		s := &Server{cfg: Config{LockPoll: DefaultLockPoll}, log: zerolog.Nop()}
+		s.ctx, s.cancel = context.WithCancel(context.Background())
+		var passes atomic.Int64
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			s.watchLocks(func(ctx context.Context) error {
+				if _, ok := ctx.Deadline(); !ok {
+					t.Error("a pass runs without a deadline")
+				}
+				if passes.Add(1) == 1 {
+					return errors.New("the database did not answer")
+				}
+				return nil
+			})
+		}()
+		// A failed check ends the watch too, before the bubble ends.
+		defer func() {
+			s.cancel()
+			<-done
+		}()
+		for want := int64(1); want <= 3; want++ {
+			time.Sleep(DefaultLockPoll - time.Nanosecond)
+			synctest.Wait()
+			if got := passes.Load(); got != want-1 {
+				t.Fatalf("just before poll %d: %d passes; want %d", want, got, want-1)
+			}
+			time.Sleep(time.Nanosecond)
+			synctest.Wait()
+			if got := passes.Load(); got != want {
+				t.Fatalf("at poll %d: %d passes; want %d", want, got, want)
+			}
+		}
+		s.cancel()
+		synctest.Wait()
+		select {
+		case <-done:
+		default:
+			t.Fatal("the lock watch runs on after the server's context ended")
+		}
+	})
+}
+
+// TestLockPassReadsNothingIdle: with no live session a pass of the lock
+// watch reads nothing (here a closed store would fail it), so an idle
+// server does not poll its database; with one it reads.
+func TestLockPassReadsNothingIdle(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := store.Dir{Path: t.TempDir()}
+	if _, err := d.Init(ctx, store.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := d.Open(ctx, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	s := &Server{cfg: Config{Store: st}, log: zerolog.Nop()}
+	if err := s.endForbidden(ctx); err != nil {
+		t.Errorf("a pass with no live session: %v; want nothing read", err)
+	}
+	s.live.m = map[*liveSession]struct{}{{agentID: "agt_x", agentName: "x"}: {}}
+	if err := s.endForbidden(ctx); err == nil {
+		t.Error("a pass with a live session on a closed store: no error; want the locks read")
+	}
+}
 
 // running is an OpenSSH client whose command has printed its first line.
 type running struct {
@@ -92,16 +194,14 @@ func (r *running) readLine(t *testing.T, want string) {
 	}
 }
 
-// wait waits for the client to end, at most until the test's deadline, and
-// returns how long that took from since.
-func (r *running) wait(t *testing.T, since time.Time) time.Duration {
+// wait waits for the client to end, at most until the test's deadline.
+func (r *running) wait(t *testing.T) {
 	t.Helper()
 	select {
 	case <-r.done:
 	case <-testwait.Context(t).Done():
 		t.Fatalf("the client had not ended at the test's deadline; stderr %q", r.stderr.String())
 	}
-	return time.Since(since)
 }
 
 // parentOf is the parent process id of pid, from /proc.
@@ -149,24 +249,24 @@ func directDisconnectExit(t *testing.T, h *harness) int {
 			t.Fatal(err)
 		}
 	}
-	c.wait(t, time.Now())
+	c.wait(t)
 	return c.code
 }
 
-// TestLockEndsRunningCommand: a running `sleep 600` ends within the bound
-// of a lock of its agent or connection, or of its agent disabled or
-// removed: the agent's client ends with the status a direct client gets
+// TestLockEndsRunningCommand: a running `sleep 600` ends at the first pass
+// of the lock watch after a lock of its agent or connection, or its agent
+// disabled: the agent's client ends with the status a direct client gets
 // when its connection is closed, and the lock's words on stderr; with a
 // terminal, the target's command is hung up. The audit row says the
 // session was ended and why. While the lock holds a new command is
 // refused naming it (ExitRefused); once it is removed, commands run again.
 func TestLockEndsRunningCommand(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, harnessOpts{rules: allowAll})
+	h := newHarness(t, harnessOpts{rules: allowAll, config: pollByHand})
 	ctx := context.Background()
 	want := directDisconnectExit(t, h)
 	lock := func(kind, name string) func() {
-		if _, _, err := h.st.SetLock(ctx, store.Unaudited(), store.LockInput{Kind: kind, Name: name, Reason: "incident 7", CreatedBy: "alice"}); err != nil {
+		if _, err := h.st.SetLock(ctx, store.Unaudited(), store.LockInput{Kind: kind, Name: name, Reason: "incident 7", CreatedBy: "alice"}); err != nil {
 			t.Fatal(err)
 		}
 		return func() {
@@ -210,13 +310,9 @@ func TestLockEndsRunningCommand(t *testing.T) {
 			}
 			c := startClient(t, "ssh", append(args, "web@127.0.0.1", "echo "+marker+"; sleep 600; echo "+marker)...)
 			c.readLine(t, marker)
-			start := time.Now()
 			undo := tc.apply()
-			took := c.wait(t, start)
-			t.Logf("ended %v after the change", took)
-			if took > lockBound {
-				t.Errorf("the session ended %v after the change; want within %v", took, lockBound)
-			}
+			lockPass(t, h.srv)
+			c.wait(t)
 			if c.code != want {
 				t.Errorf("client exit status %d; want %d, a direct client's when its connection is closed", c.code, want)
 			}
@@ -255,60 +351,56 @@ func TestLockEndsRunningCommand(t *testing.T) {
 // not go to leaves it running.
 func TestLockOfOtherConnectionSpares(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, harnessOpts{rules: allowAll})
+	h := newHarness(t, harnessOpts{rules: allowAll, config: pollByHand})
 	ctx := context.Background()
 	marker := newMarker(t)
 	c := startClient(t, "ssh", append(h.clientOpts("-p"), "web@127.0.0.1", "echo "+marker+"; read x; echo "+marker)...)
 	c.readLine(t, marker)
-	if _, _, err := h.st.SetLock(ctx, store.Unaudited(), store.LockInput{Kind: store.LockConnection, Name: "secret", CreatedBy: "alice"}); err != nil {
+	if _, err := h.st.SetLock(ctx, store.Unaudited(), store.LockInput{Kind: store.LockConnection, Name: "secret", CreatedBy: "alice"}); err != nil {
 		t.Fatal(err)
 	}
-	// Several polls of the lock watch pass; the session must still run.
+	// A pass of the lock watch leaves the session running: had it ended
+	// it, the command could not finish with its own status 0.
+	lockPass(t, h.srv)
+	for _, l := range h.srv.liveSessions() {
+		if why := l.ended(); why != "" {
+			t.Errorf("a session of %s was ended (%s) by a lock of another connection", l.agentName, why)
+		}
+	}
 	got := h.ssh("", "web@127.0.0.1", "echo", "hello")
 	if got.code != 0 {
 		t.Fatalf("another command on web: exit %d, stderr %q; want it run", got.code, got.stderr)
 	}
-	testwait.Until(t, "the lock watch to have run twice", func() bool {
-		return h.srv.lockPolls.Load() >= 2
-	})
-	select {
-	case <-c.done:
-		t.Fatalf("the session on web ended (exit %d, stderr %q) at a lock of another connection", c.code, c.stderr.String())
-	default:
-	}
 	if _, err := io.WriteString(c.stdin, "go\n"); err != nil {
 		t.Fatal(err)
 	}
-	c.wait(t, time.Now())
+	c.wait(t)
 	if c.code != 0 {
-		t.Errorf("session on web: exit %d; want 0", c.code)
+		t.Errorf("session on web: exit %d, stderr %q; want 0", c.code, c.stderr.String())
 	}
 }
 
 // TestLockCancelsWaitingApproval: an agent waiting for an approval is
-// refused when its agent is locked, with the lock's words, and the request
+// refused at the first pass of the lock watch after its agent is locked, with the lock's words, and the request
 // is denied; nothing ran.
 func TestLockCancelsWaitingApproval(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, harnessOpts{rules: store.Rules{Read: store.RuleAllow, Write: store.RuleAsk, Destructive: store.RuleAsk}})
+	h := newHarness(t, harnessOpts{rules: store.Rules{Read: store.RuleAllow, Write: store.RuleAsk, Destructive: store.RuleAsk}, config: pollByHand})
 	ctx := context.Background()
 	marker := newMarker(t)
 	file := filepath.Join(t.TempDir(), marker)
 	done := make(chan sshResult, 1)
 	go func() { done <- h.ssh("", "web@127.0.0.1", "touch "+file) }()
 	id := h.waitPending()
-	start := time.Now()
-	if _, _, err := h.st.SetLock(ctx, store.Unaudited(), store.LockInput{Kind: store.LockAgent, Name: "agent1", Reason: "incident 8", CreatedBy: "alice"}); err != nil {
+	if _, err := h.st.SetLock(ctx, store.Unaudited(), store.LockInput{Kind: store.LockAgent, Name: "agent1", Reason: "incident 8", CreatedBy: "alice"}); err != nil {
 		t.Fatal(err)
 	}
+	lockPass(t, h.srv)
 	var got sshResult
 	select {
 	case got = <-done:
 	case <-testwait.Context(t).Done():
 		t.Fatal("the waiting agent was not refused by the test's deadline")
-	}
-	if took := time.Since(start); took > lockBound {
-		t.Errorf("refused %v after the lock; want within %v", took, lockBound)
 	}
 	if got.code != ExitRefused || !strings.Contains(got.stderr, "agent agent1 is locked: incident 8") {
 		t.Errorf("exit %d, stderr %q; want %d with the lock's words", got.code, got.stderr, ExitRefused)
@@ -325,26 +417,28 @@ func TestLockCancelsWaitingApproval(t *testing.T) {
 	}
 }
 
-// TestLockClosesSFTPSession: an open sftp session ends at a lock of its
-// connection, and the audit says it was ended by the lock.
+// TestLockClosesSFTPSession: an open sftp session ends at the first pass of
+// the lock watch after a lock of its connection, and the audit says it was
+// ended by the lock, under the connection's session id as every row of it.
 func TestLockClosesSFTPSession(t *testing.T) {
 	t.Parallel()
 	requireTool(t, "sftp", "openssh-client")
-	h := newHarness(t, harnessOpts{rules: allowAll})
+	h := newHarness(t, harnessOpts{rules: allowAll, config: pollByHand})
 	ctx := context.Background()
 	c := startClient(t, "sftp", append(h.clientOpts("-P"), "-b", "-", "web@127.0.0.1")...)
 	if _, err := io.WriteString(c.stdin, "pwd\n"); err != nil {
 		t.Fatal(err)
 	}
+	// The session dialled web before it answered: the pass knows it goes
+	// there.
 	c.readLine(t, "Remote working directory")
-	start := time.Now()
-	if _, _, err := h.st.SetLock(ctx, store.Unaudited(), store.LockInput{Kind: store.LockConnection, Name: "web", Reason: "incident 9", CreatedBy: "alice"}); err != nil {
+	if _, err := h.st.SetLock(ctx, store.Unaudited(), store.LockInput{Kind: store.LockConnection, Name: "web", Reason: "incident 9", CreatedBy: "alice"}); err != nil {
 		t.Fatal(err)
 	}
+	lockPass(t, h.srv)
 	// The client in batch mode notices the end at its next command: it
-	// is sent one until it has ended. The lock refuses the command before
-	// it ends the session; the leading - lets the client go on after a
-	// refusal, while a closed session ends it.
+	// is sent one until it has ended. The leading - lets the client go on
+	// after a refused command, while a closed session ends it.
 	testwait.Until(t, "sftp to end", func() bool {
 		select {
 		case <-c.done:
@@ -354,17 +448,15 @@ func TestLockClosesSFTPSession(t *testing.T) {
 		_, _ = io.WriteString(c.stdin, "-ls /\n")
 		return false
 	})
-	took := time.Since(start)
-	t.Logf("sftp ended %v after the lock", took)
-	if took > lockBound {
-		t.Errorf("sftp ended %v after the lock; want within %v", took, lockBound)
-	}
 	if c.code == 0 {
 		t.Errorf("sftp exit status 0; want the session cut (stderr %q)", c.stderr.String())
 	}
 	h.events.await(t, "the sftp session's end audited", func(audits []policy.Record, _ []policy.Approval) bool {
 		for _, r := range audits {
 			if r.Operation == "sftp session" && strings.Contains(r.Reason, "ended by postern: connection web is locked: incident 9") {
+				if r.SessionID == "" {
+					t.Errorf("the ended sftp session's row has no session id: %+v", r)
+				}
 				return true
 			}
 		}
@@ -373,12 +465,13 @@ func TestLockClosesSFTPSession(t *testing.T) {
 }
 
 // TestLockAcrossReplicas: two replicas on one PostgreSQL database; a lock
-// written through the first ends a command running on the second within
-// the bound, and the second refuses new ones while it holds.
+// written through the first ends a command running on the second at the
+// second's first pass of the lock watch, and the second refuses new ones
+// while it holds.
 func TestLockAcrossReplicas(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, harnessOpts{rules: allowAll, database: benchPG.NewDatabase(t)})
-	h.addReplica()
+	h := newHarness(t, harnessOpts{rules: allowAll, database: benchPG.NewDatabase(t), config: pollByHand})
+	replica := h.addReplica()
 	ctx := context.Background()
 	_, port2, _ := strings.Cut(h.replicaAddrs[1], "127.0.0.1:")
 	opts := h.clientOpts("-p")
@@ -386,15 +479,11 @@ func TestLockAcrossReplicas(t *testing.T) {
 	marker := newMarker(t)
 	c := startClient(t, "ssh", append(opts, "web@127.0.0.1", "echo "+marker+"; sleep 600; echo "+marker)...)
 	c.readLine(t, marker)
-	start := time.Now()
-	if _, _, err := h.st.SetLock(ctx, store.Unaudited(), store.LockInput{Kind: store.LockAgent, Name: "agent1", Reason: "incident 10", CreatedBy: "alice"}); err != nil {
+	if _, err := h.st.SetLock(ctx, store.Unaudited(), store.LockInput{Kind: store.LockAgent, Name: "agent1", Reason: "incident 10", CreatedBy: "alice"}); err != nil {
 		t.Fatal(err)
 	}
-	took := c.wait(t, start)
-	t.Logf("ended on the other replica %v after the lock", took)
-	if took > lockBound {
-		t.Errorf("ended %v after the lock; want within %v", took, lockBound)
-	}
+	lockPass(t, replica)
+	c.wait(t)
 	if c.code != ExitUnreachable || !strings.Contains(c.stderr.String(), "agent agent1 is locked: incident 10") {
 		t.Errorf("exit %d, stderr %q; want %d with the lock's words", c.code, c.stderr.String(), ExitUnreachable)
 	}
@@ -405,21 +494,18 @@ func TestLockAcrossReplicas(t *testing.T) {
 }
 
 // TestRemovedAgentSessionEnds: `agent remove` ends the removed agent's
-// running command as a lock does.
+// running command as a lock does. The server's own lock watch (started by
+// Serve, DefaultLockPoll) ends it here, with no pass run by hand.
 func TestRemovedAgentSessionEnds(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{rules: allowAll})
 	marker := newMarker(t)
 	c := startClient(t, "ssh", append(h.clientOpts("-p"), "web@127.0.0.1", "echo "+marker+"; sleep 600; echo "+marker)...)
 	c.readLine(t, marker)
-	start := time.Now()
 	if err := h.st.RemoveAgent(context.Background(), store.Unaudited(), "agent1"); err != nil {
 		t.Fatal(err)
 	}
-	took := c.wait(t, start)
-	if took > lockBound {
-		t.Errorf("ended %v after the removal; want within %v", took, lockBound)
-	}
+	c.wait(t)
 	if c.code != ExitUnreachable || !strings.Contains(c.stderr.String(), "agent agent1 was removed") {
 		t.Errorf("exit %d, stderr %q; want %d saying the agent was removed", c.code, c.stderr.String(), ExitUnreachable)
 	}

@@ -16,8 +16,8 @@ import (
 // addReplica starts a second bastion on h's database, with its own store
 // (its own connections to the database) and policy engine, as a second
 // `postern serve` would be, and makes runLoad spread the agents over both.
-// It is stopped when the test ends.
-func (h *harness) addReplica() {
+// It is stopped when the test ends. It returns the replica's server.
+func (h *harness) addReplica() *Server {
 	h.t.Helper()
 	ctx := context.Background()
 	d := store.Dir{Path: h.dir, DatabaseURL: h.database}
@@ -61,6 +61,7 @@ func (h *harness) addReplica() {
 		eng.Close()
 		st.Close()
 	})
+	return srv
 }
 
 // BenchmarkLoad200AgentsReplicas is BenchmarkLoad200Agents on two replicas

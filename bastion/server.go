@@ -224,10 +224,8 @@ type Server struct {
 	// adm admits unauthenticated connections to their handshake.
 	adm *admission
 
-	// live are the sessions a lock can end (locks.go); lockPolls counts
-	// the lock watch's rounds, for tests.
-	live      liveSet
-	lockPolls atomic.Int64
+	// live are the sessions a lock can end (locks.go).
+	live liveSet
 
 	// mu guards the fields below. Lock order: mu before nothing else.
 	mu        sync.Mutex

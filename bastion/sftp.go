@@ -26,11 +26,7 @@ func (s *Server) serveSFTP(ac *agentConn, ch ssh.Channel, reqs <-chan *ssh.Reque
 	// The session's requests end when the agent closes the channel: the
 	// gate then stops, even while a request waits for an approval and the
 	// agent's packets are not being read. A lock ends it too (live.wait).
-	parent := ac.ctx
-	if live != nil {
-		parent = live.wait
-	}
-	ctx, stop := context.WithCancel(parent)
+	ctx, stop := context.WithCancel(live.wait)
 	defer stop()
 	go func() {
 		discard(reqs)
@@ -395,7 +391,7 @@ func grantFor(ac *agentConn, alias string) (store.Grant, bool) {
 func (s *Server) endedSFTP(ac *agentConn, live *liveSession, fixed, agentReason string, start time.Time) {
 	why := live.ended()
 	s.log.Info().Str("conn_id", ac.id).Str("agent_id", ac.agentID).Str("why", why).Msg("sftp session ended by postern")
-	rec := policy.Record{AgentID: ac.agentID, AgentName: ac.agentName, SourceAddr: ac.source, Class: policy.Read,
+	rec := policy.Record{AgentID: ac.agentID, AgentName: ac.agentName, SourceAddr: ac.source, SessionID: ac.session, Class: policy.Read,
 		Kind: policy.SFTP, Outcome: policy.Failed, Operation: "sftp session", AgentReason: agentReason,
 		Reason: "ended by postern: " + why}
 	if fixed != "" {

@@ -8,9 +8,6 @@ import (
 	"github.com/postern/postern/store"
 )
 
-// maxLockReason is the store's bound on a lock's reason.
-const maxLockReason = 500
-
 // Lock locks an agent (kind store.LockAgent, name its name) or a
 // connection (store.LockConnection, name its alias) for d (zero: until
 // unlocked), with a reason that the agents refused are told. The bastion
@@ -24,7 +21,7 @@ func (m *Manager) Lock(ctx context.Context, by policy.Actor, kind, name string, 
 	}
 	// The reason is printed on the refused agents' terminals: the rule of
 	// a denial's reason.
-	if err := policy.CheckAdminText("reason", reason, maxLockReason); err != nil {
+	if err := policy.CheckAdminText("reason", reason, store.MaxLockReason); err != nil {
 		return nil, err
 	}
 	c, err := m.lockChange(ctx, by, kind, name)
@@ -40,7 +37,7 @@ func (m *Manager) Lock(ctx context.Context, by policy.Actor, kind, name string, 
 		c.What += ": " + reason
 	}
 	aud, p := audited(c)
-	l, _, err := m.st.SetLock(ctx, aud, store.LockInput{Kind: kind, Name: name, Reason: reason,
+	l, err := m.st.SetLock(ctx, aud, store.LockInput{Kind: kind, Name: name, Reason: reason,
 		CreatedBy: by.Name, CreatedByID: by.AdminID, For: d})
 	if err != nil {
 		return nil, err

@@ -91,6 +91,46 @@ func TestDecide(t *testing.T) {
 				t.Errorf("Rule = %q; want deny", d.Rule)
 			}
 		})
+
+		// A lock denies with its words (issue 24): an agent's lock on
+		// every connection, before the grant check; a connection's only
+		// where the agent holds a grant, so that an agent learns nothing
+		// of a connection it may not see.
+		ungranted := Operation{AgentID: te.agent.ID, ConnectionAlias: "ungranted", Class: Read, Kind: Exec, Text: "ls"}
+		for _, tc := range []struct {
+			name       string
+			kind, what string
+			op         Operation
+			reason     string
+			noGrant    bool
+		}{
+			{"agent lock", store.LockAgent, "bot", te.op(dflt, Read, "uptime"), "agent bot is locked: incident 3", false},
+			{"agent lock, no grant", store.LockAgent, "bot", ungranted, "agent bot is locked: incident 3", false},
+			{"connection lock", store.LockConnection, "web", te.op(dflt, Read, "uptime"), "connection web is locked: incident 3", false},
+			{"connection lock, no grant", store.LockConnection, "ungranted", ungranted, "no such connection", true},
+			{"lock of another connection", store.LockConnection, "open", te.op(dflt, Read, "uptime"), "", false},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				if _, err := te.st.SetLock(ctx, store.Unaudited(), store.LockInput{Kind: tc.kind, Name: tc.what, Reason: "incident 3", CreatedBy: "alice"}); err != nil {
+					t.Fatal(err)
+				}
+				defer func() {
+					if _, err := te.st.RemoveLock(ctx, store.Unaudited(), tc.kind, tc.what); err != nil {
+						t.Fatal(err)
+					}
+				}()
+				d := te.eng.Decide(ctx, tc.op)
+				if tc.reason == "" {
+					if d.Rule != Allow {
+						t.Errorf("Rule = %q (reason %q); want allow", d.Rule, d.Reason)
+					}
+					return
+				}
+				if d.Rule != Deny || d.Reason != tc.reason || d.NoGrant != tc.noGrant {
+					t.Errorf("Decide = %q, reason %q, NoGrant %v; want deny, %q, NoGrant %v", d.Rule, d.Reason, d.NoGrant, tc.reason, tc.noGrant)
+				}
+			})
+		}
 	})
 }
 

@@ -235,13 +235,19 @@ func (s *Store) SetAgentDisabled(ctx context.Context, audit Audit, name string, 
 }
 
 // RemoveAgent deletes an agent with its keys, grants and approval requests
-// (ON DELETE CASCADE). Audit rows copy the agent's id and name and stay.
+// (ON DELETE CASCADE) and its lock (which no foreign key ties to it: see
+// TestLockGoesWithItsTarget). Audit rows copy the agent's id and name and
+// stay.
 func (s *Store) RemoveAgent(ctx context.Context, audit Audit, name string) error {
 	ctx, err := audit.bind(ctx)
 	if err != nil {
 		return err
 	}
 	return s.inTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM locks WHERE target_kind = 'agent'
+			AND target_id IN (SELECT id FROM agents WHERE name = ?)`, name); err != nil {
+			return fmt.Errorf("store: remove agent %s's lock: %w", name, err)
+		}
 		res, err := tx.ExecContext(ctx, `DELETE FROM agents WHERE name = ?`, name)
 		if err != nil {
 			return fmt.Errorf("store: remove agent %s: %w", name, err)

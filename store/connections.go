@@ -371,13 +371,18 @@ func (s *Store) SetKeyStatus(ctx context.Context, alias string, status KeyStatus
 }
 
 // RemoveConnection deletes a connection with its grants and approval
-// requests (ON DELETE CASCADE). Audit rows copy the alias and stay.
+// requests (ON DELETE CASCADE) and its lock (which no foreign key ties to
+// it: see TestLockGoesWithItsTarget). Audit rows copy the alias and stay.
 func (s *Store) RemoveConnection(ctx context.Context, audit Audit, alias string) error {
 	ctx, err := audit.bind(ctx)
 	if err != nil {
 		return err
 	}
 	return s.inTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM locks WHERE target_kind = 'connection'
+			AND target_id IN (SELECT id FROM connections WHERE alias = ?)`, alias); err != nil {
+			return fmt.Errorf("store: remove connection %s's lock: %w", alias, err)
+		}
 		res, err := tx.ExecContext(ctx, `DELETE FROM connections WHERE alias = ?`, alias)
 		if err != nil {
 			return fmt.Errorf("store: remove connection %s: %w", alias, err)

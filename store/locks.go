@@ -58,28 +58,28 @@ type LockInput struct {
 	For time.Duration
 }
 
-// maxLockReason bounds a lock's reason, which is shown to agents and kept in
-// the audit.
-const maxLockReason = 500
+// MaxLockReason bounds a lock's reason, which is shown to agents and kept in
+// the audit. manage checks it with the other rules of the text.
+const MaxLockReason = 500
 
 // SetLock locks an agent or a connection, replacing a lock it already has,
 // and in the same transaction denies the approval requests of it that are
 // still pending, with the lock's words as their reason: the agents waiting
 // for them are refused at once, on every replica, by the way any denial
-// reaches them. It returns the lock and the number of requests denied.
-func (s *Store) SetLock(ctx context.Context, audit Audit, in LockInput) (*Lock, int, error) {
+// reaches them.
+func (s *Store) SetLock(ctx context.Context, audit Audit, in LockInput) (*Lock, error) {
 	ctx, err := audit.bind(ctx)
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	if in.Kind != LockAgent && in.Kind != LockConnection {
-		return nil, 0, invalid("a lock is on an agent or a connection, not %q", in.Kind)
+		return nil, invalid("a lock is on an agent or a connection, not %q", in.Kind)
 	}
-	if len(in.Reason) > maxLockReason {
-		return nil, 0, invalid("a lock's reason is at most %d bytes", maxLockReason)
+	if len(in.Reason) > MaxLockReason {
+		return nil, invalid("a lock's reason is at most %d bytes", MaxLockReason)
 	}
 	if in.For < 0 {
-		return nil, 0, invalid("a lock's duration cannot be negative")
+		return nil, invalid("a lock's duration cannot be negative")
 	}
 	now := s.nowUTC()
 	l := &Lock{ID: newID(prefixLock), Kind: in.Kind, TargetName: in.Name, Reason: in.Reason,
@@ -87,7 +87,6 @@ func (s *Store) SetLock(ctx context.Context, audit Audit, in LockInput) (*Lock, 
 	if in.For > 0 {
 		l.ExpiresAt = now.Add(in.For)
 	}
-	var denied int
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		var err error
 		column := "agent_id"
@@ -115,20 +114,17 @@ func (s *Store) SetLock(ctx context.Context, audit Audit, in LockInput) (*Lock, 
 			l.ID, l.Kind, l.TargetID, l.TargetName, l.Reason, l.CreatedBy, l.CreatedByID, formatTime(now), expires); err != nil {
 			return fmt.Errorf("store: add lock: %w", err)
 		}
-		res, err := tx.ExecContext(ctx, `UPDATE approvals SET status = 'denied', decided_by = ?, decided_by_id = ?,
+		if _, err := tx.ExecContext(ctx, `UPDATE approvals SET status = 'denied', decided_by = ?, decided_by_id = ?,
 			decided_at = ?, reason = ?, modified_at = ? WHERE status = 'pending' AND `+column+` = ?`,
-			l.CreatedBy, l.CreatedByID, formatTime(now), l.Words(), formatTime(now), l.TargetID)
-		if err != nil {
+			l.CreatedBy, l.CreatedByID, formatTime(now), l.Words(), formatTime(now), l.TargetID); err != nil {
 			return fmt.Errorf("store: deny the pending requests of a lock: %w", err)
 		}
-		n, _ := res.RowsAffected()
-		denied = int(n)
 		return nil
 	})
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
-	return l, denied, nil
+	return l, nil
 }
 
 // RemoveLock removes the lock of an agent or connection by its name or

@@ -102,7 +102,7 @@ func TestPageLocks(t *testing.T) {
 				t.Fatalf("after %s's lock: %+v; want locked %v", tc.role, locks, tc.configure)
 			}
 			if !tc.configure {
-				if _, _, err := ps.st.SetLock(ctx, store.Unaudited(), store.LockInput{Kind: store.LockAgent, Name: "bot", CreatedBy: "x"}); err != nil {
+				if _, err := ps.st.SetLock(ctx, store.Unaudited(), store.LockInput{Kind: store.LockAgent, Name: "bot", CreatedBy: "x"}); err != nil {
 					t.Fatal(err)
 				}
 				defer ps.st.RemoveLock(ctx, store.Unaudited(), store.LockAgent, "bot")

@@ -186,6 +186,22 @@ func (s *Server) serverError(w http.ResponseWriter, r *http.Request, what string
 	http.Error(w, what+" failed; try again (request "+requestID(r.Context())+")", http.StatusInternalServerError)
 }
 
+// agentsAndConnections lists the agents and the connections, for the pages
+// that offer both (grants, locks). false: it failed and answered w.
+func (s *Server) agentsAndConnections(w http.ResponseWriter, r *http.Request) ([]store.Agent, []store.Connection, bool) {
+	agents, err := s.cfg.Store.ListAgents(r.Context())
+	if err != nil {
+		s.serverError(w, r, "listing agents", err)
+		return nil, nil, false
+	}
+	conns, err := s.cfg.Store.ListConnections(r.Context())
+	if err != nil {
+		s.serverError(w, r, "listing connections", err)
+		return nil, nil, false
+	}
+	return agents, conns, true
+}
+
 // userMessage is the message a person may read in err: that of the
 // *usererr.Error in its chain (a name not found or taken, input refused),
 // with its first letter capitalised for a sentence of its own. false for

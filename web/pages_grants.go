@@ -37,14 +37,8 @@ type grantsData struct {
 
 func (s *Server) grantsPage(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	agents, err := s.cfg.Store.ListAgents(ctx)
-	if err != nil {
-		s.serverError(w, r, "listing agents", err)
-		return
-	}
-	conns, err := s.cfg.Store.ListConnections(ctx)
-	if err != nil {
-		s.serverError(w, r, "listing connections", err)
+	agents, conns, ok := s.agentsAndConnections(w, r)
+	if !ok {
 		return
 	}
 	grants, err := s.cfg.Store.ListElevatedGrants(ctx)

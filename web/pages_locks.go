@@ -28,14 +28,8 @@ func (s *Server) locksPage(w http.ResponseWriter, r *http.Request) {
 		s.serverError(w, r, "listing locks", err)
 		return
 	}
-	agents, err := s.cfg.Store.ListAgents(ctx)
-	if err != nil {
-		s.serverError(w, r, "listing agents", err)
-		return
-	}
-	conns, err := s.cfg.Store.ListConnections(ctx)
-	if err != nil {
-		s.serverError(w, r, "listing connections", err)
+	agents, conns, ok := s.agentsAndConnections(w, r)
+	if !ok {
 		return
 	}
 	d := locksData{Flash: flashFrom(r), CSRF: sessionFrom(ctx).CSRFToken, Locks: locks, Agents: agents, Connections: conns}

@@ -12,7 +12,7 @@ import (
 // `postern lock agent bot` ends bot's running `sleep 600` (exit 255, as when
 // the connection to the bastion is closed, with the lock's words), lists
 // the lock, refuses bot's next command naming the lock (126); `unlock`
-// lets it run again; `agent disable` ends a running sleep too. A viewer
+// lets it run again, as for `lock conn`; `agent disable` ends a running sleep too. A viewer
 // and an approver may not lock (exit 2), and the admin's lock is audited
 // with its reason.
 func TestLockCLI(t *testing.T) {
@@ -60,6 +60,22 @@ func TestLockCLI(t *testing.T) {
 	again.wait(t)
 	if again.code != 0 || again.stdout != "hello\n" {
 		t.Errorf("after unlock: exit %d, stdout %q, stderr %q; want hello", again.code, again.stdout, again.stderr)
+	}
+
+	// The same through `lock conn` and `unlock conn`.
+	c.ok("", "lock", "conn", "target", "--reason", "incident 13")
+	refused = r.ssh("target", "echo hello")
+	refused.wait(t)
+	if refused.code != 126 || !strings.Contains(refused.stderr, "connection target is locked: incident 13") {
+		t.Errorf("while the connection is locked: exit %d, stderr %q; want 126 naming the lock", refused.code, refused.stderr)
+	}
+	if out := c.ok("", "unlock", "conn", "target"); !strings.Contains(out, "unlocked connection target") {
+		t.Errorf("unlock conn printed %q; want it unlocked", out)
+	}
+	again = r.ssh("target", "echo hello")
+	again.wait(t)
+	if again.code != 0 || again.stdout != "hello\n" {
+		t.Errorf("after unlock conn: exit %d, stdout %q, stderr %q; want hello", again.code, again.stdout, again.stderr)
 	}
 
 	run = r.ssh("target", "echo started >&2; sleep 600; echo never")
