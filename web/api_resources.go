@@ -290,7 +290,7 @@ func (s *Server) apiCheckConnection(w http.ResponseWriter, r *http.Request, c *a
 func apiGrantList() apiListSpec {
 	rule := apiEnumFilter(apiRuleWords()...)
 	return apiListSpec{resource: "grants",
-		filters: map[string]func(string) error{"agent": nil, "connection": nil, "session": nil, "q": nil, "env": apiEnumFilter(apiEnvWords()...),
+		filters: map[string]func(string) error{"agent": nil, "connection": nil, "env": apiEnumFilter(apiEnvWords()...),
 			"read": rule, "write": rule, "destructive": rule},
 		sorts: []string{"agent", "connection", "created_at", "modified_at"}, defSort: "agent"}
 }
