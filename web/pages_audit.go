@@ -29,16 +29,58 @@ const auditExportPage = 1000
 // rather than hang.
 const verifyTimeout = 20 * time.Second
 
-// auditFilters are the audit page's GET parameters, named as GET /v1/audit
-// names them, so that a filter reads the same on the page, in its export
-// link and over the API. Since and Until are as given (RFC 3339, or the
+// auditFilters are the filters of the audit log as the page, its export
+// link and GET /v1/audit take them: one set of names (fields), one reading
+// into the store's filter (storeFilter), so that a filter reads the same
+// through every door. Since and Until are as given (RFC 3339, or the
 // form's date and time, read as UTC).
 type auditFilters struct {
 	Agent, Connection, Session, Class, Decision, Kind, Search, Since, Until string
 }
 
-// auditTimeLayouts are what the page's since and until take: RFC 3339
-// (the API's form), and what a datetime-local input sends, read as UTC.
+// auditFilterField is one filter and its query parameter's name.
+type auditFilterField struct {
+	name string
+	v    *string
+}
+
+// fields are f's filters with their query parameters' names.
+func (f *auditFilters) fields() []auditFilterField {
+	return []auditFilterField{{"agent", &f.Agent}, {"connection", &f.Connection}, {"session", &f.Session},
+		{"class", &f.Class}, {"decision", &f.Decision}, {"kind", &f.Kind}, {"q", &f.Search},
+		{"since", &f.Since}, {"until", &f.Until}}
+}
+
+// auditFiltersOf reads each filter with get, given its parameter's name.
+func auditFiltersOf(get func(name string) string) auditFilters {
+	var f auditFilters
+	for _, fl := range f.fields() {
+		*fl.v = get(fl.name)
+	}
+	return f
+}
+
+// storeFilter is f as the store reads it; a since or until that is no
+// time is an error.
+func (f auditFilters) storeFilter() (store.AuditFilter, error) {
+	sf := store.AuditFilter{Agent: f.Agent, Connection: f.Connection, Session: f.Session, Class: f.Class,
+		Decision: f.Decision, Kind: f.Kind, Search: f.Search}
+	var err error
+	if f.Since != "" {
+		if sf.Since, err = parseAuditTime("since", f.Since); err != nil {
+			return sf, err
+		}
+	}
+	if f.Until != "" {
+		if sf.Until, err = parseAuditTime("until", f.Until); err != nil {
+			return sf, err
+		}
+	}
+	return sf, nil
+}
+
+// auditTimeLayouts are what since and until take: RFC 3339 (the API's
+// only form), and what the page's datetime-local input sends, read as UTC.
 var auditTimeLayouts = []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02T15:04", "2006-01-02"}
 
 // parseAuditTime reads a since or until value.
@@ -52,31 +94,23 @@ func parseAuditTime(name, v string) (time.Time, error) {
 }
 
 // parseAuditFilters reads the page's filters from q into the page's form
-// and the store's filter. A bad value is an error to show the admin.
+// and the store's filter, with the page's paging (before, after). A bad
+// value is an error to show the admin.
 func parseAuditFilters(q url.Values) (auditFilters, store.AuditFilter, error) {
-	f := auditFilters{
-		Agent: strings.TrimSpace(q.Get("agent")), Connection: strings.TrimSpace(q.Get("connection")),
-		Session: strings.TrimSpace(q.Get("session")), Class: q.Get("class"), Decision: q.Get("decision"),
-		Kind: q.Get("kind"), Search: q.Get("q"), Since: strings.TrimSpace(q.Get("since")),
-		Until: strings.TrimSpace(q.Get("until")),
-	}
-	for _, v := range []string{f.Agent, f.Connection, f.Session, f.Class, f.Decision, f.Kind, f.Search, f.Since, f.Until} {
-		if len(v) > maxFilterLen || !utf8.ValidString(v) {
+	f := auditFiltersOf(func(name string) string {
+		if name == "q" {
+			return q.Get(name) // a search for " x" means the space
+		}
+		return strings.TrimSpace(q.Get(name))
+	})
+	for _, fl := range f.fields() {
+		if len(*fl.v) > maxFilterLen || !utf8.ValidString(*fl.v) {
 			return f, store.AuditFilter{}, fmt.Errorf("a filter is not valid UTF-8 text of at most %d bytes", maxFilterLen)
 		}
 	}
-	sf := store.AuditFilter{Agent: f.Agent, Connection: f.Connection, Session: f.Session, Class: f.Class,
-		Decision: f.Decision, Kind: f.Kind, Search: f.Search}
-	var err error
-	if f.Since != "" {
-		if sf.Since, err = parseAuditTime("since", f.Since); err != nil {
-			return f, sf, err
-		}
-	}
-	if f.Until != "" {
-		if sf.Until, err = parseAuditTime("until", f.Until); err != nil {
-			return f, sf, err
-		}
+	sf, err := f.storeFilter()
+	if err != nil {
+		return f, sf, err
 	}
 	for _, p := range []struct{ name, v string }{{"before", q.Get("before")}, {"after", q.Get("after")}} {
 		if p.v == "" {
@@ -255,12 +289,9 @@ func newAuditRow(row store.AuditRow) auditRow {
 // values is f as query parameters, the empty ones left out.
 func (f auditFilters) values() url.Values {
 	v := url.Values{}
-	for _, p := range []struct{ k, v string }{
-		{"agent", f.Agent}, {"connection", f.Connection}, {"session", f.Session}, {"class", f.Class},
-		{"decision", f.Decision}, {"kind", f.Kind}, {"q", f.Search}, {"since", f.Since}, {"until", f.Until},
-	} {
-		if p.v != "" {
-			v.Set(p.k, p.v)
+	for _, fl := range f.fields() {
+		if *fl.v != "" {
+			v.Set(fl.name, *fl.v)
 		}
 	}
 	return v
