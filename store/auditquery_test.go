@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"crypto/sha256"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,10 +14,6 @@ import (
 // change), a minute apart, with operations and reasons to search.
 func auditQueryRows(t *testing.T, s *Store, advance func()) {
 	t.Helper()
-	chain := func(prev []byte, row *AuditRow) []byte {
-		sum := sha256.Sum256(append(slices.Clone(prev), []byte(strconv.FormatInt(row.Seq, 10)+row.SessionID)...))
-		return sum[:]
-	}
 	for _, r := range []struct{ agent, alias, session, op, reason string }{
 		{"bot", "web", "ses_a", "uptime", ""},                        // 1
 		{"bot", "db", "ses_a", "cat /etc/HOSTNAME", ""},              // 2
@@ -30,7 +25,7 @@ func auditQueryRows(t *testing.T, s *Store, advance func()) {
 	} {
 		if _, err := s.AppendAudit(context.Background(), AuditRow{AgentName: r.agent, AgentID: "agt_" + r.agent,
 			ConnectionAlias: r.alias, ConnectionID: "con_" + r.alias, SessionID: r.session, Class: "read", Kind: "exec",
-			Decision: "allowed", Operation: r.op, Reason: r.reason, ChainVersion: 3}, chain); err != nil {
+			Decision: "allowed", Operation: r.op, Reason: r.reason, ChainVersion: 3}, testChain); err != nil {
 			t.Fatal(err)
 		}
 		advance()
@@ -173,15 +168,7 @@ func TestListAuditUsesIndex(t *testing.T) {
 func TestMigration0015KeepsAudit(t *testing.T) {
 	forEachDB(t, func(t *testing.T) {
 		ctx := context.Background()
-		d := testDialect(t)
-		ref := newTestDatabase(t)
-		if d == dialectPostgres {
-			ref = testPG.Get(t).NewDatabase(t)
-		}
-		db := openRawForMigration(t, d, ref)
-		if _, err := migrate(ctx, db, d, 14); err != nil {
-			t.Fatalf("migrate to 14: %v", err)
-		}
+		db, ref := migratedTo(t, 14)
 		if _, err := db.ExecContext(ctx, `INSERT INTO audit (seq, time, agent_id, agent_name, connection_id,
 			connection_alias, class, kind, decision, reason, approval_id, deciders, operation, exit_status, duration_ns,
 			bytes_in, bytes_out, hash, chain_version, agent_reason, source_addr) VALUES (1, '2026-01-01T00:00:00.000000000Z',
