@@ -322,10 +322,9 @@ func auditExportURL(f auditFilters, format string) string {
 
 // auditExport downloads every row of the filter, oldest first, in the
 // format `postern audit export` writes (model.AuditExporter): the same
-// columns, and the rows' own redaction. Paging parameters are ignored: the
-// export is the filter's, not the page's. It reads auditExportPage rows at
-// a time by seq, so rows appended meanwhile are neither skipped nor
-// repeated.
+// columns, and the rows' own redaction, paged as it pages
+// (model.ExportAudit, auditExportPage rows at a time). Paging parameters
+// are ignored: the export is the filter's, not the page's.
 func (s *Server) auditExport(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	_, sf, err := parseAuditFilters(q)
@@ -339,41 +338,33 @@ func (s *Server) auditExport(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "format: want csv or jsonl", http.StatusBadRequest)
 		return
 	}
-	sf.BeforeSeq, sf.AfterSeq, sf.Limit, sf.Oldest = 0, 0, auditExportPage, true
-	// The first page is read before the answer starts, so that a store
-	// that cannot be read is an error page, not a cut download.
-	list, err := s.cfg.Store.ListAudit(r.Context(), sf)
-	if err != nil {
+	sf.AfterSeq = 0 // from the first row; ExportAudit sets the rest of the paging
+	// The answer starts once the first page is read, so that a store that
+	// cannot be read is an error page, not a cut download.
+	var exp *model.AuditExporter
+	list := func(ctx context.Context, f store.AuditFilter) ([]store.AuditRow, error) {
+		rows, err := s.cfg.Store.ListAudit(ctx, f)
+		if err != nil || exp != nil {
+			return rows, err
+		}
+		w.Header().Set("Content-Type", ctype)
+		w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="postern-audit-%s.%s"`,
+			s.cfg.Now().UTC().Format("20060102T150405Z"), format))
+		w.Header().Set("Cache-Control", "no-store")
+		exp, err = model.NewAuditExporter(w, format)
+		return rows, err
+	}
+	err = model.ExportAudit(r.Context(), list, sf, auditExportPage, func(row model.AuditRow) error { return exp.Write(row) })
+	if err == nil {
+		err = exp.Close()
+	}
+	switch {
+	case exp == nil:
 		s.serverError(w, r, "reading the audit log", err)
-		return
-	}
-	w.Header().Set("Content-Type", ctype)
-	w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="postern-audit-%s.%s"`,
-		s.cfg.Now().UTC().Format("20060102T150405Z"), format))
-	w.Header().Set("Cache-Control", "no-store")
-	exp, err := model.NewAuditExporter(w, format)
-	if err != nil {
-		s.cfg.Logger.Error().Err(err).Msg("web: audit export")
-		return
-	}
-	for {
-		for _, row := range list {
-			if err := exp.Write(model.AuditRowOf(row)); err != nil {
-				return // the client went away
-			}
-		}
-		if len(list) < auditExportPage {
-			break
-		}
-		sf.AfterSeq = list[len(list)-1].Seq
-		if list, err = s.cfg.Store.ListAudit(r.Context(), sf); err != nil {
-			// Headers are sent: the cut download is all that can say so.
-			s.cfg.Logger.Error().Err(err).Msg("web: audit export")
-			return
-		}
-	}
-	if err := exp.Close(); err != nil {
-		s.cfg.Logger.Debug().Err(err).Msg("web: audit export")
+	case err != nil:
+		// Headers are sent: the cut download (a store that failed, or
+		// a client that went away) is all that can say so.
+		s.cfg.Logger.Warn().Err(err).Msg("web: audit export cut short")
 	}
 }
 

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/hex"
 	"fmt"
 	"slices"
@@ -300,40 +299,13 @@ as a formula (starting with = + - @, a tab or a CR) gets a leading '.`,
 		if err != nil {
 			return err
 		}
-		if err := exportAudit(cmd.Context(), st, from, sinceTime, exportPageSize, exp.Write); err != nil {
+		f := store.AuditFilter{AfterSeq: from - 1, Since: sinceTime}
+		if err := model.ExportAudit(cmd.Context(), st.ListAudit, f, exportPageSize, exp.Write); err != nil {
 			return err
 		}
 		return exp.Close()
 	}
 	return cmd
-}
-
-// auditPager is what exportAudit reads; *store.Store implements it.
-type auditPager interface {
-	ListAuditAfter(ctx context.Context, afterSeq int64, since time.Time, n int) ([]store.AuditRow, error)
-}
-
-// exportAudit passes write every row with a seq of from or more and a time
-// at or after since (any if zero), oldest first, as the API shows it,
-// reading pageSize rows at a time. Each page starts after the last seq of
-// the one before, so rows appended meanwhile are neither skipped nor
-// repeated; the export ends at the first page that is not full.
-func exportAudit(ctx context.Context, src auditPager, from int64, since time.Time, pageSize int, write func(model.AuditRow) error) error {
-	for after := from - 1; ; {
-		page, err := src.ListAuditAfter(ctx, after, since, pageSize)
-		if err != nil {
-			return err
-		}
-		for _, r := range page {
-			if err := write(model.AuditRowOf(r)); err != nil {
-				return fmt.Errorf("audit export: %w", err)
-			}
-		}
-		if len(page) < pageSize {
-			return nil
-		}
-		after = page[len(page)-1].Seq
-	}
 }
 
 // parseExportSince reads export's --since: a sequence number (digits only)
