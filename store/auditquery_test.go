@@ -32,6 +32,33 @@ func auditQueryRows(t *testing.T, s *Store, advance func()) {
 	}
 }
 
+// auditFilterCase is a filter and the seqs ListAudit must return for it.
+type auditFilterCase struct {
+	name string
+	f    AuditFilter
+	want []int64
+}
+
+// checkListAudit runs each case as a subtest.
+func checkListAudit(t *testing.T, s *Store, cases []auditFilterCase) {
+	t.Helper()
+	for _, tt := range cases {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := s.ListAudit(context.Background(), tt.f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var seqs []int64
+			for _, r := range got {
+				seqs = append(seqs, r.Seq)
+			}
+			if !slices.Equal(seqs, tt.want) {
+				t.Errorf("ListAudit(%+v) = %v; want %v", tt.f, seqs, tt.want)
+			}
+		})
+	}
+}
+
 // TestListAuditSearchAndSessions covers the session filter, the text
 // search (case, LIKE's wildcards taken as text) and paging both ways.
 func TestListAuditSearchAndSessions(t *testing.T) {
@@ -39,11 +66,7 @@ func TestListAuditSearchAndSessions(t *testing.T) {
 		s, clock, _ := openTestStore(t)
 		ctx := context.Background()
 		auditQueryRows(t, s, func() { clock.Advance(time.Minute) })
-		for _, tt := range []struct {
-			name string
-			f    AuditFilter
-			want []int64
-		}{
+		checkListAudit(t, s, []auditFilterCase{
 			{"session", AuditFilter{Session: "ses_a"}, []int64{1, 2, 6}},
 			{"session and connection", AuditFilter{Session: "ses_a", Connection: "web"}, []int64{1, 6}},
 			{"search an operation, any case", AuditFilter{Search: "hostname"}, []int64{2}},
@@ -56,21 +79,7 @@ func TestListAuditSearchAndSessions(t *testing.T) {
 			{"after seq, the newest", AuditFilter{AfterSeq: 2, Limit: 2}, []int64{6, 7}},
 			{"after and before", AuditFilter{AfterSeq: 2, BeforeSeq: 6}, []int64{3, 4, 5}},
 			{"session paged", AuditFilter{Session: "ses_a", BeforeSeq: 6, Limit: 1}, []int64{2}},
-		} {
-			t.Run(tt.name, func(t *testing.T) {
-				got, err := s.ListAudit(ctx, tt.f)
-				if err != nil {
-					t.Fatal(err)
-				}
-				var seqs []int64
-				for _, r := range got {
-					seqs = append(seqs, r.Seq)
-				}
-				if !slices.Equal(seqs, tt.want) {
-					t.Errorf("ListAudit(%+v) = %v; want %v", tt.f, seqs, tt.want)
-				}
-			})
-		}
+		})
 		rows, err := s.ListAudit(ctx, AuditFilter{Session: "ses_b"})
 		if err != nil || len(rows) != 1 || rows[0].SessionID != "ses_b" {
 			t.Fatalf("ListAudit(ses_b) = %+v, %v; want one row with its session id", rows, err)
