@@ -2,8 +2,6 @@ package bastion
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base32"
 	"errors"
 	"fmt"
 	"net"
@@ -437,18 +435,6 @@ func sourceOf(nc net.Conn) string {
 	return host
 }
 
-// newSessionID returns a new session id: "ses_" and 16 random base32
-// characters (80 bits), in the form of the store's record ids. It is made
-// when an agent's connection is authenticated; ids of connections never
-// repeat, across replicas too.
-func newSessionID() string {
-	var b [10]byte
-	rand.Read(b[:]) // never returns an error (Go 1.24+)
-	return "ses_" + sessionIDEncoding.EncodeToString(b[:])
-}
-
-var sessionIDEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
-
 // agentConn is one authenticated agent connection.
 type agentConn struct {
 	id        string
@@ -564,7 +550,7 @@ func (s *Server) serveConn(nc net.Conn, hs *handshake, deadline time.Time) {
 		agentID:   sconn.Permissions.Extensions[agentIDExt],
 		agentName: sconn.Permissions.Extensions[agentNameExt],
 		source:    nc.RemoteAddr().String(),
-		session:   newSessionID(),
+		session:   store.NewSessionID(), // made when the connection is authenticated
 		user:      sconn.User(),
 		ctx:       ctx,
 	}

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"context"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
@@ -8,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/postern/postern/store"
 )
 
 // Audit export: the rows of the audit log as JSON lines (one AuditRow per
@@ -65,6 +68,37 @@ func (e *AuditExporter) Close() error {
 		return fmt.Errorf("model: audit export: %w", err)
 	}
 	return nil
+}
+
+// ExportAudit passes write every row that f keeps with a seq above
+// f.AfterSeq (f's BeforeSeq, Limit and Oldest aside), oldest first, as the
+// API shows it, reading pageSize rows at a time through list
+// ((*store.Store).ListAudit). Each page starts after the last seq of the
+// one before, so that a long log is never held whole and rows appended
+// meanwhile are neither skipped nor repeated; the export ends at the first
+// page that is not full. `postern audit export` and the page's export both
+// page through it.
+func ExportAudit(ctx context.Context, list func(context.Context, store.AuditFilter) ([]store.AuditRow, error),
+	f store.AuditFilter, pageSize int, write func(AuditRow) error) error {
+	if pageSize <= 0 {
+		return fmt.Errorf("model: audit export: page size %d is not positive", pageSize)
+	}
+	f.BeforeSeq, f.Limit, f.Oldest = 0, pageSize, true
+	for {
+		page, err := list(ctx, f)
+		if err != nil {
+			return err
+		}
+		for _, r := range page {
+			if err := write(AuditRowOf(r)); err != nil {
+				return err
+			}
+		}
+		if len(page) < pageSize {
+			return nil
+		}
+		f.AfterSeq = page[len(page)-1].Seq
+	}
 }
 
 // AuditCSVHeader names the columns of the CSV export: AuditRow's JSON

@@ -479,19 +479,12 @@ func (s *Store) AuditHead(ctx context.Context) (seq int64, hash []byte, err erro
 // afterSeq and whose time is at or after since (any time if zero), oldest
 // first. An export pages through the log with it, passing the last seq of
 // one page to the next, so that a long log is never held in memory whole
-// and rows appended meanwhile are neither skipped nor repeated.
+// and rows appended meanwhile are neither skipped nor repeated. It is
+// ListAudit's page after a seq (AfterSeq, Oldest), under another name for
+// the callers that need no other filter.
 func (s *Store) ListAuditAfter(ctx context.Context, afterSeq int64, since time.Time, n int) ([]AuditRow, error) {
 	if n <= 0 {
 		return nil, invalid("audit page size %d is not positive", n)
 	}
-	q := `SELECT ` + auditColumns + ` FROM audit WHERE seq > ?`
-	args := []any{afterSeq}
-	if !since.IsZero() {
-		q += ` AND time >= ?`
-		args = append(args, formatTime(since))
-	}
-	q += ` ORDER BY seq LIMIT ?`
-	args = append(args, n)
-	rows, err := s.db.QueryContext(ctx, q, args...)
-	return collect(rows, err, "list audit page", scanAudit)
+	return s.ListAudit(ctx, AuditFilter{AfterSeq: afterSeq, Since: since, Limit: n, Oldest: true})
 }

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"crypto/sha256"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,10 +14,6 @@ import (
 // change), a minute apart, with operations and reasons to search.
 func auditQueryRows(t *testing.T, s *Store, advance func()) {
 	t.Helper()
-	chain := func(prev []byte, row *AuditRow) []byte {
-		sum := sha256.Sum256(append(slices.Clone(prev), []byte(strconv.FormatInt(row.Seq, 10)+row.SessionID)...))
-		return sum[:]
-	}
 	for _, r := range []struct{ agent, alias, session, op, reason string }{
 		{"bot", "web", "ses_a", "uptime", ""},                        // 1
 		{"bot", "db", "ses_a", "cat /etc/HOSTNAME", ""},              // 2
@@ -30,10 +25,37 @@ func auditQueryRows(t *testing.T, s *Store, advance func()) {
 	} {
 		if _, err := s.AppendAudit(context.Background(), AuditRow{AgentName: r.agent, AgentID: "agt_" + r.agent,
 			ConnectionAlias: r.alias, ConnectionID: "con_" + r.alias, SessionID: r.session, Class: "read", Kind: "exec",
-			Decision: "allowed", Operation: r.op, Reason: r.reason, ChainVersion: 3}, chain); err != nil {
+			Decision: "allowed", Operation: r.op, Reason: r.reason, ChainVersion: 3}, testChain); err != nil {
 			t.Fatal(err)
 		}
 		advance()
+	}
+}
+
+// auditFilterCase is a filter and the seqs ListAudit must return for it.
+type auditFilterCase struct {
+	name string
+	f    AuditFilter
+	want []int64
+}
+
+// checkListAudit runs each case as a subtest.
+func checkListAudit(t *testing.T, s *Store, cases []auditFilterCase) {
+	t.Helper()
+	for _, tt := range cases {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := s.ListAudit(context.Background(), tt.f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var seqs []int64
+			for _, r := range got {
+				seqs = append(seqs, r.Seq)
+			}
+			if !slices.Equal(seqs, tt.want) {
+				t.Errorf("ListAudit(%+v) = %v; want %v", tt.f, seqs, tt.want)
+			}
+		})
 	}
 }
 
@@ -44,11 +66,7 @@ func TestListAuditSearchAndSessions(t *testing.T) {
 		s, clock, _ := openTestStore(t)
 		ctx := context.Background()
 		auditQueryRows(t, s, func() { clock.Advance(time.Minute) })
-		for _, tt := range []struct {
-			name string
-			f    AuditFilter
-			want []int64
-		}{
+		checkListAudit(t, s, []auditFilterCase{
 			{"session", AuditFilter{Session: "ses_a"}, []int64{1, 2, 6}},
 			{"session and connection", AuditFilter{Session: "ses_a", Connection: "web"}, []int64{1, 6}},
 			{"search an operation, any case", AuditFilter{Search: "hostname"}, []int64{2}},
@@ -61,21 +79,7 @@ func TestListAuditSearchAndSessions(t *testing.T) {
 			{"after seq, the newest", AuditFilter{AfterSeq: 2, Limit: 2}, []int64{6, 7}},
 			{"after and before", AuditFilter{AfterSeq: 2, BeforeSeq: 6}, []int64{3, 4, 5}},
 			{"session paged", AuditFilter{Session: "ses_a", BeforeSeq: 6, Limit: 1}, []int64{2}},
-		} {
-			t.Run(tt.name, func(t *testing.T) {
-				got, err := s.ListAudit(ctx, tt.f)
-				if err != nil {
-					t.Fatal(err)
-				}
-				var seqs []int64
-				for _, r := range got {
-					seqs = append(seqs, r.Seq)
-				}
-				if !slices.Equal(seqs, tt.want) {
-					t.Errorf("ListAudit(%+v) = %v; want %v", tt.f, seqs, tt.want)
-				}
-			})
-		}
+		})
 		rows, err := s.ListAudit(ctx, AuditFilter{Session: "ses_b"})
 		if err != nil || len(rows) != 1 || rows[0].SessionID != "ses_b" {
 			t.Fatalf("ListAudit(ses_b) = %+v, %v; want one row with its session id", rows, err)
@@ -173,15 +177,7 @@ func TestListAuditUsesIndex(t *testing.T) {
 func TestMigration0015KeepsAudit(t *testing.T) {
 	forEachDB(t, func(t *testing.T) {
 		ctx := context.Background()
-		d := testDialect(t)
-		ref := newTestDatabase(t)
-		if d == dialectPostgres {
-			ref = testPG.Get(t).NewDatabase(t)
-		}
-		db := openRawForMigration(t, d, ref)
-		if _, err := migrate(ctx, db, d, 14); err != nil {
-			t.Fatalf("migrate to 14: %v", err)
-		}
+		db, ref := migratedTo(t, 14)
 		if _, err := db.ExecContext(ctx, `INSERT INTO audit (seq, time, agent_id, agent_name, connection_id,
 			connection_alias, class, kind, decision, reason, approval_id, deciders, operation, exit_status, duration_ns,
 			bytes_in, bytes_out, hash, chain_version, agent_reason, source_addr) VALUES (1, '2026-01-01T00:00:00.000000000Z',

@@ -206,16 +206,7 @@ func TestOutboxRowIsAboutOneRequest(t *testing.T) {
 func TestMigration0014KeepsOutbox(t *testing.T) {
 	forEachDB(t, func(t *testing.T) {
 		ctx := context.Background()
-		d := testDialect(t)
-		ref := newTestDatabase(t)
-		if d == dialectPostgres {
-			// An empty database: newTestDatabase's is migrated already.
-			ref = testPG.Get(t).NewDatabase(t)
-		}
-		db := openRawForMigration(t, d, ref)
-		if _, err := migrate(ctx, db, d, 13); err != nil {
-			t.Fatalf("migrate to 13: %v", err)
-		}
+		db, ref := migratedTo(t, 13)
 		for _, q := range []struct {
 			sql  string
 			args []any
@@ -281,6 +272,25 @@ func TestMigration0014KeepsOutbox(t *testing.T) {
 			t.Errorf("change's rows after the migration: got %v; want [pending ops]", got)
 		}
 	})
+}
+
+// migratedTo is a new database of the test's dialect migrated to version
+// and open without a Store, for a test to seed rows the next migration
+// must keep; ref opens it as a Store (which migrates the rest) afterwards.
+func migratedTo(t *testing.T, version int) (db *sql.DB, ref string) {
+	t.Helper()
+	d := testDialect(t)
+	if d == dialectPostgres {
+		// An empty database: newTestDatabase's is migrated already.
+		ref = testPG.Get(t).NewDatabase(t)
+	} else {
+		ref = newTestDatabase(t)
+	}
+	db = openRawForMigration(t, d, ref)
+	if _, err := migrate(context.Background(), db, d, version); err != nil {
+		t.Fatalf("migrate to %d: %v", version, err)
+	}
+	return db, ref
 }
 
 // openRawForMigration opens ref without migrating it.

@@ -69,17 +69,26 @@ type NotifySubscriptions struct {
 	Pending, Decided, AuditHead bool
 }
 
-// String lists the subscriptions as ParseNotifyEvents reads them, "none"
-// when there is none.
-func (n NotifySubscriptions) String() string {
-	var ev []string
+// Events lists the events subscribed to, in ParseNotifyEvents' order.
+func (n NotifySubscriptions) Events() []NotifyEvent {
+	var out []NotifyEvent
 	for _, e := range []struct {
 		on   bool
 		name NotifyEvent
 	}{{n.Pending, NotifyPending}, {n.Decided, NotifyDecided}, {n.AuditHead, NotifyAuditHead}} {
 		if e.on {
-			ev = append(ev, string(e.name))
+			out = append(out, e.name)
 		}
+	}
+	return out
+}
+
+// String lists the subscriptions as ParseNotifyEvents reads them, "none"
+// when there is none.
+func (n NotifySubscriptions) String() string {
+	var ev []string
+	for _, e := range n.Events() {
+		ev = append(ev, string(e))
 	}
 	if len(ev) == 0 {
 		return "none"
@@ -181,19 +190,7 @@ type NotifyChannel struct {
 }
 
 // Events lists the events the channel subscribes to.
-func (c *NotifyChannel) Events() []NotifyEvent {
-	var out []NotifyEvent
-	if c.OnPending {
-		out = append(out, NotifyPending)
-	}
-	if c.OnDecided {
-		out = append(out, NotifyDecided)
-	}
-	if c.OnAuditHead {
-		out = append(out, NotifyAuditHead)
-	}
-	return out
-}
+func (c *NotifyChannel) Events() []NotifyEvent { return c.Subscriptions().Events() }
 
 // Subscriptions is what the channel subscribes to.
 func (c *NotifyChannel) Subscriptions() NotifySubscriptions {

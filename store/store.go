@@ -368,6 +368,12 @@ func newID(prefix string) string {
 	return prefix + "_" + idEncoding.EncodeToString(b[:])
 }
 
+// NewSessionID returns a new id for an agent's SSH connection, in the form
+// of the record ids ("ses_" and 16 random base32 characters): the audit
+// rows of one connection carry it (AuditRow.SessionID). Ids of connections
+// never repeat, across replicas too.
+func NewSessionID() string { return newID("ses") }
+
 // Prefixes of record ids, one per table.
 const (
 	prefixAgent      = "agt"

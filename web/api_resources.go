@@ -290,7 +290,7 @@ func (s *Server) apiCheckConnection(w http.ResponseWriter, r *http.Request, c *a
 func apiGrantList() apiListSpec {
 	rule := apiEnumFilter(apiRuleWords()...)
 	return apiListSpec{resource: "grants",
-		filters: map[string]func(string) error{"agent": nil, "connection": nil, "session": nil, "q": nil, "env": apiEnumFilter(apiEnvWords()...),
+		filters: map[string]func(string) error{"agent": nil, "connection": nil, "env": apiEnumFilter(apiEnvWords()...),
 			"read": rule, "write": rule, "destructive": rule},
 		sorts: []string{"agent", "connection", "created_at", "modified_at"}, defSort: "agent"}
 }
@@ -442,12 +442,17 @@ func (s *Server) apiRevokeScope(w http.ResponseWriter, r *http.Request, c *apiCa
 
 // --- audit ---
 
+// apiAuditList takes the audit page's filters (auditFilters), under the
+// same names; the ones not listed in checks take any text.
 func apiAuditList() apiListSpec {
-	return apiListSpec{resource: "audit",
-		filters: map[string]func(string) error{"agent": nil, "connection": nil, "session": nil, "q": nil,
-			"class": apiEnumFilter(apiClassWords()...), "kind": apiEnumFilter(apiKindWords()...),
-			"decision": apiEnumFilter(apiDecisionWords()...), "since": apiTimeFilter, "until": apiTimeFilter},
-		sorts: []string{"seq"}, defSort: "-seq"}
+	checks := map[string]func(string) error{
+		"class": apiEnumFilter(apiClassWords()...), "kind": apiEnumFilter(apiKindWords()...),
+		"decision": apiEnumFilter(apiDecisionWords()...), "since": apiTimeFilter, "until": apiTimeFilter}
+	filters := map[string]func(string) error{}
+	for _, fl := range new(auditFilters).fields() {
+		filters[fl.name] = checks[fl.name]
+	}
+	return apiListSpec{resource: "audit", filters: filters, sorts: []string{"seq"}, defSort: "-seq"}
 }
 
 // apiListAudit pages through the audit log newest first. Unlike the other
@@ -462,15 +467,12 @@ func (s *Server) apiListAudit(w http.ResponseWriter, r *http.Request, c *apiCall
 	if p.sort != "-seq" {
 		return apiBadParam("sort", "the audit log is listed newest first only; use -seq or leave sort out")
 	}
-	f := store.AuditFilter{Agent: p.filters["agent"], Connection: p.filters["connection"], Session: p.filters["session"],
-		Class: p.filters["class"], Kind: p.filters["kind"], Decision: p.filters["decision"], Search: p.filters["q"],
-		Limit: p.limit + 1}
-	if v, ok := p.filters["since"]; ok {
-		f.Since, _ = time.Parse(time.RFC3339, v) // checked by apiTimeFilter
+	// since and until are RFC 3339 (apiTimeFilter), which storeFilter reads.
+	f, err := auditFiltersOf(func(name string) string { return p.filters[name] }).storeFilter()
+	if err != nil {
+		return err
 	}
-	if v, ok := p.filters["until"]; ok {
-		f.Until, _ = time.Parse(time.RFC3339, v)
-	}
+	f.Limit = p.limit + 1
 	if p.cursor != nil {
 		seq, err := strconv.ParseInt(p.cursor.K, 10, 64)
 		if err != nil || seq < 1 || p.cursor.I != p.cursor.K {

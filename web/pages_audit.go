@@ -29,16 +29,58 @@ const auditExportPage = 1000
 // rather than hang.
 const verifyTimeout = 20 * time.Second
 
-// auditFilters are the audit page's GET parameters, named as GET /v1/audit
-// names them, so that a filter reads the same on the page, in its export
-// link and over the API. Since and Until are as given (RFC 3339, or the
+// auditFilters are the filters of the audit log as the page, its export
+// link and GET /v1/audit take them: one set of names (fields), one reading
+// into the store's filter (storeFilter), so that a filter reads the same
+// through every door. Since and Until are as given (RFC 3339, or the
 // form's date and time, read as UTC).
 type auditFilters struct {
 	Agent, Connection, Session, Class, Decision, Kind, Search, Since, Until string
 }
 
-// auditTimeLayouts are what the page's since and until take: RFC 3339
-// (the API's form), and what a datetime-local input sends, read as UTC.
+// auditFilterField is one filter and its query parameter's name.
+type auditFilterField struct {
+	name string
+	v    *string
+}
+
+// fields are f's filters with their query parameters' names.
+func (f *auditFilters) fields() []auditFilterField {
+	return []auditFilterField{{"agent", &f.Agent}, {"connection", &f.Connection}, {"session", &f.Session},
+		{"class", &f.Class}, {"decision", &f.Decision}, {"kind", &f.Kind}, {"q", &f.Search},
+		{"since", &f.Since}, {"until", &f.Until}}
+}
+
+// auditFiltersOf reads each filter with get, given its parameter's name.
+func auditFiltersOf(get func(name string) string) auditFilters {
+	var f auditFilters
+	for _, fl := range f.fields() {
+		*fl.v = get(fl.name)
+	}
+	return f
+}
+
+// storeFilter is f as the store reads it; a since or until that is no
+// time is an error.
+func (f auditFilters) storeFilter() (store.AuditFilter, error) {
+	sf := store.AuditFilter{Agent: f.Agent, Connection: f.Connection, Session: f.Session, Class: f.Class,
+		Decision: f.Decision, Kind: f.Kind, Search: f.Search}
+	var err error
+	if f.Since != "" {
+		if sf.Since, err = parseAuditTime("since", f.Since); err != nil {
+			return sf, err
+		}
+	}
+	if f.Until != "" {
+		if sf.Until, err = parseAuditTime("until", f.Until); err != nil {
+			return sf, err
+		}
+	}
+	return sf, nil
+}
+
+// auditTimeLayouts are what since and until take: RFC 3339 (the API's
+// only form), and what the page's datetime-local input sends, read as UTC.
 var auditTimeLayouts = []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02T15:04", "2006-01-02"}
 
 // parseAuditTime reads a since or until value.
@@ -52,31 +94,23 @@ func parseAuditTime(name, v string) (time.Time, error) {
 }
 
 // parseAuditFilters reads the page's filters from q into the page's form
-// and the store's filter. A bad value is an error to show the admin.
+// and the store's filter, with the page's paging (before, after). A bad
+// value is an error to show the admin.
 func parseAuditFilters(q url.Values) (auditFilters, store.AuditFilter, error) {
-	f := auditFilters{
-		Agent: strings.TrimSpace(q.Get("agent")), Connection: strings.TrimSpace(q.Get("connection")),
-		Session: strings.TrimSpace(q.Get("session")), Class: q.Get("class"), Decision: q.Get("decision"),
-		Kind: q.Get("kind"), Search: q.Get("q"), Since: strings.TrimSpace(q.Get("since")),
-		Until: strings.TrimSpace(q.Get("until")),
-	}
-	for _, v := range []string{f.Agent, f.Connection, f.Session, f.Class, f.Decision, f.Kind, f.Search, f.Since, f.Until} {
-		if len(v) > maxFilterLen || !utf8.ValidString(v) {
+	f := auditFiltersOf(func(name string) string {
+		if name == "q" {
+			return q.Get(name) // a search for " x" means the space
+		}
+		return strings.TrimSpace(q.Get(name))
+	})
+	for _, fl := range f.fields() {
+		if len(*fl.v) > maxFilterLen || !utf8.ValidString(*fl.v) {
 			return f, store.AuditFilter{}, fmt.Errorf("a filter is not valid UTF-8 text of at most %d bytes", maxFilterLen)
 		}
 	}
-	sf := store.AuditFilter{Agent: f.Agent, Connection: f.Connection, Session: f.Session, Class: f.Class,
-		Decision: f.Decision, Kind: f.Kind, Search: f.Search}
-	var err error
-	if f.Since != "" {
-		if sf.Since, err = parseAuditTime("since", f.Since); err != nil {
-			return f, sf, err
-		}
-	}
-	if f.Until != "" {
-		if sf.Until, err = parseAuditTime("until", f.Until); err != nil {
-			return f, sf, err
-		}
+	sf, err := f.storeFilter()
+	if err != nil {
+		return f, sf, err
 	}
 	for _, p := range []struct{ name, v string }{{"before", q.Get("before")}, {"after", q.Get("after")}} {
 		if p.v == "" {
@@ -255,12 +289,9 @@ func newAuditRow(row store.AuditRow) auditRow {
 // values is f as query parameters, the empty ones left out.
 func (f auditFilters) values() url.Values {
 	v := url.Values{}
-	for _, p := range []struct{ k, v string }{
-		{"agent", f.Agent}, {"connection", f.Connection}, {"session", f.Session}, {"class", f.Class},
-		{"decision", f.Decision}, {"kind", f.Kind}, {"q", f.Search}, {"since", f.Since}, {"until", f.Until},
-	} {
-		if p.v != "" {
-			v.Set(p.k, p.v)
+	for _, fl := range f.fields() {
+		if *fl.v != "" {
+			v.Set(fl.name, *fl.v)
 		}
 	}
 	return v
@@ -291,10 +322,9 @@ func auditExportURL(f auditFilters, format string) string {
 
 // auditExport downloads every row of the filter, oldest first, in the
 // format `postern audit export` writes (model.AuditExporter): the same
-// columns, and the rows' own redaction. Paging parameters are ignored: the
-// export is the filter's, not the page's. It reads auditExportPage rows at
-// a time by seq, so rows appended meanwhile are neither skipped nor
-// repeated.
+// columns, and the rows' own redaction, paged as it pages
+// (model.ExportAudit, auditExportPage rows at a time). Paging parameters
+// are ignored: the export is the filter's, not the page's.
 func (s *Server) auditExport(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	_, sf, err := parseAuditFilters(q)
@@ -308,41 +338,33 @@ func (s *Server) auditExport(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "format: want csv or jsonl", http.StatusBadRequest)
 		return
 	}
-	sf.BeforeSeq, sf.AfterSeq, sf.Limit, sf.Oldest = 0, 0, auditExportPage, true
-	// The first page is read before the answer starts, so that a store
-	// that cannot be read is an error page, not a cut download.
-	list, err := s.cfg.Store.ListAudit(r.Context(), sf)
-	if err != nil {
+	sf.AfterSeq = 0 // from the first row; ExportAudit sets the rest of the paging
+	// The answer starts once the first page is read, so that a store that
+	// cannot be read is an error page, not a cut download.
+	var exp *model.AuditExporter
+	list := func(ctx context.Context, f store.AuditFilter) ([]store.AuditRow, error) {
+		rows, err := s.cfg.Store.ListAudit(ctx, f)
+		if err != nil || exp != nil {
+			return rows, err
+		}
+		w.Header().Set("Content-Type", ctype)
+		w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="postern-audit-%s.%s"`,
+			s.cfg.Now().UTC().Format("20060102T150405Z"), format))
+		w.Header().Set("Cache-Control", "no-store")
+		exp, err = model.NewAuditExporter(w, format)
+		return rows, err
+	}
+	err = model.ExportAudit(r.Context(), list, sf, auditExportPage, func(row model.AuditRow) error { return exp.Write(row) })
+	if err == nil {
+		err = exp.Close()
+	}
+	switch {
+	case exp == nil:
 		s.serverError(w, r, "reading the audit log", err)
-		return
-	}
-	w.Header().Set("Content-Type", ctype)
-	w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="postern-audit-%s.%s"`,
-		s.cfg.Now().UTC().Format("20060102T150405Z"), format))
-	w.Header().Set("Cache-Control", "no-store")
-	exp, err := model.NewAuditExporter(w, format)
-	if err != nil {
-		s.cfg.Logger.Error().Err(err).Msg("web: audit export")
-		return
-	}
-	for {
-		for _, row := range list {
-			if err := exp.Write(model.AuditRowOf(row)); err != nil {
-				return // the client went away
-			}
-		}
-		if len(list) < auditExportPage {
-			break
-		}
-		sf.AfterSeq = list[len(list)-1].Seq
-		if list, err = s.cfg.Store.ListAudit(r.Context(), sf); err != nil {
-			// Headers are sent: the cut download is all that can say so.
-			s.cfg.Logger.Error().Err(err).Msg("web: audit export")
-			return
-		}
-	}
-	if err := exp.Close(); err != nil {
-		s.cfg.Logger.Debug().Err(err).Msg("web: audit export")
+	case err != nil:
+		// Headers are sent: the cut download (a store that failed, or
+		// a client that went away) is all that can say so.
+		s.cfg.Logger.Warn().Err(err).Msg("web: audit export cut short")
 	}
 }
 

@@ -162,9 +162,10 @@ func TestAuditPageSessions(t *testing.T) {
 	}
 }
 
-// TestAuditExport: the export link gives the filter's rows, every page
-// of them, oldest first, as CSV or JSON lines with the columns of
-// `postern audit export`, to a viewer too.
+// TestAuditExport: the export link gives the filter's rows, oldest first,
+// as CSV or JSON lines with the columns of `postern audit export`, to a
+// viewer too. The fixture fits one page; the paging is model.ExportAudit's
+// (TestExportAuditPages).
 func TestAuditExport(t *testing.T) {
 	ps := newPageSite(t, nil)
 	pc := ps.admin("alice")

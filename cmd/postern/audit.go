@@ -1,14 +1,11 @@
 package main
 
 import (
-	"context"
 	"encoding/hex"
 	"fmt"
-	"io"
 	"slices"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -69,27 +66,13 @@ duration meaning that long ago (24h, 90m).`,
 				return err
 			}
 			slices.Reverse(list) // oldest first, as the rows are
-			if asJSON {
-				js := make([]auditSessionJSON, 0, len(list))
-				for _, v := range list {
-					js = append(js, auditSessionOf(v))
-				}
-				return writeJSON(cmd.OutOrStdout(), js)
-			}
-			return printAuditSessions(cmd.OutOrStdout(), list)
+			return auditSessionList().write(cmd.OutOrStdout(), cmd.ErrOrStderr(), asJSON, list)
 		}
 		rows, err := st.ListAudit(cmd.Context(), f)
 		if err != nil {
 			return err
 		}
-		if asJSON {
-			js := make([]model.AuditRow, 0, len(rows))
-			for _, r := range rows {
-				js = append(js, model.AuditRowOf(r))
-			}
-			return writeJSON(cmd.OutOrStdout(), js)
-		}
-		return printAudit(cmd.OutOrStdout(), rows)
+		return auditRowList().write(cmd.OutOrStdout(), cmd.ErrOrStderr(), asJSON, rows)
 	}
 	cmd.AddCommand(newAuditVerifyCmd(data), newAuditHeadCmd(data), newAuditExportCmd(data))
 	return cmd
@@ -109,28 +92,25 @@ func parseSince(s string, now time.Time) (time.Time, error) {
 	return time.Time{}, fmt.Errorf("--since %q: want an RFC 3339 time, a date (2006-01-02) or a duration (24h)", s)
 }
 
-func printAudit(w io.Writer, rows []store.AuditRow) error {
-	if len(rows) == 0 {
-		_, err := fmt.Fprintln(w, "no audit rows")
-		return err
+// auditRowList is how `postern audit` shows rows: model.AuditRow in -o
+// json, a table otherwise.
+func auditRowList() listSpec[store.AuditRow] {
+	return listSpec[store.AuditRow]{
+		json:  func(r store.AuditRow) any { return model.AuditRowOf(r) },
+		empty: "no audit rows",
+		header: []string{"SEQ", "TIME", "AGENT", "CONNECTION", "CLASS", "DECISION", "BY", "EXIT", "DURATION",
+			"IN/OUT", "OPERATION"},
+		rows: func(r store.AuditRow) [][]string {
+			exit := "-"
+			if r.ExitStatus != nil {
+				exit = strconv.Itoa(*r.ExitStatus)
+			}
+			return [][]string{{strconv.FormatInt(r.Seq, 10), r.Time.Local().Format("2006-01-02 15:04:05"),
+				orDash(r.AgentName), orDash(r.ConnectionAlias), orDash(r.Class), r.Decision,
+				orDash(strings.Join(r.Deciders, ",")), exit, r.Duration.Round(time.Millisecond).String(),
+				fmt.Sprintf("%d/%d", r.BytesIn, r.BytesOut), kindOp(r.Kind, r.Operation)}}
+		},
 	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SEQ\tTIME\tAGENT\tCONNECTION\tCLASS\tDECISION\tBY\tEXIT\tDURATION\tIN/OUT\tOPERATION")
-	for _, r := range rows {
-		exit := "-"
-		if r.ExitStatus != nil {
-			exit = strconv.Itoa(*r.ExitStatus)
-		}
-		by := strings.Join(r.Deciders, ",")
-		if by == "" {
-			by = "-"
-		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\n",
-			r.Seq, r.Time.Local().Format("2006-01-02 15:04:05"), orDash(r.AgentName), orDash(r.ConnectionAlias),
-			orDash(r.Class), r.Decision, by, exit, r.Duration.Round(time.Millisecond), r.BytesIn, r.BytesOut,
-			kindOp(r.Kind, r.Operation))
-	}
-	return tw.Flush()
 }
 
 // auditSessionJSON is one line of `postern audit --sessions -o json`.
@@ -144,27 +124,25 @@ type auditSessionJSON struct {
 	LastSeq     int64      `json:"last_seq"`
 }
 
-func auditSessionOf(v store.AuditSession) auditSessionJSON {
-	aliases := v.Aliases
-	if aliases == nil {
-		aliases = []string{}
+// auditSessionList is how `postern audit --sessions` shows sessions.
+func auditSessionList() listSpec[store.AuditSession] {
+	return listSpec[store.AuditSession]{
+		json: func(v store.AuditSession) any {
+			aliases := v.Aliases
+			if aliases == nil {
+				aliases = []string{}
+			}
+			return auditSessionJSON{SessionID: v.ID, Agent: v.AgentName, Connections: aliases, First: model.Time(v.First),
+				Last: model.Time(v.Last), Rows: v.Rows, LastSeq: v.LastSeq}
+		},
+		empty:  "no sessions",
+		header: []string{"SESSION", "AGENT", "CONNECTIONS", "FIRST", "LAST", "ROWS"},
+		rows: func(v store.AuditSession) [][]string {
+			return [][]string{{v.ID, orDash(v.AgentName), orDash(strings.Join(v.Aliases, ",")),
+				v.First.Local().Format("2006-01-02 15:04:05"), v.Last.Local().Format("2006-01-02 15:04:05"),
+				strconv.FormatInt(v.Rows, 10)}}
+		},
 	}
-	return auditSessionJSON{SessionID: v.ID, Agent: v.AgentName, Connections: aliases, First: model.Time(v.First),
-		Last: model.Time(v.Last), Rows: v.Rows, LastSeq: v.LastSeq}
-}
-
-func printAuditSessions(w io.Writer, list []store.AuditSession) error {
-	if len(list) == 0 {
-		_, err := fmt.Fprintln(w, "no sessions")
-		return err
-	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SESSION\tAGENT\tCONNECTIONS\tFIRST\tLAST\tROWS")
-	for _, v := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", v.ID, orDash(v.AgentName), orDash(strings.Join(v.Aliases, ",")),
-			v.First.Local().Format("2006-01-02 15:04:05"), v.Last.Local().Format("2006-01-02 15:04:05"), v.Rows)
-	}
-	return tw.Flush()
 }
 
 // newAuditVerifyCmd builds `postern audit verify`: exit 0 when the chain is
@@ -321,40 +299,13 @@ as a formula (starting with = + - @, a tab or a CR) gets a leading '.`,
 		if err != nil {
 			return err
 		}
-		if err := exportAudit(cmd.Context(), st, from, sinceTime, exportPageSize, exp.Write); err != nil {
+		f := store.AuditFilter{AfterSeq: from - 1, Since: sinceTime}
+		if err := model.ExportAudit(cmd.Context(), st.ListAudit, f, exportPageSize, exp.Write); err != nil {
 			return err
 		}
 		return exp.Close()
 	}
 	return cmd
-}
-
-// auditPager is what exportAudit reads; *store.Store implements it.
-type auditPager interface {
-	ListAuditAfter(ctx context.Context, afterSeq int64, since time.Time, n int) ([]store.AuditRow, error)
-}
-
-// exportAudit passes write every row with a seq of from or more and a time
-// at or after since (any if zero), oldest first, as the API shows it,
-// reading pageSize rows at a time. Each page starts after the last seq of
-// the one before, so rows appended meanwhile are neither skipped nor
-// repeated; the export ends at the first page that is not full.
-func exportAudit(ctx context.Context, src auditPager, from int64, since time.Time, pageSize int, write func(model.AuditRow) error) error {
-	for after := from - 1; ; {
-		page, err := src.ListAuditAfter(ctx, after, since, pageSize)
-		if err != nil {
-			return err
-		}
-		for _, r := range page {
-			if err := write(model.AuditRowOf(r)); err != nil {
-				return fmt.Errorf("audit export: %w", err)
-			}
-		}
-		if len(page) < pageSize {
-			return nil
-		}
-		after = page[len(page)-1].Seq
-	}
 }
 
 // parseExportSince reads export's --since: a sequence number (digits only)
@@ -378,7 +329,6 @@ func parseExportSince(s string, now time.Time) (seq int64, since time.Time, err 
 	return 1, t, nil
 }
 
-// orDash is s, or "-" for a table cell with nothing in it.
 // kindOp is an operation as the tables show it: its kind, then its text
 // with control and direction characters escaped. An SFTP operation's text
 // names its kind already ("sftp put …"), so it is not named twice.
@@ -390,6 +340,7 @@ func kindOp(kind, op string) string {
 	return kind + ": " + op
 }
 
+// orDash is s, or "-" for a table cell with nothing in it.
 func orDash(s string) string {
 	if s == "" {
 		return "-"

@@ -16,8 +16,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/postern/postern/metrics"
-	"github.com/postern/postern/model"
-	"github.com/postern/postern/store"
 )
 
 // fakeHeads is a headSource whose head and failure the test sets.
@@ -226,91 +224,6 @@ func TestAuditHeadPublisherNoMetrics(t *testing.T) {
 	lines := headLines(t, log)
 	if len(lines) != 1 || lines[0]["head"] != "2:"+strings.Repeat("01", 32) || lines[0]["trigger"] != "shutdown" {
 		t.Errorf("got log lines %v; want one shutdown line with head 2:0101...", lines)
-	}
-}
-
-// fakePager is an auditPager over rows 1..n, recording the pages asked.
-type fakePager struct {
-	rows  []store.AuditRow
-	asked []int64 // afterSeq of each call
-}
-
-func (f *fakePager) ListAuditAfter(_ context.Context, after int64, since time.Time, n int) ([]store.AuditRow, error) {
-	f.asked = append(f.asked, after)
-	var page []store.AuditRow
-	for _, r := range f.rows {
-		if r.Seq > after && !r.Time.Before(since) && len(page) < n {
-			page = append(page, r)
-		}
-	}
-	return page, nil
-}
-
-// TestAuditExportPages: export reads page after page from the last seq
-// it wrote, stops at the first short page, and writes every row once.
-func TestAuditExportPages(t *testing.T) {
-	rowsOf := func(n int) []store.AuditRow {
-		var rows []store.AuditRow
-		for i := 1; i <= n; i++ {
-			rows = append(rows, store.AuditRow{Seq: int64(i), Time: time.Unix(int64(i), 0), Operation: "op"})
-		}
-		return rows
-	}
-	tests := []struct {
-		name      string
-		rows      int
-		from      int64
-		since     time.Time
-		wantSeqs  []int64
-		wantAsked []int64
-	}{
-		{"empty log", 0, 1, time.Time{}, nil, []int64{0}},
-		{"one short page", 2, 1, time.Time{}, []int64{1, 2}, []int64{0}},
-		{"exactly one page", 3, 1, time.Time{}, []int64{1, 2, 3}, []int64{0, 3}},
-		{"several pages", 7, 1, time.Time{}, []int64{1, 2, 3, 4, 5, 6, 7}, []int64{0, 3, 6}},
-		{"from a seq", 7, 5, time.Time{}, []int64{5, 6, 7}, []int64{4, 7}},
-		{"since a time", 7, 1, time.Unix(3, 0), []int64{3, 4, 5, 6, 7}, []int64{0, 5}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			src := &fakePager{rows: rowsOf(tt.rows)}
-			var got []int64
-			err := exportAudit(t.Context(), src, tt.from, tt.since, 3, func(r model.AuditRow) error {
-				got = append(got, r.Seq)
-				return nil
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !slices.Equal(got, tt.wantSeqs) || !slices.Equal(src.asked, tt.wantAsked) {
-				t.Errorf("got rows %v after pages %v; want %v after %v", got, src.asked, tt.wantSeqs, tt.wantAsked)
-			}
-		})
-	}
-	// A failed write ends the export with its error.
-	boom := errors.New("disk full")
-	err := exportAudit(t.Context(), &fakePager{rows: rowsOf(5)}, 1, time.Time{}, 3, func(model.AuditRow) error { return boom })
-	if !errors.Is(err, boom) {
-		t.Errorf("export with a failing writer: got %v; want %v", err, boom)
-	}
-}
-
-func TestAuditCSVCell(t *testing.T) {
-	tests := []struct{ in, want string }{
-		{"uptime", "uptime"},
-		{"", ""},
-		{`=HYPERLINK("http://x")`, `'=HYPERLINK("http://x")`},
-		{"+1", "'+1"},
-		{"-2+3", "'-2+3"},
-		{"@SUM(A1)", "'@SUM(A1)"},
-		{"\tcmd", "'\tcmd"},
-		{"\rcmd", "'\rcmd"},
-		{"ls -l", "ls -l"}, // only the first character counts
-	}
-	for _, tt := range tests {
-		if got := model.CSVCell(tt.in); got != tt.want {
-			t.Errorf("model.CSVCell(%q): got %q; want %q", tt.in, got, tt.want)
-		}
 	}
 }
 

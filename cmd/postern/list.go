@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"strings"
 	"text/tabwriter"
 
@@ -50,36 +51,41 @@ func newListCmd[T any](data *dataFlag, spec listSpec[T]) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		w := cmd.OutOrStdout()
-		if asJSON {
-			js := make([]any, 0, len(items))
-			for _, it := range items {
-				js = append(js, spec.json(it))
-			}
-			return writeJSON(w, js)
-		}
-		if len(items) == 0 {
-			_, err := fmt.Fprintln(w, spec.empty)
-			return err
-		}
-		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, strings.Join(spec.header, "\t"))
-		for _, it := range items {
-			for _, row := range spec.rows(it) {
-				fmt.Fprintln(tw, strings.Join(row, "\t"))
-			}
-		}
-		if err := tw.Flush(); err != nil {
-			return err
-		}
-		if spec.warning != nil {
-			for _, it := range items {
-				if msg := spec.warning(it); msg != "" {
-					fmt.Fprintf(cmd.ErrOrStderr(), "postern: warning: %s\n", msg)
-				}
-			}
-		}
-		return nil
+		return spec.write(cmd.OutOrStdout(), cmd.ErrOrStderr(), asJSON, items)
 	}
 	return cmd
+}
+
+// write writes items to w as -o json (an empty list is [], never null) or
+// as spec's table, and their warnings to ew.
+func (spec listSpec[T]) write(w, ew io.Writer, asJSON bool, items []T) error {
+	if asJSON {
+		js := make([]any, 0, len(items))
+		for _, it := range items {
+			js = append(js, spec.json(it))
+		}
+		return writeJSON(w, js)
+	}
+	if len(items) == 0 {
+		_, err := fmt.Fprintln(w, spec.empty)
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, strings.Join(spec.header, "\t"))
+	for _, it := range items {
+		for _, row := range spec.rows(it) {
+			fmt.Fprintln(tw, strings.Join(row, "\t"))
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if spec.warning != nil {
+		for _, it := range items {
+			if msg := spec.warning(it); msg != "" {
+				fmt.Fprintf(ew, "postern: warning: %s\n", msg)
+			}
+		}
+	}
+	return nil
 }
